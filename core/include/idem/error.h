@@ -1,0 +1,73 @@
+// Error values returned by every fallible idem call.
+//
+// idem never throws across its public API: a call that can fail returns
+// Result<T>, an expected<T, Error>. The code says what the caller should do
+// next, not what went wrong inside; the message is for people and logs and
+// never contains a client key, a scope or a body.
+//
+// Thread-safety: Error is a value type; distinct objects may be used from
+// different threads freely.
+
+#ifndef IDEM_ERROR_H_
+#define IDEM_ERROR_H_
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <tl/expected.hpp>
+
+namespace idem {
+
+enum class ErrorCode {
+  // The call's arguments (a URI, an option, a size) are wrong. Retrying the
+  // same call fails the same way.
+  kInvalidArgument,
+  // The backend cannot be reached or is busy right now (I/O error, lost
+  // connection, lock timeout). Retrying the call later may succeed.
+  kUnavailable,
+  // A stored record cannot be decoded. Not retryable; the record must be
+  // inspected or purged by an operator. Never treated as a missing record.
+  kDataLoss,
+  // A bounded resource is full (in-memory capacity of live records).
+  // Retry after records expire or capacity is raised.
+  kResourceExhausted,
+  // A bug or an unexpected failure inside idem or a dependency.
+  kInternal,
+};
+
+// Stable lowercase name ("unavailable", ...) for logs and metrics.
+std::string_view ErrorCodeName(ErrorCode code);
+
+class Error {
+ public:
+  Error(ErrorCode code, std::string message)
+      : code_(code), message_(std::move(message)) {}
+
+  ErrorCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // "unavailable: <message>".
+  std::string ToString() const;
+
+  friend bool operator==(const Error&, const Error&) = default;
+
+ private:
+  ErrorCode code_;
+  std::string message_;
+};
+
+template <typename T>
+using Result = tl::expected<T, Error>;
+
+// For calls that return nothing on success.
+using Status = Result<void>;
+
+// Builds the error side of a Result: `return MakeError(ErrorCode::kX, "...")`.
+inline tl::unexpected<Error> MakeError(ErrorCode code, std::string message) {
+  return tl::unexpected<Error>(Error(code, std::move(message)));
+}
+
+}  // namespace idem
+
+#endif  // IDEM_ERROR_H_

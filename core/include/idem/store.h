@@ -1,0 +1,114 @@
+// The storage SPI every backend implements (SEMANTICS.md, "The store
+// operations").
+//
+// A Store keeps one Record per RecordId and applies the claim table
+// atomically. Outcomes of the claim table are values; only backend failures
+// (I/O, lost connection, undecodable record, capacity) are errors, and an
+// error never stands in for an outcome: a store that cannot tell must fail.
+//
+// Thread-safety: every Store is safe for concurrent use by any number of
+// threads without external locking. Stores marked shared_across_processes in
+// StoreInfo keep that guarantee across processes too.
+
+#ifndef IDEM_STORE_H_
+#define IDEM_STORE_H_
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "idem/clock.h"
+#include "idem/error.h"
+#include "idem/record.h"
+#include "idem/response.h"
+#include "idem/types.h"
+
+namespace idem {
+
+enum class ClaimOutcome {
+  // The caller holds the key and must Complete or Release it with `token`.
+  kAcquired,
+  // Another request holds the key until `locked_until`.
+  kInProgress,
+  // The key's request finished; `response` is what to replay.
+  kCompleted,
+  // The key was used with a different request fingerprint.
+  kMismatch,
+};
+
+std::string_view ClaimOutcomeName(ClaimOutcome outcome);
+
+struct ClaimResult {
+  ClaimOutcome outcome = ClaimOutcome::kAcquired;
+  // kAcquired: the new fencing token.
+  Token token;
+  // kAcquired: true when an in_progress record whose lock had timed out was
+  // taken over (its holder's Complete will now return false).
+  bool takeover = false;
+  // kAcquired: the new lock's end. kInProgress: when the holder's lock ends.
+  TimePoint locked_until;
+  // kCompleted: the stored response (shared, immutable).
+  std::shared_ptr<const Response> response;
+};
+
+// What OpenStore and the backends' typed Open functions take besides the URI.
+struct StoreOptions {
+  // Time source for background work (sweepers). Defaults to SystemClock.
+  std::shared_ptr<Clock> clock;
+};
+
+struct StoreInfo {
+  std::string name;  // "memory", "rocksdb", ...
+  bool durable = false;  // Completed records survive a process crash.
+  bool shared_across_processes = false;  // Several processes may share it.
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Applies the claim table of SEMANTICS.md to the record of `id` as of
+  // `now`, atomically with respect to every other call on the same id:
+  //  - no record, or expires_at <= now: writes in_progress with a new token,
+  //    expires_at = now + ttl, locked_until = min(now + lock_timeout,
+  //    expires_at) and returns kAcquired;
+  //  - a live record with another fingerprint: kMismatch;
+  //  - completed, same fingerprint: kCompleted with the response;
+  //  - in_progress, same fingerprint, locked_until > now: kInProgress;
+  //  - in_progress, same fingerprint, locked_until <= now: kAcquired with a
+  //    new token and takeover = true (expires_at is renewed as for a new
+  //    record).
+  // Errors: kUnavailable (backend unreachable or busy), kDataLoss (the stored
+  // record cannot be decoded), kResourceExhausted (no room for a new live
+  // record), kInvalidArgument (ttl or lock_timeout not positive).
+  virtual Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
+                                    TimePoint now, Duration ttl,
+                                    Duration lock_timeout) = 0;
+
+  // Stores `response` and marks the record completed, keeping its
+  // expires_at, if and only if it is in_progress with `token`. Returns false
+  // and changes nothing otherwise (released, taken over, expired and
+  // reclaimed, or already completed).
+  virtual Result<bool> Complete(const RecordId& id, const Token& token,
+                                const Response& response) = 0;
+
+  // Deletes the record if and only if it is in_progress with `token`; returns
+  // whether it did.
+  virtual Result<bool> Release(const RecordId& id, const Token& token) = 0;
+
+  // The live record of `id` as of `now`, or nullopt when there is none or it
+  // has expired. For tools and tests.
+  virtual Result<std::optional<Record>> Inspect(const RecordId& id,
+                                                TimePoint now) = 0;
+
+  // Deletes up to `limit` records with expires_at <= now; returns how many.
+  virtual Result<std::size_t> PurgeExpired(TimePoint now,
+                                           std::size_t limit) = 0;
+
+  virtual StoreInfo Info() const = 0;
+};
+
+}  // namespace idem
+
+#endif  // IDEM_STORE_H_

@@ -1,0 +1,79 @@
+// Store URIs (SEMANTICS.md, "Stores, chosen by URI"): parsing, typed
+// parameters, and redaction of passwords for error messages.
+//
+//   memory:?capacity=1000000
+//   rocksdb:/path/dir?sync=false
+//   sqlite:/path/file.db?synchronous=normal
+//   postgresql://user:secret@host:5432/db?table=idempotency_keys&pool=8
+//
+// Parsing is RFC 3986 (uriparser); query parameters are percent-decoded. A
+// backend takes the parameters it knows with the Take* calls and then calls
+// RejectUnknown(), so a misspelt parameter is an error, never ignored.
+//
+// Thread-safety: plain values.
+
+#ifndef IDEM_STORE_URI_H_
+#define IDEM_STORE_URI_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "idem/error.h"
+
+namespace idem {
+
+class StoreUri {
+ public:
+  // Errors: kInvalidArgument naming the (redacted) URI when it is not a URI,
+  // has no scheme, or repeats a query parameter.
+  static Result<StoreUri> Parse(std::string_view uri);
+
+  const std::string& scheme() const { return scheme_; }  // Lowercase.
+  const std::string& user() const { return user_; }
+  const std::string& password() const { return password_; }
+  const std::string& host() const { return host_; }
+  const std::string& port() const { return port_; }  // "" when absent.
+  // Percent-decoded path: "/path/dir" for rocksdb:/path/dir, "db" for
+  // postgresql://h/db, "" for memory:.
+  const std::string& path() const { return path_; }
+  // The URI as given, with any password replaced by "***". Use this, never
+  // the raw URI, in errors and logs.
+  const std::string& redacted() const { return redacted_; }
+  // Query parameters not yet taken, in order, percent-decoded.
+  const std::vector<std::pair<std::string, std::string>>& params() const {
+    return params_;
+  }
+
+  // Removes and returns parameter `name`.
+  std::optional<std::string> TakeString(std::string_view name);
+  // Unsigned integer in [min, max]; kInvalidArgument otherwise.
+  Result<std::optional<std::uint64_t>> TakeUint(std::string_view name,
+                                                std::uint64_t min,
+                                                std::uint64_t max);
+  // true/false/1/0/yes/no/on/off; kInvalidArgument otherwise.
+  Result<std::optional<bool>> TakeBool(std::string_view name);
+  // One of `allowed` (case-insensitive, returned lowercased).
+  Result<std::optional<std::string>> TakeEnum(
+      std::string_view name, const std::vector<std::string_view>& allowed);
+  // kInvalidArgument naming the URI and the first parameter left.
+  Status RejectUnknown() const;
+
+  // kInvalidArgument "<what> in store URI '<redacted>'".
+  Error InvalidArgument(std::string_view what) const;
+
+ private:
+  std::string scheme_, user_, password_, host_, port_, path_, redacted_;
+  std::vector<std::pair<std::string, std::string>> params_;
+};
+
+// `uri` with the password of its userinfo replaced by "***" (and also any
+// `password=` query parameter). Works on strings that do not parse.
+std::string RedactUri(std::string_view uri);
+
+}  // namespace idem
+
+#endif  // IDEM_STORE_URI_H_
