@@ -1,0 +1,36 @@
+// OpenStore: a Store from a URI, over the backends this build of idem has.
+//
+// Link idem::stores to get every enabled backend; link a single backend
+// (idem::memory, ...) and call its typed Open() to get only that one.
+//
+// Thread-safety: OpenStore may be called from any thread.
+
+#ifndef IDEM_OPEN_STORE_H_
+#define IDEM_OPEN_STORE_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/error.h"
+#include "idem/store.h"
+
+namespace idem {
+
+// Opens the store `uri` names (SEMANTICS.md, "Stores, chosen by URI").
+// Errors, each naming the URI with its password redacted:
+//  - kInvalidArgument: not a URI, an unknown scheme or one this build lacks,
+//    an unknown or malformed parameter;
+//  - kUnavailable: the store cannot be reached or opened (held by another
+//    process, server down);
+//  - what the backend's own Open returns otherwise.
+Result<std::unique_ptr<Store>> OpenStore(std::string_view uri,
+                                         const StoreOptions& options = {});
+
+// Schemes compiled into this build, e.g. {"memory", "rocksdb"}.
+std::vector<std::string> AvailableStoreSchemes();
+
+}  // namespace idem
+
+#endif  // IDEM_OPEN_STORE_H_

@@ -1,0 +1,232 @@
+// The Guard: the decision procedure of SEMANTICS.md, "What a protected
+// request gets" and "What happens to the handler's response", for any HTTP
+// framework and any Store.
+//
+// A request goes through at most three steps, which an async adapter can run
+// on the threads it chooses (the store calls inside Begin, Resume and
+// ClaimHandle::Finish may block on a durable or remote store):
+//
+//   Decision d = guard.Begin(request);          // parse, fingerprint, claim
+//   while (d.action == Action::kWait)           // only with lock_wait > 0
+//     d = guard.Resume(std::move(d));           //   after d.retry_in
+//   switch (d.action) {
+//     case Action::kRespond:     send d.response (a problem or a replay)
+//     case Action::kPassThrough: run the handler unprotected
+//     case Action::kExecute:     run the handler, d.claim.Finish(response),
+//                                then send the response
+//   }
+//
+// Guard::Run does all of that for a synchronous handler. The response is
+// stored (Finish) before it is sent, so a client that disconnects after the
+// handler finished still gets the replay when it retries.
+//
+// Thread-safety: a Guard is safe for concurrent use. Decisions and
+// ClaimHandles are single-owner values that may move between threads. The
+// Guard must outlive every Decision and ClaimHandle it returned.
+
+#ifndef IDEM_GUARD_H_
+#define IDEM_GUARD_H_
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "idem/clock.h"
+#include "idem/error.h"
+#include "idem/guard_options.h"
+#include "idem/log.h"
+#include "idem/metrics.h"
+#include "idem/response.h"
+#include "idem/store.h"
+#include "idem/types.h"
+
+namespace idem {
+
+using HeaderView = std::pair<std::string_view, std::string_view>;
+
+// A request as the Guard sees it; views into the adapter's request object,
+// valid for the duration of the Begin call only.
+struct RequestView {
+  std::string_view method;
+  // Path and query exactly as received.
+  std::string_view target;
+  // Every request header as received (repeated names included).
+  std::span<const HeaderView> headers;
+  std::string_view body;
+  // Set by an adapter that stopped reading a body larger than
+  // max_request_body; `body` is then incomplete and ignored.
+  bool body_too_large = false;
+  // The authenticated principal the key belongs to; nullopt is anonymous.
+  std::optional<std::string_view> scope;
+};
+
+enum class Action {
+  kRespond,      // Send Decision::response; do not run the handler.
+  kExecute,      // Run the handler under Decision::claim.
+  kPassThrough,  // Run the handler unprotected (nothing is stored).
+  kWait,         // Call Guard::Resume after Decision::retry_in.
+};
+
+// What ClaimHandle::Finish did with the handler's response.
+enum class FinishResult {
+  kStored,         // Completed: retries replay it.
+  kReleased,       // Status not stored: the key was released.
+  kNotStored,      // Body over max_stored_response: released, warning logged.
+  kStaleComplete,  // The lock had been taken over; not stored, warning logged.
+  kStoreFailed,    // Complete failed; the record stays in_progress until its
+                   // lock times out. Error logged.
+  kInactive,       // The handle held no claim (moved-from or already used).
+};
+
+class Guard;
+
+// The right to run the handler for one claimed key. Exactly one of Finish or
+// Abandon should be called; destroying an unfinished handle (a handler that
+// threw, a dropped connection before the handler ran) releases the key so a
+// retry runs the handler again.
+class ClaimHandle {
+ public:
+  ClaimHandle() = default;
+  ClaimHandle(ClaimHandle&& other) noexcept { *this = std::move(other); }
+  ClaimHandle& operator=(ClaimHandle&& other) noexcept;
+  ClaimHandle(const ClaimHandle&) = delete;
+  ClaimHandle& operator=(const ClaimHandle&) = delete;
+  ~ClaimHandle() { Abandon(); }
+
+  bool active() const { return guard_ != nullptr; }
+  // True when this claim took over a request whose lock had timed out.
+  bool takeover() const { return takeover_; }
+
+  // Stores `response` for replay, or releases the key, by the table of
+  // SEMANTICS.md. Call it before sending the response. Blocks on the store.
+  // The response to send is `response` itself, unchanged.
+  FinishResult Finish(const Response& response);
+
+  // Releases the key now (the handler failed). Counted as `released`.
+  void Abandon();
+
+ private:
+  friend class Guard;
+  Guard* guard_ = nullptr;
+  RecordId id_;
+  Token token_;
+  bool takeover_ = false;
+  std::shared_ptr<const GuardOptions> options_;
+};
+
+namespace detail {
+struct WaitState;
+}  // namespace detail
+
+struct Decision {
+  Action action = Action::kRespond;
+  // The step outcome counted for this request (kExecuted for kExecute;
+  // kUnprotected, kTooLarge or kFailOpen for kPassThrough). Meaningless
+  // while action == kWait: nothing is counted until the wait ends.
+  Outcome outcome = Outcome::kUnprotected;
+  // kRespond: the complete response (a problem, or a replay with the replay
+  // header). Content-Length is the writer's to compute.
+  Response response;
+  // kExecute: the claim to Finish.
+  ClaimHandle claim;
+  // kWait: how long to wait before Resume.
+  Duration retry_in{};
+  // kWait: where the request stands; opaque.
+  std::shared_ptr<detail::WaitState> wait;
+};
+
+// Everything a Guard needs. Only `store` is required.
+struct GuardSetup {
+  std::shared_ptr<Store> store;
+  // The defaults for every route; a route may pass its own copy to Begin.
+  GuardOptions options;
+  // Default: SystemClock::Instance().
+  std::shared_ptr<Clock> clock;
+  // Default: a new Metrics owned by the Guard.
+  std::shared_ptr<Metrics> metrics;
+  // Default: no logging.
+  LogSink log;
+};
+
+class Guard {
+ public:
+  // kInvalidArgument when the store is missing or the options are invalid.
+  static Result<std::unique_ptr<Guard>> Create(GuardSetup setup);
+
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+
+  // Steps 1-8 of SEMANTICS.md for one request, with the guard's options or
+  // the route's own. Never throws and never returns an error: store failures
+  // become 503 problems (fail-closed) or kPassThrough (fail-open).
+  Decision Begin(const RequestView& request,
+                 std::shared_ptr<const GuardOptions> route = nullptr);
+
+  // For callers without HTTP: the same procedure with a key the caller
+  // derived itself (any bytes, 1..max_key_length long) and a fingerprint
+  // over `operation` and `input`. See once.h.
+  Decision BeginWithKey(std::string_view scope, std::string_view key,
+                        std::string_view operation, std::string_view input,
+                        std::shared_ptr<const GuardOptions> route = nullptr);
+
+  // Continues a kWait decision: claims again, and either ends the wait
+  // (replay, execute, ...) or asks for another wait; after lock_wait it
+  // answers 409. Blocks on the store.
+  Decision Resume(Decision waiting);
+
+  // Begin, wait (sleeping on the guard's clock), run `handler` when the key
+  // is acquired or unprotected, Finish, and return what to send. `handler`
+  // is a callable returning Response; if it throws, the key is released and
+  // the exception propagates.
+  template <typename Handler>
+  Response Run(const RequestView& request, Handler&& handler,
+               std::shared_ptr<const GuardOptions> route = nullptr) {
+    Decision d = Begin(request, std::move(route));
+    while (d.action == Action::kWait) {
+      clock_->SleepFor(d.retry_in);
+      d = Resume(std::move(d));
+    }
+    if (d.action == Action::kRespond) return std::move(d.response);
+    Response response = handler();
+    if (d.action == Action::kExecute) d.claim.Finish(response);
+    return response;
+  }
+
+  const GuardOptions& options() const { return *options_; }
+  const std::shared_ptr<const GuardOptions>& shared_options() const {
+    return options_;
+  }
+  Metrics& metrics() { return *metrics_; }
+  Store& store() { return *store_; }
+  Clock& clock() { return *clock_; }
+
+ private:
+  friend class ClaimHandle;
+  explicit Guard(GuardSetup setup);
+
+  Decision Claim(std::shared_ptr<detail::WaitState> state);
+  Decision Respond(Outcome outcome, Response response);
+  Decision Problem(Outcome outcome, const GuardOptions& options, int status,
+                   std::string_view code, std::string detail,
+                   std::string_view instance, bool retry_after);
+  Decision PassThrough(Outcome outcome);
+  bool InFailOpenBackoff(TimePoint now) const;
+  void Log(LogLevel level, const std::string& message) const;
+  void ReleaseClaim(const ClaimHandle& claim, Outcome outcome);
+
+  std::shared_ptr<Store> store_;
+  std::shared_ptr<const GuardOptions> options_;
+  std::shared_ptr<Clock> clock_;
+  std::shared_ptr<Metrics> metrics_;
+  LogSink log_;
+  // Fail-open backoff: until this time (clock ns) the store is skipped.
+  std::atomic<Duration::rep> skip_store_until_{0};
+};
+
+}  // namespace idem
+
+#endif  // IDEM_GUARD_H_

@@ -1,0 +1,111 @@
+// Configuration of a Guard, and of each protected route (SEMANTICS.md,
+// "Configuration (defaults)"). A route that wants its own ttl, lock timeout
+// or limits copies the guard's options, changes what differs and passes the
+// copy with its requests.
+//
+// Thread-safety: plain value; share it read-only (e.g. as
+// shared_ptr<const GuardOptions>) between threads.
+
+#ifndef IDEM_GUARD_OPTIONS_H_
+#define IDEM_GUARD_OPTIONS_H_
+
+#include <bitset>
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "idem/clock.h"
+#include "idem/error.h"
+#include "idem/fingerprint.h"
+
+namespace idem {
+
+// A set of HTTP status codes 100..999.
+class StatusSet {
+ public:
+  StatusSet() = default;
+  // 200-499 except 408, 425 and 429: success and client errors are final;
+  // timeouts, "too early", rate limits and 5xx are worth retrying.
+  static StatusSet Default();
+  StatusSet& AddRange(int first, int last);  // Inclusive.
+  StatusSet& Add(int status) { return AddRange(status, status); }
+  StatusSet& Remove(int status);
+  bool Contains(int status) const {
+    return status >= 0 && status < 1000 && bits_.test(status);
+  }
+
+ private:
+  std::bitset<1000> bits_;
+};
+
+enum class StoreErrorPolicy {
+  kFailClosed,  // 503 idempotency_store_unavailable; the handler does not run.
+  kFailOpen,    // Run unprotected and skip the store for store_backoff.
+};
+
+enum class OversizePolicy {
+  kReject,  // 413 request_too_large.
+  kBypass,  // Run the handler unprotected.
+};
+
+enum class AnonymousPolicy {
+  kShared,  // Anonymous requests share the scope "".
+  kBypass,  // Anonymous requests run unprotected.
+  kReject,  // 401 idempotency_authentication_required.
+};
+
+struct GuardOptions {
+  // A request without Idempotency-Key gets 400 idempotency_key_missing when
+  // true, or runs unprotected when false. Default: true.
+  bool key_required = true;
+  // Lifetime of a record from its claim. Default: 24 h.
+  Duration ttl = std::chrono::hours(24);
+  // How long an in_progress record blocks others. Default: 60 s.
+  Duration lock_timeout = std::chrono::seconds(60);
+  // How long a request waits for an in_progress record to complete before
+  // answering 409. Default: 0 (answer at once).
+  Duration lock_wait = Duration::zero();
+  // Retry-After on 409 and 503 answers, rounded up to seconds; 0 omits the
+  // header. Default: 1 s.
+  Duration retry_after = std::chrono::seconds(1);
+  // Longest key, in bytes after unquoting. Default: 255.
+  std::size_t max_key_length = 255;
+  // Largest request body that is fingerprinted. Default: 1 MiB.
+  std::size_t max_request_body = std::size_t{1} << 20;
+  // What happens to a larger body. Default: kReject (413).
+  OversizePolicy oversize_request = OversizePolicy::kReject;
+  // Largest response body that is stored; a larger one is sent unstored and
+  // its key released. Default: 1 MiB.
+  std::size_t max_stored_response = std::size_t{1} << 20;
+  // Response headers stored and replayed (case-insensitive). Content-Length
+  // is always recomputed. Default: Content-Type, Content-Language, Location,
+  // ETag.
+  std::vector<std::string> stored_headers = {"Content-Type", "Content-Language",
+                                             "Location", "ETag"};
+  // Statuses whose responses are stored; others release the key. Default:
+  // StatusSet::Default().
+  StatusSet stored_statuses = StatusSet::Default();
+  // Request headers that are part of the fingerprint. Default: none.
+  std::vector<std::string> fingerprint_headers;
+  // Default: kRaw.
+  BodyFingerprint fingerprint_body = BodyFingerprint::kRaw;
+  // Added to every replay. Default: "Idempotent-Replayed: true".
+  std::string replay_header_name = "Idempotent-Replayed";
+  std::string replay_header_value = "true";
+  // Default: kFailClosed, 10 s.
+  StoreErrorPolicy on_store_error = StoreErrorPolicy::kFailClosed;
+  Duration store_backoff = std::chrono::seconds(10);
+  // Default: kShared.
+  AnonymousPolicy anonymous = AnonymousPolicy::kShared;
+  // The `type` member of problem bodies. Default: "about:blank".
+  std::string problem_type = "about:blank";
+
+  // kInvalidArgument naming the first bad field (non-positive ttl or lock
+  // timeout, negative waits, zero limits, empty replay header name).
+  Status Validate() const;
+};
+
+}  // namespace idem
+
+#endif  // IDEM_GUARD_OPTIONS_H_

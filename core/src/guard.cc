@@ -1,0 +1,418 @@
+#include "idem/guard.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "idem/fingerprint.h"
+#include "idem/idempotency_key.h"
+#include "idem/problem.h"
+#include "idem/record_id.h"
+
+namespace idem {
+namespace detail {
+
+// A request between claim attempts (only kept across a lock_wait).
+struct WaitState {
+  RecordId id;
+  Fingerprint fingerprint;
+  std::shared_ptr<const GuardOptions> options;
+  std::string instance;
+  TimePoint deadline;
+  int attempt = 0;
+};
+
+}  // namespace detail
+
+namespace {
+
+// Waiting for an in-progress request polls the store; back off from 10 ms to
+// at most 250 ms so a long handler is not hammered with claims.
+constexpr Duration kFirstPoll = std::chrono::milliseconds(10);
+constexpr Duration kMaxPoll = std::chrono::milliseconds(250);
+
+std::string_view PathOf(std::string_view target) {
+  return target.substr(0, target.find('?'));
+}
+
+// Hop-by-hop and length headers describe one transfer, not the resource:
+// never store them, even when listed.
+bool NeverStored(std::string_view name) {
+  return HeaderNameEquals(name, "Content-Length") ||
+         HeaderNameEquals(name, "Transfer-Encoding") ||
+         HeaderNameEquals(name, "Connection") ||
+         HeaderNameEquals(name, "Keep-Alive");
+}
+
+template <typename Fn>
+auto Timed(Metrics& metrics, StoreOperation op, Fn&& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  auto result = fn();
+  metrics.ObserveStoreLatency(op, std::chrono::steady_clock::now() - start);
+  return result;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// ClaimHandle
+
+ClaimHandle& ClaimHandle::operator=(ClaimHandle&& other) noexcept {
+  if (this != &other) {
+    Abandon();
+    guard_ = std::exchange(other.guard_, nullptr);
+    id_ = other.id_;
+    token_ = other.token_;
+    takeover_ = other.takeover_;
+    options_ = std::move(other.options_);
+  }
+  return *this;
+}
+
+void ClaimHandle::Abandon() {
+  if (guard_ == nullptr) return;
+  guard_->ReleaseClaim(*this, Outcome::kReleased);
+  guard_ = nullptr;
+}
+
+FinishResult ClaimHandle::Finish(const Response& response) {
+  if (guard_ == nullptr) return FinishResult::kInactive;
+  Guard& guard = *std::exchange(guard_, nullptr);
+  const GuardOptions& opts = *options_;
+  if (!opts.stored_statuses.Contains(response.status)) {
+    guard.ReleaseClaim(*this, Outcome::kReleased);
+    return FinishResult::kReleased;
+  }
+  if (response.body.size() > opts.max_stored_response) {
+    guard.Log(LogLevel::kWarning,
+              "response of " + std::to_string(response.body.size()) +
+                  " bytes exceeds max_stored_response (" +
+                  std::to_string(opts.max_stored_response) +
+                  "); sent unstored and key released, record " +
+                  id_.ToHex().substr(0, 16));
+    guard.ReleaseClaim(*this, Outcome::kNotStored);
+    return FinishResult::kNotStored;
+  }
+  Response stored;
+  stored.status = response.status;
+  for (const auto& [name, value] : response.headers) {
+    if (NeverStored(name)) continue;
+    const bool listed =
+        std::any_of(opts.stored_headers.begin(), opts.stored_headers.end(),
+                    [&](const std::string& allowed) {
+                      return HeaderNameEquals(allowed, name);
+                    });
+    if (listed) stored.headers.emplace_back(name, value);
+  }
+  stored.body = response.body;
+  auto done = Timed(guard.metrics(), StoreOperation::kComplete, [&] {
+    return guard.store().Complete(id_, token_, stored);
+  });
+  if (!done) {
+    guard.metrics().Count(Outcome::kStoreFailed);
+    guard.Log(LogLevel::kError,
+              "storing the response failed (" + done.error().ToString() +
+                  "); the key stays locked until its lock timeout, record " +
+                  id_.ToHex().substr(0, 16));
+    return FinishResult::kStoreFailed;
+  }
+  if (!*done) {
+    guard.metrics().Count(Outcome::kStaleComplete);
+    guard.Log(LogLevel::kWarning,
+              "response not stored: the lock timed out and another request "
+              "took the key over, record " +
+                  id_.ToHex().substr(0, 16));
+    return FinishResult::kStaleComplete;
+  }
+  return FinishResult::kStored;
+}
+
+// ---------------------------------------------------------------------------
+// Guard
+
+Result<std::unique_ptr<Guard>> Guard::Create(GuardSetup setup) {
+  if (!setup.store) {
+    return MakeError(ErrorCode::kInvalidArgument, "guard needs a store");
+  }
+  if (auto valid = setup.options.Validate(); !valid) {
+    return tl::unexpected(valid.error());
+  }
+  return std::unique_ptr<Guard>(new Guard(std::move(setup)));
+}
+
+Guard::Guard(GuardSetup setup)
+    : store_(std::move(setup.store)),
+      options_(std::make_shared<const GuardOptions>(std::move(setup.options))),
+      clock_(setup.clock ? std::move(setup.clock) : SystemClock::Instance()),
+      metrics_(setup.metrics ? std::move(setup.metrics)
+                             : std::make_shared<Metrics>()),
+      log_(std::move(setup.log)) {}
+
+void Guard::Log(LogLevel level, const std::string& message) const {
+  if (log_) log_(level, message);
+}
+
+Decision Guard::Respond(Outcome outcome, Response response) {
+  metrics_->Count(outcome);
+  Decision d;
+  d.action = Action::kRespond;
+  d.outcome = outcome;
+  d.response = std::move(response);
+  return d;
+}
+
+Decision Guard::Problem(Outcome outcome, const GuardOptions& options,
+                        int status, std::string_view code, std::string detail,
+                        std::string_view instance, bool retry_after) {
+  idem::Problem p;
+  p.status = status;
+  p.code = code;
+  p.detail = std::move(detail);
+  p.instance = instance;
+  p.type = options.problem_type;
+  if (retry_after) p.retry_after = options.retry_after;
+  return Respond(outcome, MakeProblemResponse(p));
+}
+
+Decision Guard::PassThrough(Outcome outcome) {
+  metrics_->Count(outcome);
+  Decision d;
+  d.action = Action::kPassThrough;
+  d.outcome = outcome;
+  return d;
+}
+
+bool Guard::InFailOpenBackoff(TimePoint now) const {
+  return now.time_since_epoch().count() <
+         skip_store_until_.load(std::memory_order_relaxed);
+}
+
+Decision Guard::Begin(const RequestView& request,
+                      std::shared_ptr<const GuardOptions> route) {
+  if (!route) route = options_;
+  const GuardOptions& opts = *route;
+  const std::string_view instance = PathOf(request.target);
+
+  // Whether idem applies to anonymous callers at all comes first.
+  if (!request.scope && opts.anonymous != AnonymousPolicy::kShared) {
+    if (opts.anonymous == AnonymousPolicy::kBypass) {
+      return PassThrough(Outcome::kUnprotected);
+    }
+    return Problem(Outcome::kAnonymousRejected, opts, 401,
+                   problem_code::kAuthenticationRequired,
+                   "Requests with an Idempotency-Key to this endpoint must be "
+                   "authenticated.",
+                   instance, false);
+  }
+
+  // Steps 1 and 2: the key.
+  std::string_view values[2];
+  std::size_t count = 0;
+  for (const auto& [name, value] : request.headers) {
+    if (HeaderNameEquals(name, kIdempotencyKeyHeader)) {
+      if (count < 2) values[count] = value;
+      ++count;
+    }
+  }
+  if (count == 0) {
+    if (!opts.key_required) return PassThrough(Outcome::kUnprotected);
+    return Problem(Outcome::kKeyMissing, opts, 400, problem_code::kKeyMissing,
+                   "This endpoint requires an Idempotency-Key header: send a "
+                   "unique value (a UUID, say) and send the same value again "
+                   "when you retry.",
+                   instance, false);
+  }
+  auto key =
+      ParseIdempotencyKeyHeaders(std::span<const std::string_view>(
+                                     values, std::min<std::size_t>(count, 2)),
+                                 opts.max_key_length);
+  if (!key) {
+    return Problem(Outcome::kKeyInvalid, opts, 400, problem_code::kKeyInvalid,
+                   std::string(KeyErrorDetail(key.error())), instance, false);
+  }
+
+  // Step 3: the body must be bounded before it is hashed.
+  if (request.body_too_large || request.body.size() > opts.max_request_body) {
+    if (opts.oversize_request == OversizePolicy::kBypass) {
+      return PassThrough(Outcome::kTooLarge);
+    }
+    return Problem(Outcome::kTooLarge, opts, 413,
+                   problem_code::kRequestTooLarge,
+                   "The request body is larger than the " +
+                       std::to_string(opts.max_request_body) +
+                       " bytes this endpoint accepts for idempotent requests.",
+                   instance, false);
+  }
+
+  const TimePoint now = clock_->Now();
+  if (InFailOpenBackoff(now)) return PassThrough(Outcome::kFailOpen);
+
+  // Only the configured headers take part, in the configured order; repeated
+  // headers are joined as HTTP allows.
+  std::vector<std::pair<std::string_view, std::string_view>> fp_headers;
+  std::vector<std::string> joined;
+  if (!opts.fingerprint_headers.empty()) {
+    joined.resize(opts.fingerprint_headers.size());
+    for (std::size_t i = 0; i < opts.fingerprint_headers.size(); ++i) {
+      for (const auto& [name, value] : request.headers) {
+        if (!HeaderNameEquals(name, opts.fingerprint_headers[i])) continue;
+        if (!joined[i].empty()) joined[i] += ", ";
+        joined[i] += value;
+      }
+      fp_headers.emplace_back(opts.fingerprint_headers[i], joined[i]);
+    }
+  }
+  FingerprintInput input;
+  input.method = request.method;
+  input.target = request.target;
+  input.headers = fp_headers;
+  input.body = request.body;
+  input.body_mode = opts.fingerprint_body;
+
+  auto state = std::make_shared<detail::WaitState>();
+  state->id = MakeRecordId(request.scope.value_or(std::string_view()), *key);
+  state->fingerprint = ComputeFingerprint(input);
+  state->options = std::move(route);
+  state->instance = std::string(instance);
+  state->deadline = now + opts.lock_wait;
+  return Claim(std::move(state));
+}
+
+Decision Guard::BeginWithKey(std::string_view scope, std::string_view key,
+                             std::string_view operation, std::string_view input,
+                             std::shared_ptr<const GuardOptions> route) {
+  if (!route) route = options_;
+  const GuardOptions& opts = *route;
+  if (key.empty() || key.size() > opts.max_key_length) {
+    return Problem(Outcome::kKeyInvalid, opts, 400, problem_code::kKeyInvalid,
+                   key.empty()
+                       ? "The idempotency key is empty."
+                       : "The idempotency key is longer than " +
+                             std::to_string(opts.max_key_length) + " bytes.",
+                   operation, false);
+  }
+  if (input.size() > opts.max_request_body) {
+    return Problem(Outcome::kTooLarge, opts, 413,
+                   problem_code::kRequestTooLarge,
+                   "The input is larger than " +
+                       std::to_string(opts.max_request_body) + " bytes.",
+                   operation, false);
+  }
+  const TimePoint now = clock_->Now();
+  if (InFailOpenBackoff(now)) return PassThrough(Outcome::kFailOpen);
+  FingerprintInput fp;
+  fp.method = "CALL";
+  fp.target = operation;
+  fp.body = input;
+  fp.body_mode = opts.fingerprint_body;
+  auto state = std::make_shared<detail::WaitState>();
+  state->id = MakeRecordId(scope, key);
+  state->fingerprint = ComputeFingerprint(fp);
+  state->options = std::move(route);
+  state->instance = std::string(operation);
+  state->deadline = now + opts.lock_wait;
+  return Claim(std::move(state));
+}
+
+Decision Guard::Resume(Decision waiting) {
+  if (waiting.action != Action::kWait || !waiting.wait) return waiting;
+  return Claim(std::move(waiting.wait));
+}
+
+Decision Guard::Claim(std::shared_ptr<detail::WaitState> state) {
+  const GuardOptions& opts = *state->options;
+  const TimePoint now = clock_->Now();
+  auto claimed = Timed(*metrics_, StoreOperation::kClaim, [&] {
+    return store_->Claim(state->id, state->fingerprint, now, opts.ttl,
+                         opts.lock_timeout);
+  });
+
+  if (!claimed) {
+    const Error& error = claimed.error();
+    if (error.code() == ErrorCode::kResourceExhausted) {
+      Log(LogLevel::kWarning, "idempotency store full: " + error.message());
+      return Problem(Outcome::kStoreFull, opts, 503, problem_code::kStoreFull,
+                     "The server cannot accept more idempotent requests right "
+                     "now; retry later.",
+                     state->instance, true);
+    }
+    if (opts.on_store_error == StoreErrorPolicy::kFailOpen) {
+      skip_store_until_.store(
+          (now + opts.store_backoff).time_since_epoch().count(),
+          std::memory_order_relaxed);
+      Log(LogLevel::kError, "idempotency store failed (" + error.ToString() +
+                                "); running unprotected for the store backoff");
+      return PassThrough(Outcome::kFailOpen);
+    }
+    Log(LogLevel::kError, "idempotency store failed: " + error.ToString());
+    return Problem(Outcome::kStoreError, opts, 503,
+                   problem_code::kStoreUnavailable,
+                   "The server cannot check this request's Idempotency-Key "
+                   "right now; retry later with the same key.",
+                   state->instance, true);
+  }
+
+  switch (claimed->outcome) {
+    case ClaimOutcome::kAcquired: {
+      metrics_->Count(Outcome::kExecuted);
+      if (claimed->takeover) {
+        metrics_->Count(Outcome::kTakeover);
+        Log(LogLevel::kInfo,
+            "took over a request whose lock timed out, record " +
+                state->id.ToHex().substr(0, 16));
+      }
+      Decision d;
+      d.action = Action::kExecute;
+      d.outcome = Outcome::kExecuted;
+      d.claim.guard_ = this;
+      d.claim.id_ = state->id;
+      d.claim.token_ = claimed->token;
+      d.claim.takeover_ = claimed->takeover;
+      d.claim.options_ = std::move(state->options);
+      return d;
+    }
+    case ClaimOutcome::kMismatch:
+      return Problem(Outcome::kMismatch, opts, 422, problem_code::kKeyReused,
+                     "This Idempotency-Key was already used for a different "
+                     "request; send a new key for a new request.",
+                     state->instance, false);
+    case ClaimOutcome::kCompleted: {
+      Response replay;
+      if (claimed->response) replay = *claimed->response;
+      replay.headers.emplace_back(opts.replay_header_name,
+                                  opts.replay_header_value);
+      return Respond(Outcome::kReplayed, std::move(replay));
+    }
+    case ClaimOutcome::kInProgress:
+      break;
+  }
+
+  if (now < state->deadline) {
+    Duration delay = kFirstPoll * (1 << std::min(state->attempt, 5));
+    delay = std::min({delay, kMaxPoll, state->deadline - now});
+    ++state->attempt;
+    Decision d;
+    d.action = Action::kWait;
+    d.retry_in = delay;
+    d.wait = std::move(state);
+    return d;
+  }
+  return Problem(Outcome::kConflict, opts, 409, problem_code::kInProgress,
+                 "A request with this Idempotency-Key is still being "
+                 "processed; retry after it has finished.",
+                 state->instance, true);
+}
+
+void Guard::ReleaseClaim(const ClaimHandle& claim, Outcome outcome) {
+  metrics_->Count(outcome);
+  auto released = Timed(*metrics_, StoreOperation::kRelease, [&] {
+    return store_->Release(claim.id_, claim.token_);
+  });
+  if (!released) {
+    Log(LogLevel::kError,
+        "releasing a key failed (" + released.error().ToString() +
+            "); it stays locked until its lock timeout, record " +
+            claim.id_.ToHex().substr(0, 16));
+  }
+}
+
+}  // namespace idem

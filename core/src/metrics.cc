@@ -1,0 +1,139 @@
+#include "idem/metrics.h"
+
+#include <cstdio>
+
+#include "idem/log.h"
+
+namespace idem {
+
+std::string_view OutcomeName(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kKeyMissing:
+      return "key_missing";
+    case Outcome::kUnprotected:
+      return "unprotected";
+    case Outcome::kKeyInvalid:
+      return "key_invalid";
+    case Outcome::kTooLarge:
+      return "too_large";
+    case Outcome::kMismatch:
+      return "mismatch";
+    case Outcome::kConflict:
+      return "conflict";
+    case Outcome::kReplayed:
+      return "replayed";
+    case Outcome::kExecuted:
+      return "executed";
+    case Outcome::kStoreError:
+      return "store_error";
+    case Outcome::kFailOpen:
+      return "fail_open";
+    case Outcome::kStoreFull:
+      return "store_full";
+    case Outcome::kAnonymousRejected:
+      return "anonymous_rejected";
+    case Outcome::kReleased:
+      return "released";
+    case Outcome::kNotStored:
+      return "not_stored";
+    case Outcome::kStaleComplete:
+      return "stale_complete";
+    case Outcome::kStoreFailed:
+      return "store_failed";
+    case Outcome::kTakeover:
+      return "takeover";
+  }
+  return "unknown";
+}
+
+std::string_view StoreOperationName(StoreOperation op) {
+  switch (op) {
+    case StoreOperation::kClaim:
+      return "claim";
+    case StoreOperation::kComplete:
+      return "complete";
+    case StoreOperation::kRelease:
+      return "release";
+  }
+  return "unknown";
+}
+
+std::string_view LogLevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kError:
+      return "error";
+  }
+  return "unknown";
+}
+
+void Metrics::ObserveStoreLatency(StoreOperation op,
+                                  std::chrono::nanoseconds d) {
+  Histogram& h = latency_[static_cast<int>(op)];
+  const double seconds = static_cast<double>(d.count()) * 1e-9;
+  std::size_t i = 0;
+  while (i < kLatencyBuckets.size() && seconds > kLatencyBuckets[i]) ++i;
+  // Buckets are stored non-cumulatively and summed when rendered, so an
+  // observation touches one bucket instead of all larger ones.
+  h.buckets[i].fetch_add(1, std::memory_order_relaxed);
+  h.count.fetch_add(1, std::memory_order_relaxed);
+  h.sum_ns.fetch_add(static_cast<std::uint64_t>(d.count() < 0 ? 0 : d.count()),
+                     std::memory_order_relaxed);
+}
+
+std::uint64_t Metrics::StoreLatencyCount(StoreOperation op) const {
+  return latency_[static_cast<int>(op)].count.load(std::memory_order_relaxed);
+}
+
+std::string Metrics::RenderPrometheus() const {
+  std::string out;
+  out +=
+      "# HELP idem_requests_total Requests to idempotency-protected routes, "
+      "by outcome.\n"
+      "# TYPE idem_requests_total counter\n";
+  for (int i = 0; i < kOutcomeCount; ++i) {
+    out += "idem_requests_total{outcome=\"";
+    out += OutcomeName(static_cast<Outcome>(i));
+    out += "\"} ";
+    out += std::to_string(counters_[i].load(std::memory_order_relaxed));
+    out += '\n';
+  }
+  out +=
+      "# HELP idem_store_operation_duration_seconds Latency of store calls "
+      "made by the guard.\n"
+      "# TYPE idem_store_operation_duration_seconds histogram\n";
+  char number[32];
+  for (int op = 0; op < kStoreOperationCount; ++op) {
+    const Histogram& h = latency_[op];
+    const std::string label(
+        StoreOperationName(static_cast<StoreOperation>(op)));
+    std::uint64_t cumulative = 0;
+    for (std::size_t b = 0; b <= kLatencyBuckets.size(); ++b) {
+      cumulative += h.buckets[b].load(std::memory_order_relaxed);
+      if (b < kLatencyBuckets.size()) {
+        std::snprintf(number, sizeof number, "%g", kLatencyBuckets[b]);
+      } else {
+        std::snprintf(number, sizeof number, "+Inf");
+      }
+      out += "idem_store_operation_duration_seconds_bucket{operation=\"" +
+             label + "\",le=\"" + number + "\"} " + std::to_string(cumulative) +
+             "\n";
+    }
+    std::snprintf(
+        number, sizeof number, "%.9f",
+        static_cast<double>(h.sum_ns.load(std::memory_order_relaxed)) * 1e-9);
+    out += "idem_store_operation_duration_seconds_sum{operation=\"" + label +
+           "\"} " + number + "\n";
+    out += "idem_store_operation_duration_seconds_count{operation=\"" + label +
+           "\"} " + std::to_string(h.count.load(std::memory_order_relaxed)) +
+           "\n";
+  }
+  return out;
+}
+
+}  // namespace idem
