@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds idem and runs every test:
+#   1. a RelWithDebInfo build: unit, contract and backend tests (ctest), and a
+#      short smoke run of every benchmark binary;
+#   2. the tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the tests again under ThreadSanitizer;
+#   4. the libFuzzer targets for a bounded time (clang).
+# One build tree per configuration under build/ (reused between runs, with
+# ccache), so a second run only rebuilds what changed.
+#
+# Environment: IDEM_TEST_JOBS (default: nproc), IDEM_FUZZ_SECONDS (default 30),
+# IDEM_TEST_STAGES (default "main asan tsan fuzz").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+scripts/deps.sh
+
+jobs=${IDEM_TEST_JOBS:-$(nproc)}
+fuzz_seconds=${IDEM_FUZZ_SECONDS:-30}
+stages=${IDEM_TEST_STAGES:-"main asan tsan fuzz"}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+# Sanitizer reports must fail the run, with a stack.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+
+summary=()
+configure() {  # dir, extra cmake args...
+  local dir=$1; shift
+  cmake -S "$root" -B "$dir" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON "$@" >"$dir.configure.log" 2>&1 ||
+    { cat "$dir.configure.log"; return 1; }
+}
+run_ctest() {  # dir, label
+  local dir=$1 label=$2 start=$SECONDS
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600)
+  summary+=("$label: ctest passed in $((SECONDS - start)) s")
+}
+
+mkdir -p build
+for stage in $stages; do
+  start=$SECONDS
+  case $stage in
+    main)
+      configure build/main -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIDEM_BUILD_TESTS=ON -DIDEM_BUILD_BENCHMARKS=ON
+      cmake --build build/main -j "$jobs"
+      run_ctest build/main main
+      # Benchmarks are measured by scripts/bench.sh; here they only have to run.
+      for b in build/main/benchmarks/*_bench; do
+        [[ -x $b ]] || continue
+        "$b" --benchmark_min_time=0.01 --benchmark_filter='/threads:(1|2)$' >/dev/null
+        summary+=("main: $(basename "$b") smoke run ok")
+      done
+      ;;
+    asan)
+      configure build/asan -DCMAKE_BUILD_TYPE=Debug -DIDEM_SANITIZE=address,undefined -DIDEM_BUILD_BENCHMARKS=OFF
+      cmake --build build/asan -j "$jobs"
+      run_ctest build/asan asan+ubsan
+      ;;
+    tsan)
+      configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIDEM_SANITIZE=thread -DIDEM_BUILD_BENCHMARKS=OFF
+      cmake --build build/tsan -j "$jobs"
+      run_ctest build/tsan tsan
+      ;;
+    fuzz)
+      CXX=clang++ configure build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIDEM_BUILD_FUZZERS=ON \
+        -DIDEM_BUILD_TESTS=OFF -DIDEM_BUILD_BENCHMARKS=OFF -DIDEM_WITH_MEMORY=OFF -DIDEM_SANITIZE=address,undefined
+      cmake --build build/fuzz -j "$jobs"
+      for f in build/fuzz/fuzz/*_fuzzer; do
+        name=$(basename "$f" _fuzzer)
+        corpus=build/fuzz/corpus/$name
+        mkdir -p "$corpus"
+        "$f" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$corpus" "$root/fuzz/corpus/$name" 2>"build/fuzz/$name.log" ||
+          { tail -50 "build/fuzz/$name.log"; exit 1; }
+        summary+=("fuzz: $name ran ${fuzz_seconds} s without a finding")
+      done
+      ;;
+    *) echo "test.sh: unknown stage '$stage'" >&2; exit 2 ;;
+  esac
+  echo "test.sh: stage $stage done in $((SECONDS - start)) s"
+done
+
+printf '%s\n' "${summary[@]}"
