@@ -1,0 +1,701 @@
+// The Guard against SEMANTICS.md: one test per row of "What a protected
+// request gets" and "What happens to the handler's response", over the
+// in-memory store (and a FaultyStore around it for the failure rows).
+
+#include "idem/guard.h"
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "faulty_store.h"
+#include "idem/memory_store.h"
+#include "idem/problem.h"
+#include "idem/record_id.h"
+
+namespace idem {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Req {
+  std::string method = "POST";
+  std::string target = "/orders?src=test";
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body = R"({"item":"book","qty":1})";
+  std::optional<std::string> scope = "tenant-a";
+  bool body_too_large = false;
+
+  Req& Key(std::string k) {
+    headers.emplace_back("Idempotency-Key", std::move(k));
+    return *this;
+  }
+  Req& Header(std::string n, std::string v) {
+    headers.emplace_back(std::move(n), std::move(v));
+    return *this;
+  }
+};
+
+// Keeps the header views of one request alive while the Guard looks at them.
+struct View {
+  std::vector<HeaderView> headers;
+  RequestView view;
+  explicit View(const Req& r) {
+    for (const auto& [n, v] : r.headers) headers.emplace_back(n, v);
+    view.method = r.method;
+    view.target = r.target;
+    view.headers = headers;
+    view.body = r.body;
+    view.body_too_large = r.body_too_large;
+    if (r.scope) view.scope = *r.scope;
+  }
+};
+
+Response Created(std::string body = R"({"id":"o-1"})") {
+  Response r;
+  r.status = 201;
+  r.headers = {{"Content-Type", "application/json"},
+               {"Location", "/orders/o-1"},
+               {"ETag", "\"v1\""},
+               {"Content-Language", "en"},
+               {"Set-Cookie", "session=1"},
+               {"X-Demo-Instance", "a"},
+               {"Date", "Mon, 30 Nov 2026 05:00:00 GMT"},
+               {"Content-Length", "12"}};
+  r.body = std::move(body);
+  return r;
+}
+
+class GuardTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Rebuild(GuardOptions{}); }
+
+  void Rebuild(GuardOptions options, std::size_t capacity = 1000) {
+    clock_ = std::make_shared<ManualClock>();
+    MemoryStoreOptions mo;
+    mo.capacity = capacity;
+    auto mem = MemoryStore::Open(mo);
+    ASSERT_TRUE(mem.has_value()) << mem.error().ToString();
+    memory_ = std::shared_ptr<Store>(std::move(*mem));
+    store_ = std::make_shared<testing::FaultyStore>(memory_);
+    logs_.clear();
+    GuardSetup setup;
+    setup.store = store_;
+    setup.options = std::move(options);
+    setup.clock = clock_;
+    setup.log = [this](LogLevel level, std::string_view message) {
+      logs_.emplace_back(std::string(LogLevelName(level)) + ": " +
+                         std::string(message));
+    };
+    auto guard = Guard::Create(std::move(setup));
+    ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
+    guard_ = std::move(*guard);
+  }
+
+  // Sends `req` through Guard::Run with a handler that counts its runs and
+  // answers `handler_response_` (or throws when throw_ is set).
+  Response Send(const Req& req,
+                std::shared_ptr<const GuardOptions> route = nullptr) {
+    View v(req);
+    return guard_->Run(
+        v.view,
+        [&] {
+          ++runs_;
+          if (throw_) throw std::runtime_error("handler failed");
+          return handler_response_;
+        },
+        std::move(route));
+  }
+
+  std::uint64_t Count(Outcome o) const { return guard_->metrics().Get(o); }
+
+  // Sum of the step outcomes: must equal the number of protected requests.
+  std::uint64_t StepTotal() const {
+    std::uint64_t total = 0;
+    for (int i = 0; i <= static_cast<int>(Outcome::kAnonymousRejected); ++i) {
+      total += guard_->metrics().Get(static_cast<Outcome>(i));
+    }
+    return total;
+  }
+
+  static nlohmann::json Body(const Response& r) {
+    return nlohmann::json::parse(r.body);
+  }
+
+  void ExpectProblem(const Response& r, int status, std::string_view code) {
+    EXPECT_EQ(r.status, status);
+    EXPECT_EQ(r.FindHeader("Content-Type"), "application/problem+json");
+    const auto body = Body(r);
+    EXPECT_EQ(body["type"], "about:blank");
+    EXPECT_EQ(body["title"], std::string(StatusPhrase(status)));
+    EXPECT_EQ(body["status"], status);
+    EXPECT_EQ(body["code"], std::string(code));
+    EXPECT_EQ(body["instance"], "/orders");
+    EXPECT_FALSE(body["detail"].get<std::string>().empty());
+    // Never the key, the scope or the body.
+    EXPECT_THAT(r.body, Not(HasSubstr("secret-key")));
+    EXPECT_THAT(r.body, Not(HasSubstr("tenant-a")));
+    EXPECT_THAT(r.body, Not(HasSubstr("book")));
+  }
+
+  std::shared_ptr<ManualClock> clock_;
+  std::shared_ptr<Store> memory_;
+  std::shared_ptr<testing::FaultyStore> store_;
+  std::unique_ptr<Guard> guard_;
+  std::vector<std::string> logs_;
+  Response handler_response_ = Created();
+  int runs_ = 0;
+  bool throw_ = false;
+};
+
+// --- Steps ------------------------------------------------------------------
+
+TEST_F(GuardTest, Step1MissingKeyOnRequiredRouteIs400) {
+  const Response r = Send(Req{});
+  ExpectProblem(r, 400, problem_code::kKeyMissing);
+  EXPECT_EQ(runs_, 0);
+  EXPECT_EQ(Count(Outcome::kKeyMissing), 1u);
+  EXPECT_EQ(store_->claims, 0);
+}
+
+TEST_F(GuardTest, Step1bMissingKeyOnOptionalRoutePassesThrough) {
+  GuardOptions o;
+  o.key_required = false;
+  auto route = std::make_shared<const GuardOptions>(o);
+  EXPECT_EQ(Send(Req{}, route).status, 201);
+  EXPECT_EQ(Send(Req{}, route).status, 201);
+  EXPECT_EQ(runs_, 2);
+  EXPECT_EQ(Count(Outcome::kUnprotected), 2u);
+  EXPECT_EQ(store_->claims, 0);
+}
+
+struct InvalidKeyCase {
+  const char* name;
+  std::vector<std::string> values;
+};
+
+class GuardInvalidKeyTest
+    : public GuardTest,
+      public ::testing::WithParamInterface<InvalidKeyCase> {};
+
+TEST_P(GuardInvalidKeyTest, Step2InvalidKeyIs400) {
+  Req req;
+  for (const auto& v : GetParam().values) req.Key(v);
+  ExpectProblem(Send(req), 400, problem_code::kKeyInvalid);
+  EXPECT_EQ(runs_, 0);
+  EXPECT_EQ(Count(Outcome::kKeyInvalid), 1u);
+  EXPECT_EQ(store_->claims, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rules, GuardInvalidKeyTest,
+    ::testing::Values(InvalidKeyCase{"Empty", {""}},
+                      InvalidKeyCase{"EmptyQuoted", {"\"\""}},
+                      InvalidKeyCase{"TooLong", {std::string(256, 'k')}},
+                      InvalidKeyCase{"ControlByte", {"secret-key\x01"}},
+                      InvalidKeyCase{"NonAscii", {"secret-k\xC3\xA9y"}},
+                      InvalidKeyCase{"Unterminated", {"\"secret-key"}},
+                      InvalidKeyCase{"BadEscape", {"\"secret\\n-key\""}},
+                      InvalidKeyCase{"GivenTwice",
+                                     {"secret-key", "secret-key"}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST_F(GuardTest, Step2LongestAllowedKeyIsAccepted) {
+  EXPECT_EQ(Send(Req{}.Key(std::string(255, 'k'))).status, 201);
+  EXPECT_EQ(runs_, 1);
+}
+
+TEST_F(GuardTest, QuotedAndBareFormsAreTheSameKey) {
+  EXPECT_EQ(Send(Req{}.Key("\"secret-key\"")).status, 201);
+  const Response replay = Send(Req{}.Key("secret-key"));
+  EXPECT_EQ(replay.FindHeader("Idempotent-Replayed"), "true");
+  EXPECT_EQ(runs_, 1);
+}
+
+TEST_F(GuardTest, Step3OversizeBodyIs413) {
+  GuardOptions o;
+  o.max_request_body = 8;
+  Rebuild(o);
+  ExpectProblem(Send(Req{}.Key("secret-key")), 413,
+                problem_code::kRequestTooLarge);
+  Req flagged;
+  flagged.Key("secret-key").body = "";
+  flagged.body_too_large = true;  // The adapter stopped reading.
+  ExpectProblem(Send(flagged), 413, problem_code::kRequestTooLarge);
+  EXPECT_EQ(runs_, 0);
+  EXPECT_EQ(Count(Outcome::kTooLarge), 2u);
+  EXPECT_EQ(store_->claims, 0);
+}
+
+TEST_F(GuardTest, Step3OversizeBodyBypassRunsUnprotected) {
+  GuardOptions o;
+  o.max_request_body = 8;
+  o.oversize_request = OversizePolicy::kBypass;
+  Rebuild(o);
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);
+  EXPECT_EQ(runs_, 2);
+  EXPECT_EQ(Count(Outcome::kTooLarge), 2u);
+}
+
+TEST_F(GuardTest, Step4SameKeyOtherRequestIs422) {
+  Send(Req{}.Key("secret-key"));
+  Req other;
+  other.Key("secret-key").body = R"({"item":"pen"})";
+  const Response r = Send(other);
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(Body(r)["code"], "idempotency_key_reused");
+  Req other_target;
+  other_target.Key("secret-key").target = "/orders?src=other";
+  EXPECT_EQ(Send(other_target).status, 422);
+  EXPECT_EQ(runs_, 1);
+  EXPECT_EQ(Count(Outcome::kMismatch), 2u);
+}
+
+TEST_F(GuardTest, Step4MismatchWinsOverInProgress) {
+  View first(Req{}.Key("secret-key"));
+  Decision held = guard_->Begin(first.view);
+  ASSERT_EQ(held.action, Action::kExecute);
+  Req other;
+  other.Key("secret-key").body = "different";
+  EXPECT_EQ(Send(other).status, 422);
+}
+
+TEST_F(GuardTest, Step5InProgressIs409WithRetryAfter) {
+  View first(Req{}.Key("secret-key"));
+  Decision held = guard_->Begin(first.view);
+  ASSERT_EQ(held.action, Action::kExecute);
+  const Response r = Send(Req{}.Key("secret-key"));
+  ExpectProblem(r, 409, problem_code::kInProgress);
+  EXPECT_EQ(r.FindHeader("Retry-After"), "1");
+  EXPECT_EQ(runs_, 0);
+  EXPECT_EQ(Count(Outcome::kConflict), 1u);
+}
+
+TEST_F(GuardTest, Step5RetryAfterZeroOmitsHeader) {
+  GuardOptions o;
+  o.retry_after = Duration::zero();
+  Rebuild(o);
+  View first(Req{}.Key("secret-key"));
+  Decision held = guard_->Begin(first.view);
+  const Response r = Send(Req{}.Key("secret-key"));
+  EXPECT_EQ(r.status, 409);
+  EXPECT_FALSE(r.FindHeader("Retry-After").has_value());
+}
+
+TEST_F(GuardTest, Step5LockWaitReplaysWhenTheFirstRequestCompletes) {
+  GuardOptions o;
+  o.lock_wait = seconds(2);
+  Rebuild(o);
+  View first(Req{}.Key("secret-key"));
+  Decision held = guard_->Begin(first.view);
+  ASSERT_EQ(held.action, Action::kExecute);
+  int sleeps = 0;
+  // The first request finishes while the second one waits.
+  clock_->SetSleepHook([&](Duration) {
+    if (++sleeps == 3) held.claim.Finish(Created());
+  });
+  const Response r = Send(Req{}.Key("secret-key"));
+  EXPECT_EQ(r.status, 201);
+  EXPECT_EQ(r.FindHeader("Idempotent-Replayed"), "true");
+  EXPECT_EQ(sleeps, 3);
+  EXPECT_EQ(runs_, 0);
+  EXPECT_EQ(Count(Outcome::kReplayed), 1u);
+  EXPECT_EQ(Count(Outcome::kConflict), 0u);
+}
+
+TEST_F(GuardTest, Step5LockWaitEndsIn409AfterTheWait) {
+  GuardOptions o;
+  o.lock_wait = seconds(2);
+  Rebuild(o);
+  View first(Req{}.Key("secret-key"));
+  Decision held = guard_->Begin(first.view);
+  const TimePoint start = clock_->Now();
+  int sleeps = 0;
+  clock_->SetSleepHook([&](Duration d) {
+    ++sleeps;
+    EXPECT_GT(d, Duration::zero());
+    EXPECT_LE(d, milliseconds(250));
+  });
+  const Response r = Send(Req{}.Key("secret-key"));
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(clock_->Now() - start, seconds(2));  // Waited exactly lock_wait.
+  EXPECT_GT(sleeps, 3);                          // Backed off in steps...
+  EXPECT_LT(sleeps, 40);                         // ...not a busy poll.
+  EXPECT_EQ(Count(Outcome::kConflict), 1u);
+}
+
+TEST_F(GuardTest, Step6CompletedIsReplayedWithStoredHeadersOnly) {
+  const Response first = Send(Req{}.Key("secret-key"));
+  EXPECT_EQ(first, Created());  // The first answer is the handler's own.
+  const Response replay = Send(Req{}.Key("secret-key"));
+  EXPECT_EQ(runs_, 1);
+  EXPECT_EQ(replay.status, 201);
+  EXPECT_EQ(replay.body, first.body);
+  EXPECT_EQ(replay.FindHeader("Content-Type"), "application/json");
+  EXPECT_EQ(replay.FindHeader("Location"), "/orders/o-1");
+  EXPECT_EQ(replay.FindHeader("ETag"), "\"v1\"");
+  EXPECT_EQ(replay.FindHeader("Content-Language"), "en");
+  EXPECT_EQ(replay.FindHeader("Idempotent-Replayed"), "true");
+  for (const char* never :
+       {"Set-Cookie", "X-Demo-Instance", "Date", "Content-Length"}) {
+    EXPECT_FALSE(replay.FindHeader(never).has_value()) << never;
+  }
+  EXPECT_EQ(Count(Outcome::kExecuted), 1u);
+  EXPECT_EQ(Count(Outcome::kReplayed), 1u);
+}
+
+TEST_F(GuardTest, Step6StoredHeadersAreConfigurable) {
+  GuardOptions o;
+  o.stored_headers = {"x-demo-instance"};
+  o.replay_header_name = "X-Replayed";
+  o.replay_header_value = "yes";
+  Rebuild(o);
+  Send(Req{}.Key("secret-key"));
+  const Response replay = Send(Req{}.Key("secret-key"));
+  EXPECT_EQ(replay.FindHeader("X-Demo-Instance"), "a");
+  EXPECT_FALSE(replay.FindHeader("Content-Type").has_value());
+  EXPECT_EQ(replay.FindHeader("X-Replayed"), "yes");
+}
+
+TEST_F(GuardTest, Step7AcquiredRunsTheHandlerOnce) {
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);
+  EXPECT_EQ(runs_, 1);
+  EXPECT_EQ(Count(Outcome::kExecuted), 1u);
+  auto record =
+      memory_->Inspect(MakeRecordId("tenant-a", "secret-key"), clock_->Now());
+  ASSERT_TRUE(record.has_value());
+  ASSERT_TRUE(record->has_value());
+  EXPECT_EQ((*record)->state, RecordState::kCompleted);
+  EXPECT_EQ((*record)->expires_at, clock_->Now() + hours(24));
+}
+
+TEST_F(GuardTest, Step8StoreErrorFailClosedIs503) {
+  store_->fail_claim = ErrorCode::kUnavailable;
+  const Response r = Send(Req{}.Key("secret-key"));
+  ExpectProblem(r, 503, problem_code::kStoreUnavailable);
+  EXPECT_EQ(r.FindHeader("Retry-After"), "1");
+  EXPECT_EQ(runs_, 0);
+  EXPECT_EQ(Count(Outcome::kStoreError), 1u);
+  ASSERT_FALSE(logs_.empty());
+  EXPECT_THAT(logs_.back(), HasSubstr("error: "));
+}
+
+TEST_F(GuardTest, Step8CorruptRecordIsAStoreErrorNotAMiss) {
+  store_->fail_claim = ErrorCode::kDataLoss;
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 503);
+  EXPECT_EQ(runs_, 0);
+}
+
+TEST_F(GuardTest, Step8StoreErrorFailOpenRunsUnprotectedAndBacksOff) {
+  GuardOptions o;
+  o.on_store_error = StoreErrorPolicy::kFailOpen;
+  o.store_backoff = seconds(10);
+  Rebuild(o);
+  store_->fail_claim = ErrorCode::kUnavailable;
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);
+  EXPECT_EQ(store_->claims, 1);
+  store_->fail_claim.reset();
+  // Within the backoff the store is not asked at all.
+  clock_->Advance(seconds(9));
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);
+  EXPECT_EQ(store_->claims, 1);
+  EXPECT_EQ(Count(Outcome::kFailOpen), 2u);
+  // After it, requests are protected again.
+  clock_->Advance(seconds(1));
+  Send(Req{}.Key("secret-key"));
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).FindHeader("Idempotent-Replayed"),
+            "true");
+  EXPECT_EQ(store_->claims, 3);
+  EXPECT_EQ(runs_, 3);
+}
+
+TEST_F(GuardTest, Step8bFullStoreIs503StoreFull) {
+  Rebuild(GuardOptions{}, /*capacity=*/1);
+  EXPECT_EQ(Send(Req{}.Key("key-1")).status, 201);
+  const Response r = Send(Req{}.Key("key-2"));
+  ExpectProblem(r, 503, problem_code::kStoreFull);
+  EXPECT_TRUE(r.FindHeader("Retry-After").has_value());
+  EXPECT_EQ(runs_, 1);
+  EXPECT_EQ(Count(Outcome::kStoreFull), 1u);
+  // Expired records make room again.
+  clock_->Advance(hours(24));
+  EXPECT_EQ(Send(Req{}.Key("key-2")).status, 201);
+}
+
+// --- The handler's response -------------------------------------------------
+
+class GuardStoredStatusTest : public GuardTest,
+                              public ::testing::WithParamInterface<int> {};
+
+TEST_P(GuardStoredStatusTest, FinalStatusesAreStoredAndReplayed) {
+  handler_response_.status = GetParam();
+  Send(Req{}.Key("secret-key"));
+  const Response replay = Send(Req{}.Key("secret-key"));
+  EXPECT_EQ(replay.status, GetParam());
+  EXPECT_EQ(replay.FindHeader("Idempotent-Replayed"), "true");
+  EXPECT_EQ(runs_, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Statuses, GuardStoredStatusTest,
+                         ::testing::Values(200, 201, 204, 302, 400, 404, 409,
+                                           422, 499));
+
+class GuardReleasedStatusTest : public GuardTest,
+                                public ::testing::WithParamInterface<int> {};
+
+TEST_P(GuardReleasedStatusTest, RetryableStatusesReleaseTheKey) {
+  handler_response_.status = GetParam();
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, GetParam());
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, GetParam());
+  EXPECT_EQ(runs_, 2);
+  EXPECT_EQ(Count(Outcome::kReleased), 2u);
+  EXPECT_EQ(Count(Outcome::kExecuted), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Statuses, GuardReleasedStatusTest,
+                         ::testing::Values(408, 425, 429, 500, 502, 503, 504));
+
+TEST_F(GuardTest, StoredStatusesArePerRoute) {
+  GuardOptions o;
+  o.stored_statuses = StatusSet().AddRange(200, 299);
+  auto route = std::make_shared<const GuardOptions>(o);
+  handler_response_.status = 404;
+  Send(Req{}.Key("secret-key"), route);
+  Send(Req{}.Key("secret-key"), route);
+  EXPECT_EQ(runs_, 2);  // 404 is not stored on this route.
+}
+
+TEST_F(GuardTest, HandlerExceptionReleasesTheKeyAndPropagates) {
+  throw_ = true;
+  EXPECT_THROW(Send(Req{}.Key("secret-key")), std::runtime_error);
+  throw_ = false;
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);
+  EXPECT_EQ(runs_, 2);
+  EXPECT_EQ(Count(Outcome::kReleased), 1u);
+}
+
+TEST_F(GuardTest, DroppedClaimHandleReleasesTheKey) {
+  {
+    View v(Req{}.Key("secret-key"));
+    Decision d = guard_->Begin(v.view);
+    ASSERT_EQ(d.action, Action::kExecute);
+  }
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);
+  EXPECT_EQ(runs_, 1);
+  EXPECT_EQ(Count(Outcome::kReleased), 1u);
+}
+
+TEST_F(GuardTest, OversizeResponseIsSentUnstoredAndReleased) {
+  GuardOptions o;
+  o.max_stored_response = 16;
+  Rebuild(o);
+  handler_response_.body = std::string(17, 'x');
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).body, std::string(17, 'x'));
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);
+  EXPECT_EQ(runs_, 2);
+  EXPECT_EQ(Count(Outcome::kNotStored), 2u);
+  ASSERT_FALSE(logs_.empty());
+  EXPECT_THAT(logs_.back(), HasSubstr("warning: "));
+}
+
+TEST_F(GuardTest, StaleCompleteAfterTakeoverSendsUnstored) {
+  View first(Req{}.Key("secret-key"));
+  Decision a = guard_->Begin(first.view);
+  ASSERT_EQ(a.action, Action::kExecute);
+  clock_->Advance(seconds(61));  // Past the 60 s lock timeout.
+  View second(Req{}.Key("secret-key"));
+  Decision b = guard_->Begin(second.view);
+  ASSERT_EQ(b.action, Action::kExecute);
+  EXPECT_TRUE(b.claim.takeover());
+  EXPECT_EQ(Count(Outcome::kTakeover), 1u);
+
+  Response b_response = Created(R"({"id":"o-2"})");
+  EXPECT_EQ(a.claim.Finish(Created()), FinishResult::kStaleComplete);
+  EXPECT_EQ(b.claim.Finish(b_response), FinishResult::kStored);
+  EXPECT_EQ(Count(Outcome::kStaleComplete), 1u);
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).body, b_response.body);
+  EXPECT_THAT(logs_, ::testing::Contains(HasSubstr("took the key over")));
+}
+
+TEST_F(GuardTest, CompleteFailureLeavesTheKeyLockedUntilTheTimeout) {
+  store_->fail_complete = ErrorCode::kUnavailable;
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);  // Still sent.
+  store_->fail_complete.reset();
+  EXPECT_EQ(Count(Outcome::kStoreFailed), 1u);
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 409);
+  clock_->Advance(seconds(60));
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);
+  EXPECT_EQ(runs_, 2);
+}
+
+TEST_F(GuardTest, ReleaseFailureIsLoggedAndTheLockTimesOut) {
+  store_->fail_release = ErrorCode::kUnavailable;
+  handler_response_.status = 500;
+  Send(Req{}.Key("secret-key"));
+  store_->fail_release.reset();
+  EXPECT_THAT(logs_, ::testing::Contains(HasSubstr("releasing a key failed")));
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 409);
+  clock_->Advance(seconds(60));
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 500);
+  EXPECT_EQ(runs_, 2);
+}
+
+// --- Scope, expiry, options
+// ---------------------------------------------------
+
+TEST_F(GuardTest, KeysReplayOnlyInsideTheirScope) {
+  Send(Req{}.Key("secret-key"));
+  Req other_tenant;
+  other_tenant.Key("secret-key").scope = "tenant-b";
+  handler_response_.body = "tenant-b's order";
+  EXPECT_EQ(Send(other_tenant).body, "tenant-b's order");
+  Req anonymous;
+  anonymous.Key("secret-key").scope.reset();
+  EXPECT_EQ(Send(anonymous).body, "tenant-b's order");
+  EXPECT_EQ(runs_, 3);
+}
+
+TEST_F(GuardTest, AnonymousBypassAndReject) {
+  Req anonymous;
+  anonymous.Key("secret-key").scope.reset();
+  GuardOptions bypass;
+  bypass.anonymous = AnonymousPolicy::kBypass;
+  Rebuild(bypass);
+  Send(anonymous);
+  Send(anonymous);
+  EXPECT_EQ(runs_, 2);
+  EXPECT_EQ(Count(Outcome::kUnprotected), 2u);
+
+  GuardOptions reject;
+  reject.anonymous = AnonymousPolicy::kReject;
+  Rebuild(reject);
+  const Response r = Send(anonymous);
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(Body(r)["code"], "idempotency_authentication_required");
+  EXPECT_EQ(Count(Outcome::kAnonymousRejected), 1u);
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);  // Authenticated.
+}
+
+TEST_F(GuardTest, RecordsExpireAfterTheRouteTtl) {
+  GuardOptions o;
+  o.ttl = hours(1);
+  auto route = std::make_shared<const GuardOptions>(o);
+  Send(Req{}.Key("secret-key"), route);
+  clock_->Advance(hours(1) - seconds(1));
+  EXPECT_EQ(
+      Send(Req{}.Key("secret-key"), route).FindHeader("Idempotent-Replayed"),
+      "true");
+  clock_->Advance(seconds(1));
+  Send(Req{}.Key("secret-key"), route);
+  EXPECT_EQ(runs_, 2);
+}
+
+TEST_F(GuardTest, FingerprintHeadersAreConfigurable) {
+  GuardOptions o;
+  o.fingerprint_headers = {"X-Account"};
+  Rebuild(o);
+  Send(Req{}.Key("secret-key").Header("X-Account", "1"));
+  EXPECT_EQ(Send(Req{}.Key("secret-key").Header("x-account", "1")).status, 201);
+  EXPECT_EQ(Send(Req{}.Key("secret-key").Header("X-Account", "2")).status, 422);
+  EXPECT_EQ(runs_, 1);
+  // Without the option, other headers do not matter.
+  Rebuild(GuardOptions{});
+  Send(Req{}.Key("secret-key").Header("X-Account", "1"));
+  EXPECT_EQ(Send(Req{}.Key("secret-key").Header("X-Account", "2")).status, 201);
+  EXPECT_EQ(runs_, 2);
+}
+
+TEST_F(GuardTest, JsonFingerprintIgnoresMemberOrderAndWhitespace) {
+  GuardOptions o;
+  o.fingerprint_body = BodyFingerprint::kJson;
+  Rebuild(o);
+  Req a;
+  a.Key("secret-key").body = R"({"item":"book","qty":1})";
+  Req b;
+  b.Key("secret-key").body = "{ \"qty\": 1, \"item\": \"book\" }";
+  Send(a);
+  EXPECT_EQ(Send(b).FindHeader("Idempotent-Replayed"), "true");
+  Req c;
+  c.Key("secret-key").body = R"({"item":"book","qty":2})";
+  EXPECT_EQ(Send(c).status, 422);
+  EXPECT_EQ(runs_, 1);
+}
+
+TEST_F(GuardTest, InvalidOptionsAreRejected) {
+  GuardSetup setup;
+  setup.store = store_;
+  setup.options.ttl = Duration::zero();
+  auto g = Guard::Create(setup);
+  ASSERT_FALSE(g.has_value());
+  EXPECT_EQ(g.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(g.error().message(), HasSubstr("ttl"));
+  EXPECT_FALSE(Guard::Create(GuardSetup{}).has_value());
+}
+
+// --- Metrics and logs
+// ---------------------------------------------------------
+
+TEST_F(GuardTest, EveryRequestCountsExactlyOneStepOutcome) {
+  int requests = 0;
+  auto send = [&](const Req& r) {
+    ++requests;
+    try {
+      Send(r);
+    } catch (const std::runtime_error&) {
+    }
+  };
+  send(Req{});           // key_missing
+  send(Req{}.Key(""));   // key_invalid
+  send(Req{}.Key("a"));  // executed
+  send(Req{}.Key("a"));  // replayed
+  Req other;
+  other.Key("a").body = "x";
+  send(other);  // mismatch
+  throw_ = true;
+  send(Req{}.Key("b"));  // executed + released
+  throw_ = false;
+  store_->fail_claim = ErrorCode::kUnavailable;
+  send(Req{}.Key("c"));  // store_error
+  store_->fail_claim.reset();
+  EXPECT_EQ(StepTotal(), static_cast<std::uint64_t>(requests));
+  EXPECT_EQ(Count(Outcome::kReleased), 1u);
+
+  const std::string text = guard_->metrics().RenderPrometheus();
+  EXPECT_THAT(text, HasSubstr("# TYPE idem_requests_total counter"));
+  EXPECT_THAT(text, HasSubstr("idem_requests_total{outcome=\"executed\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("idem_requests_total{outcome=\"replayed\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("idem_requests_total{outcome=\"store_error\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("idem_store_operation_duration_seconds_count{"
+                              "operation=\"claim\"} 5\n"));
+  EXPECT_THAT(text, HasSubstr("idem_store_operation_duration_seconds_bucket{"
+                              "operation=\"claim\",le=\"+Inf\"} 5\n"));
+}
+
+TEST_F(GuardTest, LogsNeverContainKeysScopesOrBodies) {
+  store_->fail_complete = ErrorCode::kUnavailable;
+  Send(Req{}.Key("secret-key"));
+  store_->fail_complete.reset();
+  store_->fail_claim = ErrorCode::kUnavailable;
+  Send(Req{}.Key("secret-key"));
+  ASSERT_GE(logs_.size(), 2u);
+  for (const auto& line : logs_) {
+    EXPECT_THAT(line, Not(HasSubstr("secret-key")));
+    EXPECT_THAT(line, Not(HasSubstr("tenant-a")));
+    EXPECT_THAT(line, Not(HasSubstr("book")));
+  }
+}
+
+}  // namespace
+}  // namespace idem

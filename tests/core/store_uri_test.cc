@@ -1,0 +1,137 @@
+// Store URIs: parsing, typed parameters, redaction; OpenStore dispatch.
+
+#include "idem/store_uri.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "idem/open_store.h"
+
+namespace idem {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(StoreUriTest, ParsesEveryDocumentedForm) {
+  auto memory = StoreUri::Parse("memory:?capacity=1000000");
+  ASSERT_TRUE(memory.has_value()) << memory.error().ToString();
+  EXPECT_EQ(memory->scheme(), "memory");
+  EXPECT_EQ(memory->path(), "");
+  ASSERT_EQ(memory->params().size(), 1u);
+  EXPECT_EQ(memory->params()[0].second, "1000000");
+
+  auto rocks = StoreUri::Parse("rocksdb:/var/lib/idem/db?sync=false");
+  ASSERT_TRUE(rocks.has_value());
+  EXPECT_EQ(rocks->scheme(), "rocksdb");
+  EXPECT_EQ(rocks->path(), "/var/lib/idem/db");
+
+  auto sqlite = StoreUri::Parse("SQLite:///tmp/my%20dir/idem.db");
+  ASSERT_TRUE(sqlite.has_value());
+  EXPECT_EQ(sqlite->scheme(), "sqlite");
+  EXPECT_EQ(sqlite->path(), "/tmp/my dir/idem.db");
+
+  auto relative = StoreUri::Parse("sqlite:var/idem.db");
+  ASSERT_TRUE(relative.has_value());
+  EXPECT_EQ(relative->path(), "var/idem.db");
+
+  auto pg = StoreUri::Parse(
+      "postgresql://app:s%40cret@db.local:5433/orders?table=keys&pool=8");
+  ASSERT_TRUE(pg.has_value());
+  EXPECT_EQ(pg->user(), "app");
+  EXPECT_EQ(pg->password(), "s@cret");
+  EXPECT_EQ(pg->host(), "db.local");
+  EXPECT_EQ(pg->port(), "5433");
+  EXPECT_EQ(pg->path(), "orders");
+  EXPECT_EQ(pg->redacted(),
+            "postgresql://app:***@db.local:5433/orders?table=keys&pool=8");
+}
+
+TEST(StoreUriTest, TypedParametersAndUnknownOnes) {
+  auto uri = StoreUri::Parse("x:?n=42&flag=yes&mode=Normal&extra=1");
+  ASSERT_TRUE(uri.has_value());
+  auto n = uri->TakeUint("n", 1, 100);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->value(), 42u);
+  auto flag = uri->TakeBool("flag");
+  ASSERT_TRUE(flag.has_value());
+  EXPECT_TRUE(flag->value());
+  auto mode = uri->TakeEnum("mode", {"off", "normal", "full"});
+  ASSERT_TRUE(mode.has_value());
+  EXPECT_EQ(mode->value(), "normal");
+  auto absent = uri->TakeUint("absent", 0, 1);
+  ASSERT_TRUE(absent.has_value());
+  EXPECT_FALSE(absent->has_value());
+  auto unknown = uri->RejectUnknown();
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_THAT(unknown.error().message(), HasSubstr("'extra'"));
+}
+
+TEST(StoreUriTest, BadValuesNameTheParameterAndTheUri) {
+  for (const char* bad :
+       {"x:?n=0", "x:?n=101", "x:?n=abc", "x:?n=", "x:?n=-1", "x:?n=5x"}) {
+    auto uri = StoreUri::Parse(bad);
+    ASSERT_TRUE(uri.has_value()) << bad;
+    auto n = uri->TakeUint("n", 1, 100);
+    ASSERT_FALSE(n.has_value()) << bad;
+    EXPECT_EQ(n.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(n.error().message(), HasSubstr("'n'"));
+    EXPECT_THAT(n.error().message(), HasSubstr(bad));
+  }
+  auto uri = StoreUri::Parse("x:?b=maybe");
+  EXPECT_FALSE(uri->TakeBool("b").has_value());
+  auto twice = StoreUri::Parse("x:?a=1&a=2");
+  ASSERT_FALSE(twice.has_value());
+  EXPECT_THAT(twice.error().message(), HasSubstr("twice"));
+}
+
+TEST(StoreUriTest, MalformedUrisAreErrors) {
+  for (const char* bad : {"", "no-scheme", "://x", "memory: space"}) {
+    auto uri = StoreUri::Parse(bad);
+    ASSERT_FALSE(uri.has_value()) << bad;
+    EXPECT_EQ(uri.error().code(), ErrorCode::kInvalidArgument);
+  }
+}
+
+TEST(StoreUriTest, RedactionHidesPasswordsEverywhere) {
+  EXPECT_EQ(RedactUri("postgresql://u:pw@h/db"), "postgresql://u:***@h/db");
+  EXPECT_EQ(RedactUri("postgresql://u@h/db"), "postgresql://u@h/db");
+  EXPECT_EQ(RedactUri("postgresql://h/db?user=u&password=pw&x=1"),
+            "postgresql://h/db?user=u&password=***&x=1");
+  EXPECT_EQ(RedactUri("not a uri :pw@"), "not a uri :pw@");
+}
+
+TEST(OpenStoreTest, OpensTheMemoryStore) {
+  auto store = OpenStore("memory:?capacity=10");
+  ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  EXPECT_EQ((*store)->Info().name, "memory");
+  EXPECT_FALSE((*store)->Info().durable);
+  auto defaults = OpenStore("memory:");
+  ASSERT_TRUE(defaults.has_value()) << defaults.error().ToString();
+}
+
+TEST(OpenStoreTest, UnknownSchemeAndParameterAreErrorsWithoutPasswords) {
+  auto unknown = OpenStore("mongodb://user:hunter2@h/db");
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_EQ(unknown.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(unknown.error().message(), HasSubstr("mongodb://user:***@h/db"));
+  EXPECT_THAT(unknown.error().message(), HasSubstr("memory:"));
+  EXPECT_THAT(unknown.error().message(), Not(HasSubstr("hunter2")));
+
+  auto param = OpenStore("memory:?capacty=10");
+  ASSERT_FALSE(param.has_value());
+  EXPECT_EQ(param.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(param.error().message(), HasSubstr("capacty"));
+  EXPECT_THAT(param.error().message(), HasSubstr("memory:?capacty=10"));
+
+  auto bad = OpenStore("memory:?capacity=0");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(OpenStoreTest, ListsTheCompiledSchemes) {
+  EXPECT_THAT(AvailableStoreSchemes(), ::testing::Contains("memory"));
+}
+
+}  // namespace
+}  // namespace idem
