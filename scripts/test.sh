@@ -65,7 +65,7 @@ for stage in $stages; do
       ;;
     fuzz)
       CXX=clang++ configure build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIDEM_BUILD_FUZZERS=ON \
-        -DIDEM_BUILD_TESTS=OFF -DIDEM_BUILD_BENCHMARKS=OFF -DIDEM_WITH_MEMORY=OFF -DIDEM_SANITIZE=address,undefined
+        -DIDEM_BUILD_TESTS=OFF -DIDEM_BUILD_BENCHMARKS=OFF -DIDEM_WITH_MEMORY=OFF -DIDEM_WITH_BEAST=OFF -DIDEM_SANITIZE=address,undefined
       cmake --build build/fuzz -j "$jobs"
       for f in build/fuzz/fuzz/*_fuzzer; do
         name=$(basename "$f" _fuzzer)
