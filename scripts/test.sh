@@ -27,9 +27,10 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 summary=()
-configure() {  # dir, extra cmake args...
-  local dir=$1; shift
-  cmake -S "$root" -B "$dir" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON "$@" >"$dir.configure.log" 2>&1 ||
+configure() {  # dir, [-S source], extra cmake args...
+  local dir=$1 src=$root; shift
+  if [[ ${1:-} == -S ]]; then src=$root/$2; shift 2; fi
+  cmake -S "$src" -B "$dir" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON "$@" >"$dir.configure.log" 2>&1 ||
     { cat "$dir.configure.log"; return 1; }
 }
 run_ctest() {  # dir, label
@@ -46,6 +47,13 @@ for stage in $stages; do
       configure build/main -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIDEM_BUILD_TESTS=ON -DIDEM_BUILD_BENCHMARKS=ON
       cmake --build build/main -j "$jobs"
       run_ctest build/main main
+      # The installed package must work for a project outside this tree.
+      rm -rf build/main-install build/consumer
+      cmake --install build/main --prefix build/main-install >/dev/null
+      configure build/consumer -S tests/install_consumer -DCMAKE_PREFIX_PATH="$root/build/main-install"
+      cmake --build build/consumer -j "$jobs" >/dev/null
+      build/consumer/consumer
+      summary+=("main: find_package(idem COMPONENTS memory) from an install works")
       # Benchmarks are measured by scripts/bench.sh; here they only have to run.
       for b in build/main/benchmarks/*_bench; do
         [[ -x $b ]] || continue
