@@ -1,0 +1,146 @@
+#include "support/sharded_mutex_store.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "idem/token.h"
+
+namespace idem::testing {
+namespace {
+
+static_assert(ShardedMutexStore::kShards == 64,
+              "ShardFor takes the top 6 bits of the id");
+
+// now + d without signed overflow: a huge ttl means "never expires", not a
+// time in the past.
+TimePoint SaturatingAdd(TimePoint now, Duration d) {
+  if (d > TimePoint::max() - now) return TimePoint::max();
+  return now + d;
+}
+
+}  // namespace
+
+Result<ClaimResult> ShardedMutexStore::Claim(const RecordId& id,
+                                             const Fingerprint& fp,
+                                             TimePoint now, Duration ttl,
+                                             Duration lock_timeout) {
+  if (ttl <= Duration::zero() || lock_timeout <= Duration::zero()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "claim: ttl and lock_timeout must be positive");
+  }
+  Shard& shard = ShardFor(id);
+  ClaimResult result;
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto [it, inserted] = shard.records.try_emplace(id);
+  Record& record = it->second;
+  // An expired record is treated exactly like a missing one, including for
+  // the fingerprint check, and is overwritten in place.
+  if (!inserted && !record.Expired(now)) {
+    if (record.fingerprint != fp) {
+      result.outcome = ClaimOutcome::kMismatch;
+      return result;
+    }
+    if (record.state == RecordState::kCompleted) {
+      result.outcome = ClaimOutcome::kCompleted;
+      result.response = record.response;
+      return result;
+    }
+    if (record.locked_until > now) {
+      result.outcome = ClaimOutcome::kInProgress;
+      result.locked_until = record.locked_until;
+      return result;
+    }
+    result.takeover = true;
+  }
+  record.state = RecordState::kInProgress;
+  record.fingerprint = fp;
+  record.token = NewToken();
+  record.expires_at = SaturatingAdd(now, ttl);
+  record.locked_until =
+      std::min(SaturatingAdd(now, lock_timeout), record.expires_at);
+  record.response.reset();
+  result.outcome = ClaimOutcome::kAcquired;
+  result.token = record.token;
+  result.locked_until = record.locked_until;
+  return result;
+}
+
+Result<bool> ShardedMutexStore::Complete(const RecordId& id, const Token& token,
+                                         const Response& response) {
+  // Copy the response before locking so the shard is not held for the length
+  // of a body copy; a Complete that fails is rare enough to waste it.
+  auto stored = std::make_shared<const Response>(response);
+  Shard& shard = ShardFor(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.records.find(id);
+  if (it == shard.records.end()) return false;
+  Record& record = it->second;
+  if (record.state != RecordState::kInProgress || record.token != token) {
+    return false;
+  }
+  record.state = RecordState::kCompleted;
+  record.response = std::move(stored);
+  return true;
+}
+
+Result<bool> ShardedMutexStore::Release(const RecordId& id,
+                                        const Token& token) {
+  Shard& shard = ShardFor(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.records.find(id);
+  if (it == shard.records.end()) return false;
+  const Record& record = it->second;
+  if (record.state != RecordState::kInProgress || record.token != token) {
+    return false;
+  }
+  shard.records.erase(it);
+  return true;
+}
+
+Result<std::optional<Record>> ShardedMutexStore::Inspect(const RecordId& id,
+                                                         TimePoint now) {
+  Shard& shard = ShardFor(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.records.find(id);
+  if (it == shard.records.end() || it->second.Expired(now)) {
+    return std::optional<Record>();
+  }
+  return std::optional<Record>(it->second);
+}
+
+Result<std::size_t> ShardedMutexStore::PurgeExpired(TimePoint now,
+                                                    std::size_t limit) {
+  std::size_t purged = 0;
+  for (Shard& shard : shards_) {
+    if (purged >= limit) break;
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (auto it = shard.records.begin();
+         it != shard.records.end() && purged < limit;) {
+      if (it->second.Expired(now)) {
+        it = shard.records.erase(it);
+        ++purged;
+      } else {
+        ++it;
+      }
+    }
+  }
+  return purged;
+}
+
+StoreInfo ShardedMutexStore::Info() const {
+  return StoreInfo{.name = "sharded_mutex",
+                   .durable = false,
+                   .shared_across_processes = false};
+}
+
+std::size_t ShardedMutexStore::SizeForTesting() const {
+  std::size_t n = 0;
+  for (const Shard& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    n += shard.records.size();
+  }
+  return n;
+}
+
+}  // namespace idem::testing
