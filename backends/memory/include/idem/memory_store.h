@@ -1,0 +1,209 @@
+// The lock-free in-memory store: `memory:?capacity=N` (SEMANTICS.md, "Stores,
+// chosen by URI").
+//
+// Records live in this process only: they are lost when it exits and are not
+// shared with other processes (Info(): durable = false,
+// shared_across_processes = false). Use it for one-instance deployments,
+// tests and as the fastest backend.
+//
+// Progress guarantee: Claim, Complete, Release, Inspect and PurgeExpired take
+// no mutex and never wait for another thread. They are lock-free, not
+// wait-free: a call retries its compare-and-swap only when another call on a
+// record of the same hash bucket succeeded in between, so some call always
+// completes, but one unlucky call may retry under heavy contention on one
+// key. Memory of replaced records is reclaimed with epoch-based reclamation;
+// threads are registered automatically on their first call and unregistered
+// when they exit, nothing is asked of the application.
+//
+// Capacity: at most `capacity` records are held at once, live or expired but
+// not yet reclaimed. A Claim that needs a new record in a full store first
+// reclaims expired records (bounded work per call), then fails with
+// kResourceExhausted if none could be freed. Expired records are otherwise
+// reclaimed when their key is claimed again and by PurgeExpired.
+//
+// Thread-safety: every method may be called concurrently from any number of
+// threads, except the destructor, which must not run concurrently with any
+// other call on the same store.
+
+#ifndef IDEM_MEMORY_STORE_H_
+#define IDEM_MEMORY_STORE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "idem/clock.h"
+#include "idem/error.h"
+#include "idem/record.h"
+#include "idem/response.h"
+#include "idem/store.h"
+#include "idem/store_uri.h"
+#include "idem/types.h"
+
+namespace idem {
+
+struct MemoryStoreOptions {
+  // The most records held at once, live or expired-but-not-reclaimed. Memory
+  // use is about 8 bytes per record of hash index (rounded up to a power of
+  // two) plus ~200 bytes per record and its stored response body. Must be in
+  // [1, MemoryStore::kMaxCapacity]; URI parameter `capacity`.
+  // Default: 1'000'000.
+  std::size_t capacity = 1'000'000;
+};
+
+// Counters for monitoring and tests; each field is read separately, so the
+// set is not one atomic snapshot.
+struct MemoryStoreStats {
+  std::size_t records = 0;   // Held now, live or expired (see size()).
+  std::size_t capacity = 0;  // As configured.
+  std::size_t buckets = 0;   // Hash buckets (a power of two >= capacity).
+  // Sweeps for expired records run by claims that found the store full, the
+  // buckets they examined and the records they reclaimed.
+  std::uint64_t reclaim_sweeps = 0;
+  std::uint64_t swept_buckets = 0;
+  std::uint64_t reclaimed = 0;
+  // Records deleted by PurgeExpired.
+  std::uint64_t purged = 0;
+};
+
+class MemoryStore final : public Store {
+ public:
+  // Largest accepted capacity (2^30 records).
+  static constexpr std::size_t kMaxCapacity = std::size_t{1} << 30;
+
+  // Creates an empty store.
+  // Errors: kInvalidArgument when options.capacity is 0 or above
+  // kMaxCapacity; kResourceExhausted when the index cannot be allocated.
+  static Result<std::unique_ptr<MemoryStore>> Open(
+      const MemoryStoreOptions& options);
+
+  // Creates a store from a parsed `memory:` URI, as OpenStore does. Takes the
+  // `capacity` parameter (an integer in [1, kMaxCapacity]) from `uri`.
+  // Errors: kInvalidArgument naming the URI when the scheme is not "memory",
+  // when anything follows "memory:" besides the query, when `capacity` is not
+  // a valid number in range, or when another parameter is present.
+  // `options` is accepted for uniformity; the memory store needs no clock.
+  static Result<std::unique_ptr<Store>> OpenFromUri(
+      StoreUri& uri, const StoreOptions& options);
+
+  // Frees every record. Must not run concurrently with any other call on
+  // this store; records other threads retired earlier are freed by the
+  // reclamation scheme, independently of the store's lifetime.
+  ~MemoryStore() override;
+
+  MemoryStore(const MemoryStore&) = delete;
+  MemoryStore& operator=(const MemoryStore&) = delete;
+
+  // The claim table of store.h, atomically per id (a single CAS publishes the
+  // new record). A new record needs a free slot; when there is none the call
+  // reclaims expired records first.
+  // Errors: kInvalidArgument when ttl or lock_timeout is not positive;
+  // kResourceExhausted ("memory store full: ...") when the store holds
+  // `capacity` records and none of those examined had expired (another
+  // claim sweeping at the same moment also makes a claim fail fast rather
+  // than wait), or when memory allocation fails.
+  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
+                            TimePoint now, Duration ttl,
+                            Duration lock_timeout) override;
+
+  // Returns true after storing a copy of `response` and marking the record
+  // completed (same expires_at) if it is in_progress with `token`; false,
+  // changing nothing, otherwise. Concurrent calls with the same token: at
+  // most one returns true. Error: kResourceExhausted when out of memory.
+  Result<bool> Complete(const RecordId& id, const Token& token,
+                        const Response& response) override;
+
+  // Deletes the record and frees its slot if it is in_progress with `token`;
+  // returns whether it did. Error: kResourceExhausted when out of memory.
+  Result<bool> Release(const RecordId& id, const Token& token) override;
+
+  // A copy of the record of `id` (sharing its response), or nullopt when
+  // there is none or it has expired at `now`. Never fails except for
+  // kResourceExhausted when out of memory.
+  Result<std::optional<Record>> Inspect(const RecordId& id,
+                                        TimePoint now) override;
+
+  // Deletes up to `limit` records with expires_at <= now, examining each
+  // bucket at most once per call (successive calls resume where the last
+  // one stopped); returns how many it deleted. Error: kResourceExhausted
+  // when out of memory.
+  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
+
+  // {"memory", durable = false, shared_across_processes = false}.
+  StoreInfo Info() const override;
+
+  // Records held now, live or expired but not yet reclaimed. Exact when no
+  // call is running; approximate (by the calls in flight) otherwise.
+  std::size_t size() const;
+  std::size_t capacity() const { return capacity_; }
+  MemoryStoreStats stats() const;
+
+ private:
+  struct Entry;
+  class Chain;
+  struct SweepResult;
+
+  MemoryStore(std::size_t capacity, std::size_t bucket_count);
+
+  std::atomic<Chain*>& BucketFor(const RecordId& id);
+  bool TryReserveSlot();
+  void ReleaseSlots(std::size_t n);
+  // Called by a claim that found no free slot.
+  void ReclaimForClaim(TimePoint now);
+  SweepResult SweepBucket(std::atomic<Chain*>& bucket, TimePoint now,
+                          std::size_t limit);
+
+  Result<ClaimResult> ClaimImpl(const RecordId& id, const Fingerprint& fp,
+                                TimePoint now, Duration ttl,
+                                Duration lock_timeout);
+  bool CompleteImpl(const RecordId& id, const Token& token,
+                    const Response& response);
+  bool ReleaseImpl(const RecordId& id, const Token& token);
+  std::size_t PurgeImpl(TimePoint now, std::size_t limit);
+
+  const std::size_t capacity_;
+  const std::size_t bucket_count_;  // A power of two.
+  const int bucket_shift_;          // 64 - log2(bucket_count_).
+  // Each bucket points to an immutable chain of the records hashed to it
+  // (null when empty); every change publishes a new chain with one CAS.
+  const std::unique_ptr<std::atomic<Chain*>[]> buckets_;
+
+  // Low 32 bits: records held (including reserved slots not yet published).
+  // High 32 bits: a generation bumped whenever a record with a new expiry is
+  // published (insert, takeover, reuse of an expired record), so a sweep can
+  // tell that the table did not change while it looked. One word so that
+  // reserving a slot and bumping the generation is a single CAS.
+  alignas(64) std::atomic<std::uint64_t> occupancy_{0};
+
+  // Held (try-lock, never waited on) by the one claim that sweeps for
+  // expired records at a time; guards the sweep_ state below.
+  alignas(64) std::atomic<bool> sweeping_{false};
+  struct SweepState {
+    std::size_t next_bucket = 0;
+    // The sweep cycle in progress: all buckets examined once while the
+    // occupancy word stayed equal to `word`.
+    std::uint64_t word = 0;
+    std::size_t buckets_examined = 0;
+    std::size_t records_seen = 0;
+    TimePoint min_expiry = TimePoint::max();
+    // Set by a completed cycle that found only live records: no record
+    // expires before `until` as long as the generation is still `gen`, so
+    // claims skip sweeping until then.
+    bool hint_valid = false;
+    std::uint32_t hint_gen = 0;
+    TimePoint hint_until;
+  } sweep_;
+
+  std::atomic<std::size_t> purge_next_bucket_{0};
+
+  std::atomic<std::uint64_t> reclaim_sweeps_{0};
+  std::atomic<std::uint64_t> swept_buckets_{0};
+  std::atomic<std::uint64_t> reclaimed_{0};
+  std::atomic<std::uint64_t> purged_{0};
+};
+
+}  // namespace idem
+
+#endif  // IDEM_MEMORY_STORE_H_

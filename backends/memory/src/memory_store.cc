@@ -1,0 +1,626 @@
+// The lock-free in-memory store; see memory_store.h for its contract.
+//
+// Layout: a fixed array of buckets (a power of two >= capacity, so chains
+// are short). A bucket points to an immutable Chain: a small array of
+// {id, record} entries. Records are immutable too. Every change builds a new
+// chain (and, for a claim or a completion, a new record), publishes it with
+// one CAS on the bucket, and on success retires the old chain and the record
+// it replaced or removed to the epoch scheme (epoch.h). Readers run inside an
+// epoch::Guard, so whatever they loaded stays valid until they return.
+//
+// Capacity is a counter of held records (see occupancy_): a claim reserves a
+// slot before publishing a new record, a removal frees it after its CAS.
+
+#include "idem/memory_store.h"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "epoch.h"
+#include "idem/token.h"
+
+namespace idem {
+namespace {
+
+constexpr std::uint64_t kGenerationUnit = std::uint64_t{1} << 32;
+constexpr std::uint64_t kCountMask = kGenerationUnit - 1;
+constexpr std::size_t kMinBuckets = 16;
+// Buckets examined by one reclaiming claim: bounds the latency a full store
+// adds to a claim, while successive claims cover the whole table.
+constexpr std::size_t kSweepBatch = 1024;
+// Buckets PurgeExpired examines per epoch guard, so that a long purge does
+// not hold back reclamation for other threads.
+constexpr std::size_t kPurgeChunk = 1024;
+
+std::size_t CountOf(std::uint64_t word) {
+  return static_cast<std::size_t>(word & kCountMask);
+}
+std::uint32_t GenerationOf(std::uint64_t word) {
+  return static_cast<std::uint32_t>(word >> 32);
+}
+
+// now + d for d > 0, saturating instead of overflowing (a ttl of
+// Duration::max() means "never expires").
+TimePoint AddSaturated(TimePoint now, Duration d) {
+  if (now.time_since_epoch() > Duration::max() - d) return TimePoint::max();
+  return now + d;
+}
+
+tl::unexpected<Error> OutOfMemory() {
+  return MakeError(ErrorCode::kResourceExhausted,
+                   "memory store: out of memory");
+}
+
+}  // namespace
+
+struct MemoryStore::Entry {
+  RecordId id;
+  const Record* record;
+};
+
+// An immutable array of entries, allocated in one block with its header.
+class MemoryStore::Chain {
+ public:
+  // Entries are left for the caller to fill in with Set() before publishing.
+  static Chain* Make(std::size_t size) {
+    void* mem = ::operator new(sizeof(Chain) + size * sizeof(Entry));
+    return ::new (mem) Chain(size);
+  }
+  // A Deleter for epoch::Retire and for chains that were never published.
+  static void Free(void* chain) {
+    static_cast<Chain*>(chain)->~Chain();
+    ::operator delete(chain);
+  }
+
+  std::size_t size() const { return size_; }
+  const Entry& at(std::size_t i) const { return entries()[i]; }
+  void Set(std::size_t i, const RecordId& id, const Record* record) {
+    ::new (&entries()[i]) Entry{id, record};
+  }
+
+  // Index of `id`, or size() when absent.
+  std::size_t Find(const RecordId& id) const {
+    for (std::size_t i = 0; i < size_; ++i) {
+      if (entries()[i].id == id) return i;
+    }
+    return size_;
+  }
+
+  // A copy of `chain` with entry `i` pointing to `record`.
+  static Chain* WithReplaced(const Chain* chain, std::size_t i,
+                             const Record* record) {
+    Chain* next = Make(chain->size_);
+    for (std::size_t j = 0; j < chain->size_; ++j) {
+      next->Set(j, chain->at(j).id, j == i ? record : chain->at(j).record);
+    }
+    return next;
+  }
+  // A copy of `chain` (possibly null) with {id, record} added.
+  static Chain* WithAdded(const Chain* chain, const RecordId& id,
+                          const Record* record) {
+    const std::size_t n = chain == nullptr ? 0 : chain->size_;
+    Chain* next = Make(n + 1);
+    for (std::size_t j = 0; j < n; ++j) {
+      next->Set(j, chain->at(j).id, chain->at(j).record);
+    }
+    next->Set(n, id, record);
+    return next;
+  }
+  // A copy of `chain` without entry `i`; null when that leaves it empty.
+  static Chain* WithRemoved(const Chain* chain, std::size_t i) {
+    if (chain->size_ == 1) return nullptr;
+    Chain* next = Make(chain->size_ - 1);
+    std::size_t k = 0;
+    for (std::size_t j = 0; j < chain->size_; ++j) {
+      if (j != i) next->Set(k++, chain->at(j).id, chain->at(j).record);
+    }
+    return next;
+  }
+
+ private:
+  explicit Chain(std::size_t size) : size_(size) {}
+
+  Entry* entries() {
+    return reinterpret_cast<Entry*>(reinterpret_cast<char*>(this) +
+                                    sizeof(Chain));
+  }
+  const Entry* entries() const {
+    return reinterpret_cast<const Entry*>(reinterpret_cast<const char*>(this) +
+                                          sizeof(Chain));
+  }
+
+  alignas(Entry) std::size_t size_;
+};
+
+struct MemoryStore::SweepResult {
+  std::size_t removed = 0;
+  std::size_t kept = 0;  // Records left in the bucket.
+  TimePoint min_kept_expiry = TimePoint::max();
+};
+
+namespace {
+
+// Returns a claimed-but-unused slot when a claim ends without publishing.
+class SlotReservation {
+ public:
+  explicit SlotReservation(std::atomic<std::uint64_t>& occupancy)
+      : occupancy_(occupancy) {}
+  ~SlotReservation() { Drop(); }
+  SlotReservation(const SlotReservation&) = delete;
+  SlotReservation& operator=(const SlotReservation&) = delete;
+
+  bool held() const { return held_; }
+  void Hold() { held_ = true; }
+  // The published record now owns the slot.
+  void Consume() { held_ = false; }
+  void Drop() {
+    if (held_) occupancy_.fetch_sub(1, std::memory_order_acq_rel);
+    held_ = false;
+  }
+
+ private:
+  std::atomic<std::uint64_t>& occupancy_;
+  bool held_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<MemoryStore>> MemoryStore::Open(
+    const MemoryStoreOptions& options) {
+  if (options.capacity == 0 || options.capacity > kMaxCapacity) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "memory store: capacity must be between 1 and " +
+                         std::to_string(kMaxCapacity) + " (got " +
+                         std::to_string(options.capacity) + ")");
+  }
+  const std::size_t buckets =
+      std::max(kMinBuckets, std::bit_ceil(options.capacity));
+  try {
+    return std::unique_ptr<MemoryStore>(
+        new MemoryStore(options.capacity, buckets));
+  } catch (const std::bad_alloc&) {
+    return MakeError(ErrorCode::kResourceExhausted,
+                     "memory store: cannot allocate an index for capacity " +
+                         std::to_string(options.capacity));
+  }
+}
+
+Result<std::unique_ptr<Store>> MemoryStore::OpenFromUri(
+    StoreUri& uri, const StoreOptions& /*options*/) {
+  if (uri.scheme() != "memory") {
+    return tl::unexpected(
+        uri.InvalidArgument("scheme '" + uri.scheme() + "' is not memory"));
+  }
+  if (!uri.user().empty() || !uri.password().empty() || !uri.host().empty() ||
+      !uri.port().empty() || !uri.path().empty()) {
+    return tl::unexpected(uri.InvalidArgument(
+        "unexpected path or host (the memory store takes only ?capacity=N)"));
+  }
+  auto capacity = uri.TakeUint("capacity", 1, kMaxCapacity);
+  if (!capacity) return tl::unexpected(capacity.error());
+  if (Status unknown = uri.RejectUnknown(); !unknown) {
+    return tl::unexpected(unknown.error());
+  }
+  MemoryStoreOptions options;
+  if (capacity->has_value()) {
+    options.capacity = static_cast<std::size_t>(**capacity);
+  }
+  auto store = Open(options);
+  if (!store) return tl::unexpected(store.error());
+  return std::unique_ptr<Store>(std::move(*store));
+}
+
+MemoryStore::MemoryStore(std::size_t capacity, std::size_t bucket_count)
+    : capacity_(capacity),
+      bucket_count_(bucket_count),
+      bucket_shift_(64 - std::countr_zero(bucket_count)),
+      buckets_(new std::atomic<Chain*>[bucket_count]()) {}
+
+MemoryStore::~MemoryStore() {
+  // No concurrent callers (documented), so everything still linked is ours
+  // alone; retired objects belong to the epoch scheme and never point back
+  // into the store.
+  for (std::size_t i = 0; i < bucket_count_; ++i) {
+    Chain* chain = buckets_[i].load(std::memory_order_acquire);
+    if (chain == nullptr) continue;
+    for (std::size_t j = 0; j < chain->size(); ++j) delete chain->at(j).record;
+    Chain::Free(chain);
+  }
+}
+
+std::atomic<MemoryStore::Chain*>& MemoryStore::BucketFor(const RecordId& id) {
+  // Ids are SHA-256 outputs, but a multiplicative mix keeps hand-made ids
+  // (tests, tools) from piling into one bucket.
+  const std::uint64_t h = id.Prefix64() * 0x9E3779B97F4A7C15ull;
+  return buckets_[static_cast<std::size_t>(h >> bucket_shift_)];
+}
+
+bool MemoryStore::TryReserveSlot() {
+  std::uint64_t word = occupancy_.load(std::memory_order_relaxed);
+  do {
+    if (CountOf(word) >= capacity_) return false;
+  } while (!occupancy_.compare_exchange_weak(word, word + kGenerationUnit + 1,
+                                             std::memory_order_acq_rel,
+                                             std::memory_order_relaxed));
+  return true;
+}
+
+void MemoryStore::ReleaseSlots(std::size_t n) {
+  occupancy_.fetch_sub(n, std::memory_order_acq_rel);
+}
+
+std::size_t MemoryStore::size() const {
+  return CountOf(occupancy_.load(std::memory_order_acquire));
+}
+
+MemoryStoreStats MemoryStore::stats() const {
+  MemoryStoreStats s;
+  s.records = size();
+  s.capacity = capacity_;
+  s.buckets = bucket_count_;
+  s.reclaim_sweeps = reclaim_sweeps_.load(std::memory_order_relaxed);
+  s.swept_buckets = swept_buckets_.load(std::memory_order_relaxed);
+  s.reclaimed = reclaimed_.load(std::memory_order_relaxed);
+  s.purged = purged_.load(std::memory_order_relaxed);
+  return s;
+}
+
+StoreInfo MemoryStore::Info() const {
+  return StoreInfo{"memory", /*durable=*/false,
+                   /*shared_across_processes=*/false};
+}
+
+// Removes up to `limit` records of `bucket` that have expired at `now`.
+// Must run inside an epoch::Guard.
+MemoryStore::SweepResult MemoryStore::SweepBucket(std::atomic<Chain*>& bucket,
+                                                  TimePoint now,
+                                                  std::size_t limit) {
+  for (;;) {
+    Chain* cur = bucket.load(std::memory_order_seq_cst);
+    SweepResult result;
+    if (cur == nullptr) return result;
+    // The first `limit` expired entries go; the rule is applied again below
+    // on the same immutable chain, so both passes pick the same entries.
+    auto removes = [&, taken = std::size_t{0}](const Entry& e) mutable {
+      if (taken < limit && e.record->Expired(now)) {
+        ++taken;
+        return true;
+      }
+      return false;
+    };
+    auto first_pass = removes;
+    for (std::size_t i = 0; i < cur->size(); ++i) {
+      if (first_pass(cur->at(i))) {
+        ++result.removed;
+      } else {
+        ++result.kept;
+        result.min_kept_expiry =
+            std::min(result.min_kept_expiry, cur->at(i).record->expires_at);
+      }
+    }
+    if (result.removed == 0) return result;
+    Chain* next = nullptr;
+    if (result.kept > 0) {
+      next = Chain::Make(result.kept);
+      auto build_pass = removes;
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < cur->size(); ++i) {
+        if (!build_pass(cur->at(i))) {
+          next->Set(k++, cur->at(i).id, cur->at(i).record);
+        }
+      }
+    }
+    Chain* expected = cur;
+    if (bucket.compare_exchange_strong(expected, next,
+                                       std::memory_order_seq_cst,
+                                       std::memory_order_relaxed)) {
+      auto retire_pass = removes;
+      for (std::size_t i = 0; i < cur->size(); ++i) {
+        if (retire_pass(cur->at(i))) {
+          epoch::Retire(const_cast<Record*>(cur->at(i).record));
+        }
+      }
+      epoch::Retire(cur, &Chain::Free);
+      ReleaseSlots(result.removed);
+      return result;
+    }
+    if (next != nullptr) Chain::Free(next);
+  }
+}
+
+// Runs inside the claim's epoch::Guard. At most one claim sweeps at a time
+// (others return at once rather than wait), which also lets the sweep keep
+// its cycle bookkeeping in plain fields.
+//
+// The skip hint: a cycle is one pass over every bucket during which the
+// occupancy word did not change. If such a pass removed nothing and saw as
+// many records as the word counts, every record held had expires_at >=
+// min_expiry (a record published after its bucket was passed would have
+// been counted but not seen). Later inserts, takeovers and reuses bump the
+// generation, so until the generation moves or `now` reaches min_expiry no
+// record can have expired and sweeping again would be wasted work.
+void MemoryStore::ReclaimForClaim(TimePoint now) {
+  bool expected = false;
+  if (sweeping_.load(std::memory_order_relaxed) ||
+      !sweeping_.compare_exchange_strong(expected, true,
+                                         std::memory_order_acquire,
+                                         std::memory_order_relaxed)) {
+    return;
+  }
+  struct Unlock {
+    std::atomic<bool>& flag;
+    ~Unlock() { flag.store(false, std::memory_order_release); }
+  } unlock{sweeping_};
+
+  SweepState& s = sweep_;
+  const std::uint64_t word = occupancy_.load(std::memory_order_acquire);
+  if (s.hint_valid && GenerationOf(word) == s.hint_gen && now < s.hint_until) {
+    return;
+  }
+  s.hint_valid = false;
+  if (s.buckets_examined > 0 && word != s.word) s.buckets_examined = 0;
+  if (s.buckets_examined == 0) {
+    s.word = word;
+    s.records_seen = 0;
+    s.min_expiry = TimePoint::max();
+  }
+
+  const std::size_t batch = std::min(kSweepBatch, bucket_count_);
+  std::size_t removed = 0;
+  for (std::size_t i = 0; i < batch; ++i) {
+    const SweepResult r = SweepBucket(buckets_[s.next_bucket], now,
+                                      std::numeric_limits<std::size_t>::max());
+    s.next_bucket = (s.next_bucket + 1) & (bucket_count_ - 1);
+    removed += r.removed;
+    s.records_seen += r.kept;
+    s.min_expiry = std::min(s.min_expiry, r.min_kept_expiry);
+  }
+  reclaim_sweeps_.fetch_add(1, std::memory_order_relaxed);
+  swept_buckets_.fetch_add(batch, std::memory_order_relaxed);
+  reclaimed_.fetch_add(removed, std::memory_order_relaxed);
+
+  s.buckets_examined += batch;
+  if (removed > 0) {
+    s.buckets_examined = 0;  // The word changed: this cycle proves nothing.
+    return;
+  }
+  if (s.buckets_examined >= bucket_count_) {
+    s.buckets_examined = 0;
+    const std::uint64_t end = occupancy_.load(std::memory_order_acquire);
+    if (end == s.word && s.records_seen == CountOf(end)) {
+      s.hint_valid = true;
+      s.hint_gen = GenerationOf(end);
+      s.hint_until = s.min_expiry;
+    }
+  }
+}
+
+Result<ClaimResult> MemoryStore::Claim(const RecordId& id,
+                                       const Fingerprint& fp, TimePoint now,
+                                       Duration ttl, Duration lock_timeout) {
+  if (ttl <= Duration::zero() || lock_timeout <= Duration::zero()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "memory store: ttl and lock_timeout must be positive");
+  }
+  try {
+    return ClaimImpl(id, fp, now, ttl, lock_timeout);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory();
+  }
+}
+
+Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
+                                           const Fingerprint& fp, TimePoint now,
+                                           Duration ttl,
+                                           Duration lock_timeout) {
+  epoch::Guard guard;
+  std::atomic<Chain*>& bucket = BucketFor(id);
+  SlotReservation slot(occupancy_);
+  std::unique_ptr<Record> fresh;
+  for (;;) {
+    Chain* cur = bucket.load(std::memory_order_seq_cst);
+    const std::size_t index = cur == nullptr ? 0 : cur->Find(id);
+    const Record* old =
+        cur != nullptr && index < cur->size() ? cur->at(index).record : nullptr;
+    const bool live = old != nullptr && !old->Expired(now);
+    if (live) {
+      ClaimResult result;
+      if (old->fingerprint != fp) {
+        result.outcome = ClaimOutcome::kMismatch;
+        return result;
+      }
+      if (old->state == RecordState::kCompleted) {
+        result.outcome = ClaimOutcome::kCompleted;
+        result.response = old->response;
+        return result;
+      }
+      if (old->locked_until > now) {
+        result.outcome = ClaimOutcome::kInProgress;
+        result.locked_until = old->locked_until;
+        return result;
+      }
+      // In progress with its lock timed out: take it over below.
+    }
+    if (old == nullptr && !slot.held()) {
+      if (!TryReserveSlot()) {
+        ReclaimForClaim(now);
+        if (!TryReserveSlot()) {
+          return MakeError(ErrorCode::kResourceExhausted,
+                           "memory store full: " + std::to_string(size()) +
+                               " live records (capacity " +
+                               std::to_string(capacity_) + ")");
+        }
+      }
+      slot.Hold();
+      continue;  // The sweep may have changed this bucket: look again.
+    }
+    if (fresh == nullptr) {
+      fresh = std::make_unique<Record>();
+      fresh->state = RecordState::kInProgress;
+      fresh->fingerprint = fp;
+      fresh->token = NewToken();
+      fresh->expires_at = AddSaturated(now, ttl);
+      fresh->locked_until =
+          std::min(AddSaturated(now, lock_timeout), fresh->expires_at);
+    }
+    Chain* next = old != nullptr ? Chain::WithReplaced(cur, index, fresh.get())
+                                 : Chain::WithAdded(cur, id, fresh.get());
+    Chain* expected = cur;
+    if (!bucket.compare_exchange_strong(expected, next,
+                                        std::memory_order_seq_cst,
+                                        std::memory_order_relaxed)) {
+      Chain::Free(next);
+      continue;
+    }
+    ClaimResult result;
+    result.outcome = ClaimOutcome::kAcquired;
+    result.token = fresh->token;
+    result.takeover = live;
+    result.locked_until = fresh->locked_until;
+    fresh.release();  // Owned by the published chain now.
+    if (cur != nullptr) epoch::Retire(cur, &Chain::Free);
+    if (old != nullptr) {
+      // Same slot, new expiry: bump the generation for the sweep hint, and
+      // give back the slot reserved in an earlier round, if any.
+      epoch::Retire(const_cast<Record*>(old));
+      occupancy_.fetch_add(kGenerationUnit, std::memory_order_acq_rel);
+      slot.Drop();
+    } else {
+      slot.Consume();
+    }
+    return result;
+  }
+}
+
+Result<bool> MemoryStore::Complete(const RecordId& id, const Token& token,
+                                   const Response& response) {
+  try {
+    return CompleteImpl(id, token, response);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory();
+  }
+}
+
+bool MemoryStore::CompleteImpl(const RecordId& id, const Token& token,
+                               const Response& response) {
+  epoch::Guard guard;
+  std::atomic<Chain*>& bucket = BucketFor(id);
+  std::shared_ptr<const Response> stored;
+  std::unique_ptr<Record> fresh;
+  for (;;) {
+    Chain* cur = bucket.load(std::memory_order_seq_cst);
+    if (cur == nullptr) return false;
+    const std::size_t index = cur->Find(id);
+    if (index == cur->size()) return false;
+    const Record* old = cur->at(index).record;
+    if (old->state != RecordState::kInProgress || old->token != token) {
+      return false;
+    }
+    if (stored == nullptr) stored = std::make_shared<const Response>(response);
+    if (fresh == nullptr) fresh = std::make_unique<Record>();
+    *fresh = *old;
+    fresh->state = RecordState::kCompleted;
+    fresh->response = stored;
+    Chain* next = Chain::WithReplaced(cur, index, fresh.get());
+    Chain* expected = cur;
+    if (bucket.compare_exchange_strong(expected, next,
+                                       std::memory_order_seq_cst,
+                                       std::memory_order_relaxed)) {
+      fresh.release();
+      epoch::Retire(cur, &Chain::Free);
+      epoch::Retire(const_cast<Record*>(old));
+      return true;
+    }
+    Chain::Free(next);
+  }
+}
+
+Result<bool> MemoryStore::Release(const RecordId& id, const Token& token) {
+  try {
+    return ReleaseImpl(id, token);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory();
+  }
+}
+
+bool MemoryStore::ReleaseImpl(const RecordId& id, const Token& token) {
+  epoch::Guard guard;
+  std::atomic<Chain*>& bucket = BucketFor(id);
+  for (;;) {
+    Chain* cur = bucket.load(std::memory_order_seq_cst);
+    if (cur == nullptr) return false;
+    const std::size_t index = cur->Find(id);
+    if (index == cur->size()) return false;
+    const Record* old = cur->at(index).record;
+    if (old->state != RecordState::kInProgress || old->token != token) {
+      return false;
+    }
+    Chain* next = Chain::WithRemoved(cur, index);
+    Chain* expected = cur;
+    if (bucket.compare_exchange_strong(expected, next,
+                                       std::memory_order_seq_cst,
+                                       std::memory_order_relaxed)) {
+      epoch::Retire(cur, &Chain::Free);
+      epoch::Retire(const_cast<Record*>(old));
+      ReleaseSlots(1);
+      return true;
+    }
+    if (next != nullptr) Chain::Free(next);
+  }
+}
+
+Result<std::optional<Record>> MemoryStore::Inspect(const RecordId& id,
+                                                   TimePoint now) {
+  try {
+    epoch::Guard guard;
+    const Chain* cur = BucketFor(id).load(std::memory_order_seq_cst);
+    if (cur == nullptr) return std::nullopt;
+    const std::size_t index = cur->Find(id);
+    if (index == cur->size()) return std::nullopt;
+    const Record* record = cur->at(index).record;
+    if (record->Expired(now)) return std::nullopt;
+    return std::optional<Record>(*record);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory();
+  }
+}
+
+Result<std::size_t> MemoryStore::PurgeExpired(TimePoint now,
+                                              std::size_t limit) {
+  try {
+    return PurgeImpl(now, limit);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory();
+  }
+}
+
+std::size_t MemoryStore::PurgeImpl(TimePoint now, std::size_t limit) {
+  if (limit == 0) return 0;
+  const std::size_t mask = bucket_count_ - 1;
+  const std::size_t start = purge_next_bucket_.load(std::memory_order_relaxed);
+  std::size_t removed = 0;
+  std::size_t examined = 0;
+  while (examined < bucket_count_ && removed < limit) {
+    epoch::Guard guard;
+    const std::size_t chunk_end =
+        std::min(bucket_count_, examined + kPurgeChunk);
+    for (; examined < chunk_end && removed < limit; ++examined) {
+      removed +=
+          SweepBucket(buckets_[(start + examined) & mask], now, limit - removed)
+              .removed;
+    }
+  }
+  // Stopping on the limit may leave expired records in the last bucket
+  // examined: start there next time.
+  const std::size_t resume =
+      removed >= limit && examined > 0 ? examined - 1 : examined;
+  purge_next_bucket_.store((start + resume) & mask, std::memory_order_relaxed);
+  purged_.fetch_add(removed, std::memory_order_relaxed);
+  return removed;
+}
+
+}  // namespace idem
