@@ -6,12 +6,20 @@
 // its values joined by ", " (an absent header hashes as name + empty value),
 // and the body (canonicalized first when body mode is kJson).
 //
+// The method and target are hashed exactly as received (no case folding, no
+// percent-decoding): a retry is the same bytes sent again.
+//
 // Thread-safety: FingerprintBuilder is not thread-safe; use one per thread
-// (Fingerprint() below keeps one per thread for you).
+// (ComputeFingerprint() and Sha256() below keep one per thread for you).
+// Hashing failures inside OpenSSL (no SHA-256 provider, out of memory) abort
+// the process: there is no digest to return, and a wrong one would merge
+// unrelated requests.
 
 #ifndef IDEM_FINGERPRINT_H_
 #define IDEM_FINGERPRINT_H_
 
+#include <array>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -30,7 +38,10 @@ struct FingerprintInput {
   std::string_view method;
   std::string_view target;
   // (name, value) pairs of the configured fingerprint headers only, already
-  // selected by the caller, in the configured order.
+  // selected by the caller, in the configured order; an absent header is
+  // (name, ""). Adjacent pairs with the same name (ASCII case-insensitive)
+  // are one header with several field lines and hash as one value joined by
+  // ", ". Names are lowercased before hashing; values are hashed as given.
   std::span<const std::pair<std::string_view, std::string_view>> headers;
   std::string_view body;
   BodyFingerprint body_mode = BodyFingerprint::kRaw;
@@ -45,11 +56,14 @@ class FingerprintBuilder {
   FingerprintBuilder(const FingerprintBuilder&) = delete;
   FingerprintBuilder& operator=(const FingerprintBuilder&) = delete;
 
+  // Starts a new message, discarding anything added since the last Finish.
   void Reset();
   // Appends u64be(field.size()) || field.
   void AddField(std::string_view field);
   // Appends raw bytes with no prefix.
   void AddRaw(std::string_view bytes);
+  // The SHA-256 of everything added since the last Reset/Finish. The builder
+  // is then ready for a new message (an implicit Reset).
   std::array<std::uint8_t, 32> Finish();
 
  private:
@@ -57,6 +71,8 @@ class FingerprintBuilder {
   std::unique_ptr<Impl> impl_;
 };
 
+// The fingerprint of one request, hashed with this thread's builder. Does not
+// allocate in kRaw mode; kJson mode allocates for the canonical form.
 Fingerprint ComputeFingerprint(const FingerprintInput& input);
 
 // A plain SHA-256 of `data` with the same per-thread context: the baseline the
