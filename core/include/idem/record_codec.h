@@ -1,21 +1,41 @@
 // The versioned binary form of a Record, shared by every byte-oriented
 // backend (RocksDB, SQLite blobs, PostgreSQL bytea).
 //
-// Layout (version 1), all integers little-endian:
-//   u8 magic 0xID ('I' = 0x49), u8 version = 1, u8 state,
-//   32 B fingerprint, 16 B token, i64 locked_until_ns, i64 expires_at_ns,
-//   then, for completed records only: u16 status, u32 header count,
-//   per header u32 name length + name + u32 value length + value,
-//   u32 body length + body; then u32 CRC32C... (see record_codec.cc)
-// A record that is truncated, has trailing bytes, a bad checksum, an unknown
-// version or state, or inconsistent lengths decodes to kDataLoss. Decoding
-// never reads out of bounds and never allocates more than the input implies.
+// Layout, version 1. Integers are little-endian; times are signed
+// nanoseconds since the Unix epoch.
+//
+//   offset  size  field
+//        0     1  magic 0x49 ('I')
+//        1     1  version, 1
+//        2     1  state: 1 = in_progress, 2 = completed
+//        3    32  fingerprint
+//       35    16  token
+//       51     8  i64 locked_until
+//       59     8  i64 expires_at
+//       67        completed records only, the response:
+//                   u16 status (100..999)
+//                   u32 header count
+//                   per header: u32 name length, name, u32 value length, value
+//                   u64 body length, body
+//      n-4     4  u32 CRC-32C (Castagnoli) of bytes [0, n-4)
+//
+// An in_progress record is therefore exactly 71 bytes. Decoding accepts
+// exactly this layout: a record that is truncated, has trailing bytes, a bad
+// checksum, an unknown magic, version or state, an in_progress record with a
+// response section, a status outside 100..999, or lengths that run past the
+// end decodes to kDataLoss with a message saying which. Decoding never reads
+// out of bounds and allocates at most a small multiple of the input size.
+// Messages never contain record contents.
+//
+// A new layout gets a new version byte; DecodeRecord keeps reading old
+// versions.
 //
 // Thread-safety: pure functions.
 
 #ifndef IDEM_RECORD_CODEC_H_
 #define IDEM_RECORD_CODEC_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -24,9 +44,16 @@
 
 namespace idem {
 
+inline constexpr std::uint8_t kRecordCodecMagic = 0x49;
 inline constexpr std::uint8_t kRecordCodecVersion = 1;
 
+// Encodes `record` in the current version. For a completed record the
+// response must be set and its status in 100..999 (the Guard only stores
+// such responses); a completed record without one encodes an empty 200
+// response. The response of an in_progress record is not encoded.
 std::string EncodeRecord(const Record& record);
+
+// Errors: kDataLoss for anything that is not a valid encoding.
 Result<Record> DecodeRecord(std::string_view bytes);
 
 }  // namespace idem
