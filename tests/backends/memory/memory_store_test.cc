@@ -1,0 +1,359 @@
+// MemoryStore behaviour beyond the store contract: capacity, reclamation of
+// expired records when full, PurgeExpired, and the `memory:` URI. Time comes
+// only from explicit TimePoints.
+
+#include "idem/memory_store.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "idem/store_uri.h"
+#include "memory_test_util.h"
+
+namespace idem {
+namespace {
+
+using memory_test::Fp;
+using memory_test::Id;
+using memory_test::kT0;
+using std::chrono::hours;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+std::unique_ptr<MemoryStore> OpenStore(std::size_t capacity) {
+  auto store = MemoryStore::Open(MemoryStoreOptions{.capacity = capacity});
+  EXPECT_TRUE(store.has_value()) << store.error().ToString();
+  return std::move(*store);
+}
+
+// Claims `id` (fingerprint Fp(id)) and expects kAcquired; returns the token.
+Token MustAcquire(MemoryStore& store, std::uint64_t id, TimePoint now,
+                  Duration ttl = hours(1), Duration lock = seconds(60)) {
+  auto r = store.Claim(Id(id), Fp(id), now, ttl, lock);
+  EXPECT_TRUE(r.has_value()) << r.error().ToString();
+  if (!r) return {};
+  EXPECT_EQ(r->outcome, ClaimOutcome::kAcquired) << "id " << id;
+  return r->token;
+}
+
+void ExpectFull(MemoryStore& store, std::uint64_t id, TimePoint now) {
+  auto r = store.Claim(Id(id), Fp(id), now, hours(1), seconds(60));
+  ASSERT_FALSE(r.has_value())
+      << "id " << id << " got " << ClaimOutcomeName(r->outcome);
+  EXPECT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_THAT(r.error().message(), HasSubstr("memory store full"));
+}
+
+TEST(MemoryStoreOpenTest, RejectsZeroCapacity) {
+  auto store = MemoryStore::Open(MemoryStoreOptions{.capacity = 0});
+  ASSERT_FALSE(store.has_value());
+  EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(MemoryStoreOpenTest, RejectsCapacityAboveMaximum) {
+  auto store = MemoryStore::Open(
+      MemoryStoreOptions{.capacity = MemoryStore::kMaxCapacity + 1});
+  ASSERT_FALSE(store.has_value());
+  EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(MemoryStoreOpenTest, BucketsArePowerOfTwoAtLeastCapacity) {
+  EXPECT_EQ(OpenStore(1)->stats().buckets, 16u);
+  EXPECT_EQ(OpenStore(16)->stats().buckets, 16u);
+  EXPECT_EQ(OpenStore(1000)->stats().buckets, 1024u);
+  EXPECT_EQ(OpenStore(1025)->stats().buckets, 2048u);
+}
+
+TEST(MemoryStoreTest, InfoSaysInProcessAndNotDurable) {
+  const StoreInfo info = OpenStore(4)->Info();
+  EXPECT_EQ(info.name, "memory");
+  EXPECT_FALSE(info.durable);
+  EXPECT_FALSE(info.shared_across_processes);
+}
+
+TEST(MemoryStoreTest, RejectsNonPositiveDurations) {
+  auto store = OpenStore(4);
+  for (auto [ttl, lock] :
+       {std::pair<Duration, Duration>{Duration::zero(), seconds(1)},
+        {seconds(1), Duration::zero()},
+        {seconds(-1), seconds(1)},
+        {seconds(1), seconds(-5)}}) {
+    auto r = store->Claim(Id(1), Fp(1), kT0, ttl, lock);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+  }
+  EXPECT_EQ(store->size(), 0u);
+}
+
+TEST(MemoryStoreTest, HugeDurationsSaturateInsteadOfOverflowing) {
+  auto store = OpenStore(4);
+  auto r = store->Claim(Id(1), Fp(1), kT0, Duration::max(), Duration::max());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->locked_until, TimePoint::max());
+  auto rec = store->Inspect(Id(1), kT0 + hours(24 * 365 * 100));
+  ASSERT_TRUE(rec.has_value());
+  ASSERT_TRUE(rec->has_value());
+  EXPECT_EQ((*rec)->expires_at, TimePoint::max());
+}
+
+TEST(MemoryStoreCapacityTest, FullStoreRejectsNewKeysButAnswersHeldOnes) {
+  auto store = OpenStore(4);
+  Token t0 = MustAcquire(*store, 0, kT0);
+  MustAcquire(*store, 1, kT0);
+  MustAcquire(*store, 2, kT0);
+  MustAcquire(*store, 3, kT0);
+  ASSERT_TRUE(store->Complete(Id(0), t0, Response{201, {}, "done"}).value());
+
+  auto full = store->Claim(Id(4), Fp(4), kT0, hours(1), seconds(60));
+  ASSERT_FALSE(full.has_value());
+  EXPECT_EQ(full.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(full.error().message(),
+            "memory store full: 4 live records (capacity 4)");
+
+  // Keys already held need no new slot.
+  EXPECT_EQ(store->Claim(Id(0), Fp(0), kT0, hours(1), seconds(60))->outcome,
+            ClaimOutcome::kCompleted);
+  EXPECT_EQ(store->Claim(Id(1), Fp(1), kT0, hours(1), seconds(60))->outcome,
+            ClaimOutcome::kInProgress);
+  EXPECT_EQ(store->Claim(Id(2), Fp(99), kT0, hours(1), seconds(60))->outcome,
+            ClaimOutcome::kMismatch);
+  EXPECT_EQ(store->size(), 4u);
+}
+
+TEST(MemoryStoreCapacityTest, ReleaseFreesASlot) {
+  auto store = OpenStore(2);
+  Token t0 = MustAcquire(*store, 0, kT0);
+  MustAcquire(*store, 1, kT0);
+  ExpectFull(*store, 2, kT0);
+  ASSERT_TRUE(store->Release(Id(0), t0).value());
+  EXPECT_EQ(store->size(), 1u);
+  MustAcquire(*store, 2, kT0);
+  EXPECT_EQ(store->size(), 2u);
+}
+
+TEST(MemoryStoreCapacityTest, CompletedRecordsKeepTheirSlotUntilExpiry) {
+  auto store = OpenStore(2);
+  for (std::uint64_t i = 0; i < 2; ++i) {
+    Token t = MustAcquire(*store, i, kT0);
+    ASSERT_TRUE(store->Complete(Id(i), t, Response{}).value());
+  }
+  ExpectFull(*store, 2, kT0 + hours(1) - seconds(1));
+  EXPECT_EQ(store->PurgeExpired(kT0 + hours(1) - seconds(1), 10).value(), 0u);
+  MustAcquire(*store, 2, kT0 + hours(1));
+}
+
+TEST(MemoryStoreCapacityTest, ExpiredRecordsAreReclaimedFirstWhenFull) {
+  auto store = OpenStore(4);
+  MustAcquire(*store, 0, kT0, seconds(10));
+  Token t1 = MustAcquire(*store, 1, kT0, seconds(10));
+  ASSERT_TRUE(store->Complete(Id(1), t1, Response{}).value());
+  MustAcquire(*store, 2, kT0, hours(1));
+  MustAcquire(*store, 3, kT0, hours(1));
+
+  const TimePoint later = kT0 + seconds(10);  // expires_at <= now: expired.
+  MustAcquire(*store, 4, later);
+  MustAcquire(*store, 5, later);
+  ExpectFull(*store, 6, later);
+
+  EXPECT_EQ(store->size(), 4u);
+  EXPECT_EQ(store->stats().reclaimed, 2u);
+  EXPECT_FALSE(store->Inspect(Id(0), later)->has_value());
+  EXPECT_FALSE(store->Inspect(Id(1), later)->has_value());
+  EXPECT_TRUE(store->Inspect(Id(2), later)->has_value());
+  EXPECT_TRUE(store->Inspect(Id(3), later)->has_value());
+  EXPECT_TRUE(store->Inspect(Id(4), later)->has_value());
+}
+
+TEST(MemoryStoreCapacityTest, NotYetExpiredIsNotReclaimed) {
+  auto store = OpenStore(1);
+  MustAcquire(*store, 0, kT0, seconds(10));
+  ExpectFull(*store, 1, kT0 + seconds(10) - Duration(1));
+  EXPECT_TRUE(store->Inspect(Id(0), kT0 + seconds(9))->has_value());
+}
+
+TEST(MemoryStoreCapacityTest, ClaimOverExpiredRecordOfSameIdReusesItsSlot) {
+  auto store = OpenStore(1);
+  Token first = MustAcquire(*store, 0, kT0, seconds(5));
+  // Expired: the key is free again, even for another fingerprint, and this
+  // is not a takeover.
+  auto r = store->Claim(Id(0), Fp(77), kT0 + seconds(5), hours(1), seconds(60));
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(r->outcome, ClaimOutcome::kAcquired);
+  EXPECT_FALSE(r->takeover);
+  EXPECT_EQ(store->size(), 1u);
+  EXPECT_FALSE(store->Complete(Id(0), first, Response{}).value());
+  ExpectFull(*store, 1, kT0 + seconds(5));
+  EXPECT_EQ(store->stats().reclaimed, 0u);  // Replaced in place, not swept.
+}
+
+TEST(MemoryStoreCapacityTest, TakeoverKeepsTheSlot) {
+  auto store = OpenStore(1);
+  Token first = MustAcquire(*store, 0, kT0, hours(1), seconds(30));
+  auto r = store->Claim(Id(0), Fp(0), kT0 + seconds(30), hours(1), seconds(30));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->outcome, ClaimOutcome::kAcquired);
+  EXPECT_TRUE(r->takeover);
+  EXPECT_EQ(store->size(), 1u);
+  EXPECT_FALSE(store->Complete(Id(0), first, Response{}).value());
+  EXPECT_FALSE(store->Release(Id(0), first).value());
+  EXPECT_TRUE(store->Release(Id(0), r->token).value());
+  EXPECT_EQ(store->size(), 0u);
+}
+
+TEST(MemoryStoreCapacityTest, FullOfLiveRecordsDoesNotRescanOnEveryClaim) {
+  auto store = OpenStore(16);  // 16 buckets: one sweep is a full pass.
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    MustAcquire(*store, i, kT0, hours(1) + seconds(i));
+  }
+  ExpectFull(*store, 100, kT0 + seconds(1));
+  const std::uint64_t swept = store->stats().swept_buckets;
+  EXPECT_EQ(swept, 16u);
+  for (std::uint64_t i = 101; i < 200; ++i) {
+    ExpectFull(*store, i, kT0 + seconds(2));
+  }
+  EXPECT_EQ(store->stats().swept_buckets, swept);
+  // Once the earliest record has expired, claims sweep again and succeed.
+  MustAcquire(*store, 200, kT0 + hours(1));
+  EXPECT_EQ(store->stats().reclaimed, 1u);
+  EXPECT_FALSE(store->Inspect(Id(0), kT0 + hours(1))->has_value());
+  EXPECT_TRUE(store->Inspect(Id(1), kT0 + hours(1))->has_value());
+}
+
+TEST(MemoryStoreCapacityTest, ShortTtlRecordAddedAfterAFullPassIsReclaimed) {
+  auto store = OpenStore(16);
+  Token t0 = MustAcquire(*store, 0, kT0);
+  for (std::uint64_t i = 1; i < 16; ++i) MustAcquire(*store, i, kT0);
+  ExpectFull(*store, 100, kT0);  // Remembers: nothing expires before +1h.
+  ASSERT_TRUE(store->Release(Id(0), t0).value());
+  MustAcquire(*store, 101, kT0, seconds(5));  // Expires long before that.
+  ExpectFull(*store, 102, kT0 + seconds(4));
+  MustAcquire(*store, 102, kT0 + seconds(5));
+  EXPECT_FALSE(store->Inspect(Id(101), kT0 + seconds(5))->has_value());
+}
+
+TEST(MemoryStoreCapacityTest, TakeoverWithShorterTtlAfterAFullPassIsReclaimed) {
+  auto store = OpenStore(16);
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    MustAcquire(*store, i, kT0, hours(1), seconds(1));
+  }
+  ExpectFull(*store, 100, kT0 + seconds(2));
+  auto r = store->Claim(Id(3), Fp(3), kT0 + seconds(2), seconds(5), seconds(1));
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->outcome, ClaimOutcome::kAcquired);
+  ASSERT_TRUE(r->takeover);
+  ExpectFull(*store, 101, kT0 + seconds(6));
+  MustAcquire(*store, 101, kT0 + seconds(7));
+  EXPECT_FALSE(store->Inspect(Id(3), kT0 + seconds(7))->has_value());
+}
+
+TEST(MemoryStoreCapacityTest, ReclaimReachesEveryBucketOfALargeTable) {
+  // 4096 buckets, more than one claim sweeps: the sweep resumes where the
+  // previous one stopped, so a few claims find the one expired record.
+  constexpr std::size_t kCapacity = 3000;
+  auto store = OpenStore(kCapacity);
+  ASSERT_GT(store->stats().buckets, 1024u);
+  for (std::uint64_t i = 0; i < kCapacity; ++i) {
+    MustAcquire(*store, i, kT0, i == 1234 ? seconds(1) : hours(1));
+  }
+  const TimePoint later = kT0 + seconds(1);
+  int failures = 0;
+  std::uint64_t next_id = kCapacity;
+  for (;;) {
+    auto r =
+        store->Claim(Id(next_id), Fp(next_id), later, hours(1), seconds(60));
+    if (r.has_value()) break;
+    ASSERT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
+    ++next_id;
+    ASSERT_LE(++failures, 4);
+  }
+  EXPECT_EQ(store->stats().reclaimed, 1u);
+  EXPECT_FALSE(store->Inspect(Id(1234), later)->has_value());
+  ExpectFull(*store, next_id + 1, later);
+}
+
+TEST(MemoryStorePurgeTest, CountsAndRespectsTheLimit) {
+  auto store = OpenStore(16);
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    Token t = MustAcquire(*store, i, kT0, i < 6 ? seconds(1) : hours(1));
+    if (i % 2 == 0) {
+      ASSERT_TRUE(store->Complete(Id(i), t, Response{}).value());
+    }
+  }
+  const TimePoint later = kT0 + seconds(1);
+  EXPECT_EQ(store->PurgeExpired(later, 0).value(), 0u);
+  EXPECT_EQ(store->PurgeExpired(kT0, 100).value(), 0u);
+  EXPECT_EQ(store->PurgeExpired(later, 4).value(), 4u);
+  EXPECT_EQ(store->size(), 6u);
+  EXPECT_EQ(store->PurgeExpired(later, 100).value(), 2u);
+  EXPECT_EQ(store->PurgeExpired(later, 100).value(), 0u);
+  EXPECT_EQ(store->size(), 4u);
+  EXPECT_EQ(store->stats().purged, 6u);
+  for (std::uint64_t i = 6; i < 10; ++i) {
+    EXPECT_TRUE(store->Inspect(Id(i), later)->has_value()) << i;
+  }
+}
+
+TEST(MemoryStorePurgeTest, OneAtATimeEventuallyEmptiesTheStore) {
+  // Limit 1 stops inside a bucket; the next call must resume there.
+  constexpr std::size_t kCount = 64;
+  auto store = OpenStore(kCount);
+  for (std::uint64_t i = 0; i < kCount; ++i) {
+    MustAcquire(*store, i, kT0, seconds(1));
+  }
+  for (std::size_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(store->PurgeExpired(kT0 + seconds(1), 1).value(), 1u) << i;
+  }
+  EXPECT_EQ(store->PurgeExpired(kT0 + seconds(1), 1).value(), 0u);
+  EXPECT_EQ(store->size(), 0u);
+}
+
+Result<std::unique_ptr<Store>> OpenUri(const std::string& text) {
+  auto uri = StoreUri::Parse(text);
+  if (!uri) return tl::unexpected(uri.error());
+  return MemoryStore::OpenFromUri(*uri, StoreOptions{});
+}
+
+TEST(MemoryStoreUriTest, ParsesCapacity) {
+  auto store = OpenUri("memory:?capacity=8");
+  ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  auto* memory = dynamic_cast<MemoryStore*>(store->get());
+  ASSERT_NE(memory, nullptr);
+  EXPECT_EQ(memory->capacity(), 8u);
+  for (std::uint64_t i = 0; i < 8; ++i) MustAcquire(*memory, i, kT0);
+  ExpectFull(*memory, 8, kT0);
+}
+
+TEST(MemoryStoreUriTest, DefaultsToOneMillion) {
+  auto store = OpenUri("memory:");
+  ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  EXPECT_EQ(dynamic_cast<MemoryStore&>(**store).capacity(), 1'000'000u);
+  EXPECT_EQ(MemoryStoreOptions{}.capacity, 1'000'000u);
+}
+
+TEST(MemoryStoreUriTest, RejectsBadUris) {
+  for (const char* text : {
+           "memory:?capacity=0",
+           "memory:?capacity=abc",
+           "memory:?capacity=-3",
+           "memory:?capacity=1073741825",
+           "memory:?capacity=",
+           "memory:?capacity=8&sync=true",
+           "memory:?size=8",
+           "memory:/tmp/store",
+           "memory:somewhere",
+           "memory://host/",
+           "sqlite:/tmp/x.db",
+       }) {
+    auto store = OpenUri(text);
+    ASSERT_FALSE(store.has_value()) << text;
+    EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument) << text;
+    EXPECT_THAT(store.error().message(), HasSubstr("store URI")) << text;
+  }
+}
+
+}  // namespace
+}  // namespace idem
