@@ -21,6 +21,13 @@ TimePoint SaturatingAdd(TimePoint now, Duration d) {
 
 }  // namespace
 
+ShardedMutexStore::ShardedMutexStore(std::size_t expected_records) {
+  if (expected_records == 0) return;
+  // Headroom for the uneven spread of hashed ids over the shards.
+  const std::size_t per_shard = expected_records / kShards * 9 / 8 + 16;
+  for (Shard& shard : shards_) shard.records.reserve(per_shard);
+}
+
 Result<ClaimResult> ShardedMutexStore::Claim(const RecordId& id,
                                              const Fingerprint& fp,
                                              TimePoint now, Duration ttl,
