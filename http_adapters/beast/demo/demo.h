@@ -1,0 +1,83 @@
+// Demo: idem-demo assembled from its parts — a store, a Guard, the
+// IdempotentHandler protecting POST /orders, DemoApp and HttpServer. main.cc
+// only turns flags into DemoOptions; tests build a Demo in-process.
+//
+// Thread-safety: as HttpServer.
+
+#ifndef IDEM_DEMO_DEMO_H_
+#define IDEM_DEMO_DEMO_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "demo_app.h"
+#include "http_server.h"
+#include "idem/beast/idempotent_handler.h"
+#include "idem/error.h"
+#include "idem/guard.h"
+#include "idem/store.h"
+
+namespace idem::demo {
+
+struct DemoOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8080;
+  // The store to open; see ResolveStoreUri.
+  std::string store_uri;
+  std::chrono::seconds ttl{24 * 3600};
+  std::chrono::seconds lock_timeout{60};
+  std::chrono::milliseconds lock_wait{0};
+  // I/O threads.
+  int threads = 2;
+  // Threads for store calls (unused with the in-memory store).
+  std::size_t store_threads = 4;
+  std::string instance = "demo";
+  // false: the same server without idem (the benchmark baseline).
+  bool idem = true;
+  // Where warnings and errors of the Guard go. Default: stderr.
+  LogSink log;
+};
+
+// The store default, in one place: `memory:` until a durable embedded store
+// exists, then a file store under ./var/.
+inline constexpr std::string_view kDefaultStoreUri = "memory:";
+
+// --store when given, else $IDEM_STORE when set and non-empty, else
+// kDefaultStoreUri.
+std::string ResolveStoreUri(const std::optional<std::string>& flag);
+
+class Demo {
+ public:
+  // Opens options.store_uri, unless `store` is given (tests inject theirs).
+  // Errors name the store URI with its password redacted.
+  static Result<std::unique_ptr<Demo>> Create(
+      DemoOptions options, std::shared_ptr<Store> store = nullptr);
+
+  Status Start() { return server_->Start(); }
+  std::uint16_t port() const { return server_->port(); }
+  const std::string& host() const { return server_->host(); }
+  void Shutdown() { server_->Shutdown(); }
+  void Wait() { server_->Wait(); }
+
+  DemoApp& app() { return *app_; }
+  // Null with idem = false.
+  Guard* guard() { return guard_.get(); }
+  beast::IdempotentHandler* idempotent_handler() { return handler_.get(); }
+  HttpServer& server() { return *server_; }
+
+ private:
+  Demo() = default;
+
+  std::shared_ptr<Guard> guard_;
+  std::unique_ptr<DemoApp> app_;
+  std::unique_ptr<beast::IdempotentHandler> handler_;
+  // Declared last: destroyed first, so no request runs into a dead handler.
+  std::unique_ptr<HttpServer> server_;
+};
+
+}  // namespace idem::demo
+
+#endif  // IDEM_DEMO_DEMO_H_

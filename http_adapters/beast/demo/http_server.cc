@@ -1,0 +1,253 @@
+#include "http_server.h"
+
+#include <array>
+#include <exception>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "idem/beast/convert.h"
+#include "idem/problem.h"
+
+namespace idem::demo {
+namespace {
+
+using asio::ip::tcp;
+using boost::beast::error_code;
+
+// Large enough for any sane request line and headers; what is over it is a
+// malformed request (400), not a reason to buffer more.
+constexpr std::uint32_t kHeaderLimit = 16 * 1024;
+// After an error answer the server stops reading requests but drains what the
+// client is still sending (up to this much, for this long) before closing, so
+// that closing a socket with unread data does not reset the connection and
+// destroy the answer on its way.
+constexpr std::size_t kDrainLimit = std::size_t{16} << 20;
+constexpr std::chrono::seconds kDrainTime{2};
+
+bool IsParseError(const error_code& ec) {
+  static const auto& category =
+      make_error_code(http::error::bad_method).category();
+  return ec.category() == category && ec != http::error::end_of_stream &&
+         ec != http::error::partial_message && ec != http::error::need_more &&
+         ec != http::error::need_buffer;
+}
+
+}  // namespace
+
+struct HttpServer::Connection {
+  // The session's strand.
+  asio::any_io_executor executor;
+  // Set while the session lives; read and written only on its strand.
+  boost::beast::tcp_stream* stream = nullptr;
+  // A request has been read and not yet answered. Only on the strand.
+  bool busy = false;
+};
+
+HttpServer::HttpServer(HttpServerOptions options, RequestHandler handler,
+                       BodyLimitHooks hooks)
+    : options_(std::move(options)),
+      handler_(std::move(handler)),
+      hooks_(std::move(hooks)),
+      acceptor_(asio::make_strand(ioc_)) {}
+
+HttpServer::~HttpServer() {
+  Shutdown();
+  Wait();
+}
+
+Status HttpServer::Start() {
+  error_code ec;
+  const auto address = asio::ip::make_address(options_.host, ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "not an IP address: '" + options_.host + "'");
+  }
+  const tcp::endpoint endpoint(address, options_.port);
+  auto fail = [&](std::string_view what) {
+    return MakeError(ErrorCode::kUnavailable,
+                     std::string(what) + " " + options_.host + ":" +
+                         std::to_string(options_.port) + ": " + ec.message());
+  };
+  if (acceptor_.open(endpoint.protocol(), ec)) return fail("cannot open");
+  if (acceptor_.set_option(tcp::acceptor::reuse_address(true), ec)) {
+    return fail("cannot set SO_REUSEADDR on");
+  }
+  if (acceptor_.bind(endpoint, ec)) return fail("cannot bind");
+  if (acceptor_.listen(asio::socket_base::max_listen_connections, ec)) {
+    return fail("cannot listen on");
+  }
+  port_ = acceptor_.local_endpoint().port();
+  work_.emplace(ioc_.get_executor());
+  asio::co_spawn(acceptor_.get_executor(), Accept(), asio::detached);
+  const int n = options_.threads > 0 ? options_.threads : 1;
+  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { ioc_.run(); });
+  return {};
+}
+
+void HttpServer::Shutdown() {
+  if (shutting_down_.exchange(true)) return;
+  asio::post(acceptor_.get_executor(), [this] {
+    error_code ignored;
+    acceptor_.close(ignored);
+  });
+  std::lock_guard lock(mu_);
+  for (const auto& connection : connections_) {
+    // Idle connections are closed now; busy ones close after their answer.
+    asio::post(connection->executor, [connection] {
+      if (connection->stream != nullptr && !connection->busy) {
+        connection->stream->cancel();
+      }
+    });
+  }
+  if (connections_.empty()) work_.reset();
+}
+
+void HttpServer::Wait() {
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+std::size_t HttpServer::connections() const {
+  std::lock_guard lock(mu_);
+  return connections_.size();
+}
+
+bool HttpServer::Register(const std::shared_ptr<Connection>& connection) {
+  std::lock_guard lock(mu_);
+  if (shutting_down_.load()) return false;
+  connections_.insert(connection);
+  return true;
+}
+
+void HttpServer::Unregister(const std::shared_ptr<Connection>& connection) {
+  std::lock_guard lock(mu_);
+  connection->stream = nullptr;
+  connections_.erase(connection);
+  if (shutting_down_.load() && connections_.empty()) work_.reset();
+}
+
+asio::awaitable<void> HttpServer::Accept() {
+  for (;;) {
+    error_code ec;
+    tcp::socket socket = co_await acceptor_.async_accept(
+        asio::make_strand(ioc_), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (shutting_down_.load() || !acceptor_.is_open()) co_return;
+      continue;  // A failed accept (a client that gave up) ends no server.
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    auto executor = socket.get_executor();
+    asio::co_spawn(executor, Session(std::move(socket)), asio::detached);
+  }
+}
+
+Response HttpServer::Answer(std::string_view target, unsigned version,
+                            bool keep_alive, unsigned status,
+                            std::string_view code, std::string detail) {
+  Problem problem;
+  problem.status = static_cast<int>(status);
+  problem.code = code;
+  problem.detail = std::move(detail);
+  problem.instance = target.substr(0, target.find('?'));
+  return beast::ToBeast(MakeProblemResponse(problem), version, keep_alive);
+}
+
+asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
+  auto connection = std::make_shared<Connection>();
+  connection->executor = socket.get_executor();
+  boost::beast::tcp_stream stream(std::move(socket));
+  connection->stream = &stream;
+  if (!Register(connection)) {
+    connection->stream = nullptr;
+    co_return;
+  }
+  const auto token = asio::use_awaitable;
+  boost::beast::flat_buffer buffer;
+  error_code ec;
+  bool drain = false;  // Whether unread request bytes may remain.
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(kHeaderLimit);
+    parser.body_limit(options_.body_limit);
+    stream.expires_after(options_.idle_timeout);
+    co_await http::async_read_header(stream, buffer, parser,
+                                     asio::redirect_error(token, ec));
+    std::optional<Response> response;
+    if (!ec) {
+      connection->busy = true;
+      if (hooks_.apply) ec = hooks_.apply(parser);
+      if (!ec && !parser.is_done()) {
+        stream.expires_after(options_.io_timeout);
+        co_await http::async_read(stream, buffer, parser,
+                                  asio::redirect_error(token, ec));
+      }
+    }
+    if (ec == http::error::body_limit) {
+      const RequestHeader& header = parser.get().base();
+      response = hooks_.too_large
+                     ? hooks_.too_large(header)
+                     : Answer(beast::ToStd(header.target()), header.version(),
+                              false, 413, "request_too_large",
+                              "The request body is larger than this server "
+                              "accepts.");
+      response->keep_alive(false);
+      drain = true;
+    } else if (IsParseError(ec)) {
+      // The parser rejected the request: answer rather than drop, so the
+      // client learns why; the stream's framing is lost, so close after.
+      response =
+          Answer({}, 11, false, 400, "bad_request",
+                 "The request is not valid HTTP/1.1 (" + ec.message() + ").");
+      response->keep_alive(false);
+      drain = true;
+    } else if (ec) {
+      break;  // Closed by the client, timed out or cancelled by Shutdown.
+    } else {
+      stream.expires_never();  // The handler takes the time it takes.
+      Request request = parser.release();
+      const unsigned version = request.version();
+      const bool keep_alive = request.keep_alive();
+      const std::string target(beast::ToStd(request.target()));
+      try {
+        response = co_await handler_(std::move(request));
+      } catch (const std::exception&) {
+        // The server's own error handling: a generic answer that says
+        // nothing about the failure (idem has already released the key).
+        response = Answer(target, version, keep_alive, 500, "internal_error",
+                          "The server failed to handle the request.");
+      }
+    }
+    if (shutting_down_.load()) response->keep_alive(false);
+    stream.expires_after(options_.io_timeout);
+    co_await http::async_write(stream, *response,
+                               asio::redirect_error(token, ec));
+    connection->busy = false;
+    if (ec || !response->keep_alive() || shutting_down_.load()) break;
+  }
+  error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  if (drain) {
+    std::array<char, 16 * 1024> discard;
+    std::size_t drained = 0;
+    stream.expires_after(kDrainTime);
+    while (drained < kDrainLimit) {
+      const std::size_t n = co_await stream.async_read_some(
+          asio::buffer(discard), asio::redirect_error(token, ec));
+      if (ec) break;
+      drained += n;
+    }
+  }
+  stream.socket().close(ignored);
+  Unregister(connection);
+}
+
+}  // namespace idem::demo

@@ -1,0 +1,150 @@
+// idem-demo: the demo server of SEMANTICS.md ("The demo server").
+//
+//   idem-demo [--listen 127.0.0.1:8080] [--store URI] [--ttl SECONDS]
+//             [--lock-timeout SECONDS] [--lock-wait MILLISECONDS]
+//             [--threads N] [--instance NAME]
+//
+// Prints "listening on HOST:PORT" once it accepts connections and exits
+// cleanly (in-flight requests answered) on SIGINT or SIGTERM. Exit status: 0
+// after a signal, 1 when the store cannot be opened or the address bound, 2
+// for bad flags.
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include <boost/program_options.hpp>
+
+#include "demo.h"
+
+namespace {
+
+namespace po = boost::program_options;
+
+constexpr int kExitBadFlags = 2;
+
+// "HOST:PORT" (the host may be a bracketed IPv6 address).
+bool ParseListen(const std::string& listen, std::string& host,
+                 std::uint16_t& port) {
+  const std::size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const std::string p = listen.substr(colon + 1);
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), value);
+  if (p.empty() || ec != std::errc() || end != p.data() + p.size() ||
+      value > 65535) {
+    return false;
+  }
+  port = static_cast<std::uint16_t>(value);
+  return true;
+}
+
+int BadFlags(const std::string& message) {
+  std::cerr << "idem-demo: " << message << "\n"
+            << "Try 'idem-demo --help'." << std::endl;
+  return kExitBadFlags;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  idem::demo::DemoOptions options;
+  std::string listen = "127.0.0.1:8080";
+  long long ttl = options.ttl.count();
+  long long lock_timeout = options.lock_timeout.count();
+  long long lock_wait = options.lock_wait.count();
+
+  po::options_description flags(
+      "idem-demo: an HTTP server whose POST /orders "
+      "honours Idempotency-Key\nOptions");
+  // clang-format off
+  flags.add_options()
+      ("help,h", "print this help and exit")
+      ("listen", po::value(&listen)->value_name("HOST:PORT"),
+       "address to listen on; port 0 picks a free one (default 127.0.0.1:8080)")
+      ("store", po::value<std::string>()->value_name("URI"),
+       "idempotency store URI (default: $IDEM_STORE, else memory:)")
+      ("ttl", po::value(&ttl)->value_name("SECONDS"),
+       "how long a key's record lives (default 86400)")
+      ("lock-timeout", po::value(&lock_timeout)->value_name("SECONDS"),
+       "how long an in-progress request blocks its key (default 60)")
+      ("lock-wait", po::value(&lock_wait)->value_name("MILLISECONDS"),
+       "how long a duplicate waits for the first request before 409 (default 0)")
+      ("threads", po::value(&options.threads)->value_name("N"),
+       "I/O threads (default 2)")
+      ("instance", po::value(&options.instance)->value_name("NAME"),
+       "instance name, sent as X-Demo-Instance and part of order ids (default demo)")
+      ("no-idem", "serve without idem (the benchmark baseline)");
+  // clang-format on
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(flags).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return BadFlags(e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << flags << std::endl;
+    return 0;
+  }
+  if (!ParseListen(listen, options.host, options.port)) {
+    return BadFlags("--listen wants HOST:PORT, got '" + listen + "'");
+  }
+  if (ttl <= 0) return BadFlags("--ttl must be a positive number of seconds");
+  if (lock_timeout <= 0) {
+    return BadFlags("--lock-timeout must be a positive number of seconds");
+  }
+  if (lock_wait < 0) return BadFlags("--lock-wait must not be negative");
+  if (options.threads <= 0 || options.threads > 1024) {
+    return BadFlags("--threads must be between 1 and 1024");
+  }
+  options.ttl = std::chrono::seconds(ttl);
+  options.lock_timeout = std::chrono::seconds(lock_timeout);
+  options.lock_wait = std::chrono::milliseconds(lock_wait);
+  options.idem = vm.count("no-idem") == 0;
+  std::optional<std::string> store_flag;
+  if (vm.count("store")) store_flag = vm["store"].as<std::string>();
+  options.store_uri = idem::demo::ResolveStoreUri(store_flag);
+
+  // Signals are taken by sigwait below, never by a handler on some server
+  // thread: block them before any thread starts so every thread inherits it.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto demo = idem::demo::Demo::Create(options);
+  if (!demo) {
+    std::cerr << "idem-demo: cannot open the idempotency store: "
+              << demo.error().message() << std::endl;
+    return 1;
+  }
+  if (auto started = (*demo)->Start(); !started) {
+    std::cerr << "idem-demo: " << started.error().message() << std::endl;
+    return 1;
+  }
+  const std::string& host = (*demo)->host();
+  const bool v6 = host.find(':') != std::string::npos;
+  // Flushed at once: a supervisor or test reading a pipe waits for this line.
+  std::printf("listening on %s%s%s:%u\n", v6 ? "[" : "", host.c_str(),
+              v6 ? "]" : "", static_cast<unsigned>((*demo)->port()));
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  (*demo)->Shutdown();
+  (*demo)->Wait();
+  demo->reset();
+  return 0;
+}

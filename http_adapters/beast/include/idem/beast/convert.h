@@ -1,0 +1,37 @@
+// Conversions between Beast messages and idem's framework-agnostic types.
+//
+// Thread-safety: pure functions.
+
+#ifndef IDEM_BEAST_CONVERT_H_
+#define IDEM_BEAST_CONVERT_H_
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "idem/beast/handler.h"
+#include "idem/guard.h"
+#include "idem/response.h"
+
+namespace idem::beast {
+
+// Beast's string_view is boost::string_view in Boost 1.74.
+inline std::string_view ToStd(boost::beast::string_view s) {
+  return {s.data(), s.size()};
+}
+
+// Every header of `header` as views into it, in order, repeats included.
+std::vector<HeaderView> HeaderViews(const RequestHeader& header);
+
+// The handler's response as idem stores it: status, every header, body.
+idem::Response FromBeast(const Response& response);
+
+// An idem response (a problem or a replay) as a Beast message for a request
+// of HTTP `version` (11 for 1.1) and keep-alive wish, with Content-Length
+// computed from the body.
+Response ToBeast(const idem::Response& response, unsigned version,
+                 bool keep_alive);
+
+}  // namespace idem::beast
+
+#endif  // IDEM_BEAST_CONVERT_H_

@@ -1,0 +1,173 @@
+// The application's request handler, in any of three forms, behind one type.
+//
+// The adapter wraps the `handle_request` seam of a Beast server: a function
+// from a request to a response. Applications write it as they like:
+//
+//   1. synchronous:          Response(Request req)
+//   2. C++20 coroutine:      asio::awaitable<Response>(Request req)
+//   3. completion handler:   void(Request req, Responder done)
+//                            (call done(response) or done.Fail(exception)
+//                            exactly once, from any thread)
+//
+// `Request` may also be taken as `Request&&` (the adapter keeps the request
+// alive until the handler completes). Handler (below) detects the
+// form from the callable's signature. A synchronous handler runs on the
+// thread that called the adapter (an I/O thread): it must not block; use a
+// coroutine or a completion handler for anything slow.
+//
+// Thread-safety: a Handler may be invoked concurrently from many threads;
+// the wrapped callable must allow that. A Responder is single-owner.
+
+#ifndef IDEM_BEAST_HANDLER_H_
+#define IDEM_BEAST_HANDLER_H_
+
+// Boost 1.74's Asio coroutine headers use std::exchange without including
+// <utility>; GCC 12's standard library no longer includes it transitively.
+#include <utility>
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <type_traits>
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+namespace idem::beast {
+
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+
+// The message types the adapter works with: bodies are held in memory, which
+// idempotency needs anyway (the request body is fingerprinted, the response
+// body stored).
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+using RequestHeader = http::request_header<>;
+
+// The completion of a completion-handler-form handler. Move-only; call
+// exactly once. Destroying it uncalled completes the request with an error
+// (std::runtime_error), so a lost Responder cannot hang a connection.
+class Responder {
+ public:
+  Responder() = default;
+  template <typename CompletionHandler>
+  explicit Responder(CompletionHandler handler)
+      : impl_(std::make_unique<Impl<CompletionHandler>>(std::move(handler))) {}
+  Responder(Responder&&) = default;
+  Responder& operator=(Responder&& other) noexcept {
+    if (this != &other) {
+      Drop();
+      impl_ = std::move(other.impl_);
+    }
+    return *this;
+  }
+  ~Responder() { Drop(); }
+
+  // Completes the request with `response`.
+  void operator()(Response response) {
+    if (auto impl = std::move(impl_))
+      impl->Complete(nullptr, std::move(response));
+  }
+  // Completes the request with an error: the adapter releases the key, and
+  // rethrows `error` to the server's own error handling.
+  void Fail(std::exception_ptr error) {
+    if (auto impl = std::move(impl_)) impl->Complete(error, Response());
+  }
+
+ private:
+  struct Base {
+    virtual ~Base() = default;
+    virtual void Complete(std::exception_ptr error, Response response) = 0;
+  };
+  template <typename H>
+  struct Impl final : Base {
+    explicit Impl(H h)
+        : handler(std::move(h)), work(asio::get_associated_executor(handler)) {}
+    void Complete(std::exception_ptr error, Response response) override {
+      // Posted, not called: the handler may be called from the initiating
+      // function itself or from a foreign thread, and the caller's coroutine
+      // must resume on its own executor either way.
+      auto ex = work.get_executor();
+      asio::post(
+          ex, [h = std::move(handler), error,
+               r = std::move(response)]() mutable { h(error, std::move(r)); });
+      work.reset();
+    }
+    H handler;
+    asio::executor_work_guard<asio::associated_executor_t<H>> work;
+  };
+
+  void Drop() {
+    if (impl_) {
+      Fail(std::make_exception_ptr(
+          std::runtime_error("request handler dropped its Responder")));
+    }
+  }
+
+  std::unique_ptr<Base> impl_;
+};
+
+// Any of the three forms, type-erased.
+class Handler {
+ public:
+  Handler() = default;
+
+  template <typename F>
+  requires(!std::is_same_v<std::remove_cvref_t<F>, Handler>) Handler(
+      F f) {  // NOLINT(google-explicit-constructor): a handler is a handler.
+    using Fn = std::remove_cvref_t<F>;
+    if constexpr (std::is_invocable_v<Fn&, Request&&, Responder&&>) {
+      auto shared = std::make_shared<Fn>(std::move(f));
+      async_ = [shared](Request req) -> asio::awaitable<Response> {
+        co_return co_await asio::async_initiate<
+            const asio::use_awaitable_t<>, void(std::exception_ptr, Response)>(
+            [shared, &req](auto handler) {
+              (*shared)(std::move(req), Responder(std::move(handler)));
+            },
+            asio::use_awaitable);
+      };
+    } else if constexpr (std::is_invocable_r_v<asio::awaitable<Response>, Fn&,
+                                               Request&&>) {
+      // The wrapper's frame owns the request for as long as the handler's
+      // coroutine runs, so a handler taking `Request&&` cannot dangle.
+      auto shared = std::make_shared<Fn>(std::move(f));
+      async_ = [shared](Request req) -> asio::awaitable<Response> {
+        co_return co_await (*shared)(std::move(req));
+      };
+    } else {
+      static_assert(std::is_invocable_r_v<Response, Fn&, Request&&>,
+                    "a handler is Response(Request), "
+                    "asio::awaitable<Response>(Request) or "
+                    "void(Request, Responder)");
+      sync_ = std::move(f);
+    }
+  }
+
+  explicit operator bool() const { return sync_ || async_; }
+  bool synchronous() const { return static_cast<bool>(sync_); }
+
+  // Runs the handler; a synchronous one runs inline.
+  asio::awaitable<Response> operator()(Request req) const {
+    if (sync_) co_return sync_(std::move(req));
+    co_return co_await async_(std::move(req));
+  }
+
+  // Only for synchronous handlers: runs it without a coroutine frame.
+  Response CallSync(Request req) const { return sync_(std::move(req)); }
+
+ private:
+  std::function<Response(Request&&)> sync_;
+  std::function<asio::awaitable<Response>(Request)> async_;
+};
+
+}  // namespace idem::beast
+
+#endif  // IDEM_BEAST_HANDLER_H_

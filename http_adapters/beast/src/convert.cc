@@ -1,0 +1,43 @@
+#include "idem/beast/convert.h"
+
+namespace idem::beast {
+
+std::vector<HeaderView> HeaderViews(const RequestHeader& header) {
+  std::vector<HeaderView> views;
+  for (const auto& field : header) {
+    views.emplace_back(ToStd(field.name_string()), ToStd(field.value()));
+  }
+  return views;
+}
+
+idem::Response FromBeast(const Response& response) {
+  idem::Response out;
+  out.status = static_cast<int>(response.result_int());
+  for (const auto& field : response) {
+    out.headers.emplace_back(std::string(ToStd(field.name_string())),
+                             std::string(ToStd(field.value())));
+  }
+  out.body = response.body();
+  return out;
+}
+
+Response ToBeast(const idem::Response& response, unsigned version,
+                 bool keep_alive) {
+  Response out;
+  out.version(version);
+  out.result(static_cast<unsigned>(response.status));
+  for (const auto& [name, value] : response.headers) {
+    // Framing is this message's own, never a stored one's.
+    if (HeaderNameEquals(name, "Content-Length") ||
+        HeaderNameEquals(name, "Transfer-Encoding")) {
+      continue;
+    }
+    out.insert(name, value);
+  }
+  out.body() = response.body;
+  out.keep_alive(keep_alive);
+  out.prepare_payload();
+  return out;
+}
+
+}  // namespace idem::beast

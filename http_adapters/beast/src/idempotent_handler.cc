@@ -1,0 +1,205 @@
+#include "idem/beast/idempotent_handler.h"
+
+#include <chrono>
+#include <exception>
+#include <vector>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include "idem/beast/convert.h"
+#include "idem/idempotency_key.h"
+#include "idem/problem.h"
+
+namespace idem::beast {
+
+Result<std::unique_ptr<IdempotentHandler>> IdempotentHandler::Create(
+    std::shared_ptr<Guard> guard, Handler handler,
+    IdempotentHandlerOptions options) {
+  if (!guard) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "IdempotentHandler needs a guard");
+  }
+  if (!handler) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "IdempotentHandler needs a request handler");
+  }
+  if (options.store_threads == 0) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "IdempotentHandler needs at least one store thread");
+  }
+  return std::unique_ptr<IdempotentHandler>(new IdempotentHandler(
+      std::move(guard), std::move(handler), std::move(options)));
+}
+
+IdempotentHandler::IdempotentHandler(std::shared_ptr<Guard> guard,
+                                     Handler handler,
+                                     IdempotentHandlerOptions options)
+    : guard_(std::move(guard)),
+      handler_(std::move(handler)),
+      options_(std::move(options)) {
+  // The in-memory store never blocks, so a hop to the pool and back would
+  // only add latency; every other store may block on I/O.
+  const bool pool = options_.store_calls == StoreCalls::kPool ||
+                    (options_.store_calls == StoreCalls::kAuto &&
+                     guard_->store().Info().name != "memory");
+  if (pool) {
+    pool_ = std::make_unique<asio::thread_pool>(options_.store_threads);
+  }
+}
+
+IdempotentHandler::~IdempotentHandler() {
+  if (pool_) pool_->join();
+}
+
+Status IdempotentHandler::Protect(http::verb method, std::string_view pattern,
+                                  std::shared_ptr<const GuardOptions> options) {
+  auto parsed = RoutePattern::Parse(pattern);
+  if (!parsed) return tl::unexpected(parsed.error());
+  if (options) {
+    if (auto valid = options->Validate(); !valid) return valid;
+  } else {
+    options = guard_->shared_options();
+  }
+  routes_.Add(Route{method, std::move(*parsed), std::move(options)});
+  return {};
+}
+
+bool IdempotentHandler::BodyIsBounded(const Route& route,
+                                      const RequestHeader& header) const {
+  const GuardOptions& opts = *route.options;
+  if (opts.oversize_request == OversizePolicy::kBypass) return false;
+  if (!opts.key_required &&
+      header.find(std::string(kIdempotencyKeyHeader)) == header.end()) {
+    return false;
+  }
+  if (opts.anonymous == AnonymousPolicy::kBypass &&
+      (!options_.scope || !options_.scope(header))) {
+    return false;
+  }
+  return true;
+}
+
+std::uint64_t IdempotentHandler::BodyLimit(const RequestHeader& header) const {
+  const Route* route = routes_.Match(header.method(), ToStd(header.target()));
+  if (route != nullptr && BodyIsBounded(*route, header)) {
+    return route->options->max_request_body;
+  }
+  return options_.default_body_limit;
+}
+
+boost::beast::error_code IdempotentHandler::ApplyBodyLimit(
+    http::request_parser<http::string_body>& parser) const {
+  const std::uint64_t limit = BodyLimit(parser.get().base());
+  if (const auto length = parser.content_length(); length && *length > limit) {
+    return http::error::body_limit;
+  }
+  parser.body_limit(limit);
+  return {};
+}
+
+Response IdempotentHandler::TooLarge(const RequestHeader& header) {
+  const std::string_view target = ToStd(header.target());
+  const Route* route = routes_.Match(header.method(), target);
+  std::optional<Response> response;
+  if (route != nullptr && BodyIsBounded(*route, header)) {
+    std::optional<std::string> scope;
+    if (options_.scope) scope = options_.scope(header);
+    const std::vector<HeaderView> headers = HeaderViews(header);
+    RequestView view;
+    view.method = ToStd(header.method_string());
+    view.target = target;
+    view.headers = headers;
+    view.body_too_large = true;
+    if (scope) view.scope = *scope;
+    // With body_too_large the Guard answers before it claims: no store call.
+    Decision d = guard_->Begin(view, route->options);
+    if (d.action == Action::kRespond) {
+      response = ToBeast(d.response, header.version(), false);
+    }
+  }
+  if (!response) {
+    Problem problem;
+    problem.status = 413;
+    problem.code = problem_code::kRequestTooLarge;
+    problem.detail = "The request body is larger than the " +
+                     std::to_string(BodyLimit(header)) +
+                     " bytes this server accepts.";
+    problem.instance = target.substr(0, target.find('?'));
+    response = ToBeast(MakeProblemResponse(problem), header.version(), false);
+  }
+  return std::move(*response);
+}
+
+asio::awaitable<Response> IdempotentHandler::operator()(Request request) {
+  const Route* route = routes_.Match(request.method(), ToStd(request.target()));
+  if (route == nullptr) {
+    if (handler_.synchronous()) co_return handler_.CallSync(std::move(request));
+    co_return co_await handler_(std::move(request));
+  }
+
+  const unsigned version = request.version();
+  const bool keep_alive = request.keep_alive();
+  Decision d;
+  {
+    std::optional<std::string> scope;
+    if (options_.scope) scope = options_.scope(request.base());
+    const std::vector<HeaderView> headers = HeaderViews(request.base());
+    RequestView view;
+    view.method = ToStd(request.method_string());
+    view.target = ToStd(request.target());
+    view.headers = headers;
+    view.body = request.body();
+    if (scope) view.scope = *scope;
+    d = co_await StoreCall([&] { return guard_->Begin(view, route->options); });
+  }
+
+  if (d.action == Action::kWait) {
+    // Polls on a timer: the connection's thread is free while it waits.
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    while (d.action == Action::kWait) {
+      timer.expires_after(
+          std::chrono::duration_cast<asio::steady_timer::duration>(d.retry_in));
+      co_await timer.async_wait(asio::use_awaitable);
+      d = co_await StoreCall([&] { return guard_->Resume(std::move(d)); });
+    }
+  }
+
+  switch (d.action) {
+    case Action::kRespond:
+      co_return ToBeast(d.response, version, keep_alive);
+    case Action::kPassThrough:
+      co_return co_await handler_(std::move(request));
+    case Action::kExecute:
+    case Action::kWait:
+      break;
+  }
+
+  Response response;
+  std::exception_ptr error;
+  try {
+    response = co_await handler_(std::move(request));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) {
+    // Released here rather than by the ClaimHandle's destructor so that the
+    // store call happens off the I/O thread; then the server's own error
+    // handling gets the exception.
+    co_await StoreCall([&] {
+      d.claim.Abandon();
+      return true;
+    });
+    std::rethrow_exception(error);
+  }
+  if (!response.has_content_length() && !response.chunked()) {
+    response.prepare_payload();
+  }
+  // Stored before it is returned: a client that disconnects after this point
+  // gets the replay when it retries.
+  const idem::Response stored = FromBeast(response);
+  co_await StoreCall([&] { return d.claim.Finish(stored); });
+  co_return response;
+}
+
+}  // namespace idem::beast
