@@ -1,0 +1,293 @@
+// Store and fingerprint micro-benchmarks (docs/BENCHMARKS.md has the results).
+//
+// Store workloads, each on the lock-free MemoryStore and on the
+// ShardedMutexStore baseline, at 1, 2, 8 and 32 threads:
+//  - ClaimCompleteUnique: every iteration claims a key never used before and
+//    completes it: the cost of one protected request that runs its handler.
+//  - ClaimCompleteHotKey: all threads claim one key; whoever acquires
+//    completes, the others see it in progress or replay it. Time moves on
+//    1 us per iteration with a 100 us ttl, so the key keeps expiring and being
+//    acquired again; the outcome counters show the mix.
+// Fingerprint: ComputeFingerprint of a POST with a 1 KiB body against a bare
+// SHA-256 of the same 1 KiB, to read off the cost of the framing.
+//
+// Times are wall-clock (UseRealTime): with N threads the reported time per
+// iteration is wall time / total iterations, i.e. the inverse of throughput.
+// Each run of a store benchmark gets a fresh store sized for its iterations,
+// built before and destroyed after the timed loop.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <benchmark/benchmark.h>
+
+#include "idem/clock.h"
+#include "idem/fingerprint.h"
+#include "idem/response.h"
+#include "idem/store.h"
+#include "idem/types.h"
+#include "support/sharded_mutex_store.h"
+
+#ifdef IDEM_BENCH_HAVE_MEMORY
+#include "idem/memory_store.h"
+#endif
+
+namespace idem {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::microseconds;
+
+// Bijective 64-bit mixer (the SplitMix64 finalizer): distinct counters give
+// distinct, uniformly spread id prefixes, for a couple of nanoseconds.
+std::uint64_t Mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// The id for `key`: hashed prefix (what stores index on), raw key after it.
+RecordId IdFor(std::uint64_t key) {
+  RecordId id;
+  const std::uint64_t prefix = Mix(key);
+  std::memcpy(id.bytes.data(), &prefix, 8);
+  std::memcpy(id.bytes.data() + 8, &key, 8);
+  return id;
+}
+
+Fingerprint BenchFingerprint() {
+  Fingerprint fp;
+  for (std::size_t i = 0; i < fp.bytes.size(); ++i) {
+    fp.bytes[i] = static_cast<std::uint8_t>(i * 37 + 11);
+  }
+  return fp;
+}
+
+// A typical small JSON answer of a "create" endpoint.
+const Response& BenchResponse() {
+  static const Response response{
+      .status = 201,
+      .headers = {{"Content-Type", "application/json"},
+                  {"Location", "/orders/0123456789abcdef"}},
+      .body = std::string(R"({"id":"0123456789abcdef","status":"created",)"
+                          R"("amount":1999,"currency":"EUR"})")};
+  return response;
+}
+
+// Both stores behind one interface; `records` is how many records the run
+// will create at most.
+struct MemoryBackend {
+  static Result<std::unique_ptr<Store>> Open(std::size_t records) {
+#ifdef IDEM_BENCH_HAVE_MEMORY
+    MemoryStoreOptions options;
+    options.capacity = std::clamp<std::size_t>(records + records / 8 + 1024, 1,
+                                               MemoryStore::kMaxCapacity);
+    auto store = MemoryStore::Open(options);
+    if (!store) return tl::make_unexpected(store.error());
+    return std::unique_ptr<Store>(std::move(*store));
+#else
+    (void)records;
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "built without the memory store");
+#endif
+  }
+};
+
+struct ShardedMutexBackend {
+  static Result<std::unique_ptr<Store>> Open(std::size_t records) {
+    return std::unique_ptr<Store>(
+        std::make_unique<testing::ShardedMutexStore>(records));
+  }
+};
+
+// The store of the current run: made by thread 0 before the timed loop and
+// destroyed by it after. The loop's start and end are barriers across the
+// run's threads, so every thread sees it set for the whole loop. When it
+// cannot be made, thread 0 skips the run and the others find it null.
+std::unique_ptr<Store> g_store;
+
+template <typename Backend>
+void SetUpRun(benchmark::State& state, std::size_t records) {
+  if (state.thread_index() != 0) return;
+  auto store = Backend::Open(records);
+  if (!store) {
+    state.SkipWithError(store.error().ToString().c_str());
+    return;
+  }
+  g_store = std::move(*store);
+}
+
+// The run's store, read once the loop has started; null (and the thread's
+// run skipped) when SetUpRun failed.
+Store* RunStore(benchmark::State& state) {
+  Store* store = g_store.get();
+  if (store == nullptr) state.SkipWithError("no store for this run");
+  return store;
+}
+
+void TearDownRun(benchmark::State& state) {
+  if (state.thread_index() == 0) g_store.reset();
+}
+
+const TimePoint kStart{hours(24 * 365 * 50)};
+
+// Keys never repeat within a run: the thread index in the high bits, the
+// iteration below. A fresh store per run keeps runs from meeting old keys.
+template <typename Backend>
+void BM_ClaimCompleteUnique(benchmark::State& state) {
+  const std::size_t records =
+      static_cast<std::size_t>(state.max_iterations) * state.threads();
+  SetUpRun<Backend>(state, records);
+  const Fingerprint fp = BenchFingerprint();
+  const Response& response = BenchResponse();
+  std::uint64_t key = static_cast<std::uint64_t>(state.thread_index()) << 40;
+  Store* store = nullptr;
+
+  for (auto _ : state) {
+    if (store == nullptr && (store = RunStore(state)) == nullptr) break;
+    const RecordId id = IdFor(key++);
+    auto claim =
+        store->Claim(id, fp, kStart, hours(24), std::chrono::seconds(60));
+    if (!claim) {
+      state.SkipWithError(claim.error().ToString().c_str());
+      break;
+    }
+    if (claim->outcome != ClaimOutcome::kAcquired) {
+      state.SkipWithError("a new key was not acquired");
+      break;
+    }
+    auto done = store->Complete(id, claim->token, response);
+    if (!done || !*done) {
+      state.SkipWithError(done ? "Complete returned false"
+                               : done.error().ToString().c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  TearDownRun(state);
+}
+
+// One claim on the hot key; returns an error message, or "" (no allocation).
+std::string HotKeyStep(Store& store, const RecordId& id, const Fingerprint& fp,
+                       TimePoint now, const Response& response,
+                       std::int64_t (&outcomes)[5]) {
+  const auto ttl = microseconds(100);
+  auto claim = store.Claim(id, fp, now, ttl, ttl);
+  if (!claim) return claim.error().ToString();
+  ++outcomes[static_cast<int>(claim->outcome)];
+  switch (claim->outcome) {
+    case ClaimOutcome::kAcquired: {
+      auto done = store.Complete(id, claim->token, response);
+      if (!done) return done.error().ToString();
+      // False when a thread whose clock ran ahead found the record expired
+      // and claimed it afresh in between.
+      if (!*done) ++outcomes[4];
+      return {};
+    }
+    case ClaimOutcome::kInProgress:
+      return {};
+    case ClaimOutcome::kCompleted:
+      benchmark::DoNotOptimize(claim->response->body.data());
+      return {};
+    case ClaimOutcome::kMismatch:
+      return "mismatch on a single fingerprint";
+  }
+  return "unknown outcome";
+}
+
+template <typename Backend>
+void BM_ClaimCompleteHotKey(benchmark::State& state) {
+  SetUpRun<Backend>(state, 16);
+  const RecordId id = IdFor(0xC0FFEE);
+  const Fingerprint fp = BenchFingerprint();
+  const Response& response = BenchResponse();
+  // Each thread's clock moves 1 us per iteration; threads read slightly
+  // different times, as threads reading a real clock do.
+  TimePoint now = kStart;
+  // Indexed by ClaimOutcome, then [4]: Complete returned false.
+  std::int64_t outcomes[5] = {};
+  Store* store = nullptr;
+
+  for (auto _ : state) {
+    if (store == nullptr && (store = RunStore(state)) == nullptr) break;
+    now += microseconds(1);
+    const std::string error =
+        HotKeyStep(*store, id, fp, now, response, outcomes);
+    if (!error.empty()) {
+      state.SkipWithError(error.c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  // Shares of all claims (summed over threads, divided by all iterations).
+  using benchmark::Counter;
+  auto share = [&](std::int64_t n) {
+    return Counter(static_cast<double>(n), Counter::kAvgIterations);
+  };
+  state.counters["acquired"] =
+      share(outcomes[static_cast<int>(ClaimOutcome::kAcquired)]);
+  state.counters["in_progress"] =
+      share(outcomes[static_cast<int>(ClaimOutcome::kInProgress)]);
+  state.counters["replayed"] =
+      share(outcomes[static_cast<int>(ClaimOutcome::kCompleted)]);
+  state.counters["stale_complete"] = share(outcomes[4]);
+  TearDownRun(state);
+}
+
+constexpr std::size_t kBodySize = 1024;
+
+std::string Body() {
+  std::string body(kBodySize, '\0');
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    body[i] = static_cast<char>('a' + i % 26);
+  }
+  return body;
+}
+
+void BM_Fingerprint1KiB(benchmark::State& state) {
+  const std::string body = Body();
+  const FingerprintInput input{.method = "POST",
+                               .target = "/orders?source=bench",
+                               .headers = {},
+                               .body = body,
+                               .body_mode = BodyFingerprint::kRaw};
+  for (auto _ : state) {
+    Fingerprint fp = ComputeFingerprint(input);
+    benchmark::DoNotOptimize(fp);
+  }
+  state.SetBytesProcessed(state.iterations() * kBodySize);
+}
+
+void BM_Sha256_1KiB(benchmark::State& state) {
+  const std::string body = Body();
+  for (auto _ : state) {
+    auto digest = Sha256(body);
+    benchmark::DoNotOptimize(digest);
+  }
+  state.SetBytesProcessed(state.iterations() * kBodySize);
+}
+
+#define IDEM_THREADED_BENCHMARK(...) \
+  __VA_ARGS__->UseRealTime()->Threads(1)->Threads(2)->Threads(8)->Threads(32)
+
+#ifdef IDEM_BENCH_HAVE_MEMORY
+IDEM_THREADED_BENCHMARK(BENCHMARK_TEMPLATE(BM_ClaimCompleteUnique,
+                                           MemoryBackend));
+IDEM_THREADED_BENCHMARK(BENCHMARK_TEMPLATE(BM_ClaimCompleteHotKey,
+                                           MemoryBackend));
+#endif
+IDEM_THREADED_BENCHMARK(BENCHMARK_TEMPLATE(BM_ClaimCompleteUnique,
+                                           ShardedMutexBackend));
+IDEM_THREADED_BENCHMARK(BENCHMARK_TEMPLATE(BM_ClaimCompleteHotKey,
+                                           ShardedMutexBackend));
+IDEM_THREADED_BENCHMARK(BENCHMARK(BM_Fingerprint1KiB));
+IDEM_THREADED_BENCHMARK(BENCHMARK(BM_Sha256_1KiB));
+
+}  // namespace
+}  // namespace idem
