@@ -2,11 +2,22 @@
 // SEMANTICS.md, checked against every Store backend by the same tests.
 //
 // A backend joins with one line in a test file linked against
-// idem_store_contract (see tests/contract/CMakeLists.txt):
+// idem_store_contract (tests/contract/CMakeLists.txt has
+// idem_add_store_contract_test() for that):
 //
 //   IDEM_INSTANTIATE_STORE_CONTRACT(Memory, idem::testing::StoreFactory{
 //       .name = "memory",
 //       .open = [](const idem::testing::StoreTestContext&) { ... }});
+//
+// A backend that needs a server takes it from the environment and skips
+// without it (RocksDB's env_basic_test does the same):
+//
+//   const char* uri = std::getenv("IDEM_TEST_POSTGRES_URI");
+//   IDEM_INSTANTIATE_STORE_CONTRACT(Postgres, idem::testing::StoreFactory{
+//       .name = "postgres",
+//       .open = ...,  // ?table=<context.unique_name>
+//       .cleanup = ...,  // DROP TABLE <context.unique_name>
+//       .skip_reason = uri ? "" : "IDEM_TEST_POSTGRES_URI not set"});
 //
 // Each test opens its own store through the factory, in its own empty
 // directory and with its own unique name, so durable backends never see
