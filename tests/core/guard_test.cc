@@ -46,11 +46,13 @@ struct Req {
   }
 };
 
-// Keeps the header views of one request alive while the Guard looks at them.
+// Owns a request and the views the Guard looks at.
 struct View {
+  Req req;
   std::vector<HeaderView> headers;
   RequestView view;
-  explicit View(const Req& r) {
+  explicit View(Req owned) : req(std::move(owned)) {
+    const Req& r = req;
     for (const auto& [n, v] : r.headers) headers.emplace_back(n, v);
     view.method = r.method;
     view.target = r.target;
