@@ -214,6 +214,16 @@ TEST(RecordCodecTest, InProgressResponseIsNotEncoded) {
   EXPECT_EQ(DecodeRecord(bytes)->response, nullptr);
 }
 
+TEST(RecordCodecTest, CompletedWithoutResponseEncodesAnEmpty200) {
+  Record r = Completed(Response{});
+  r.response = nullptr;
+  const auto decoded = DecodeRecord(EncodeRecord(r));
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().ToString();
+  ASSERT_NE(decoded->response, nullptr);
+  EXPECT_EQ(*decoded->response, Response{});
+  EXPECT_EQ(decoded->response->status, 200);
+}
+
 TEST(RecordCodecTest, NanosecondPrecisionSurvives) {
   Record r = InProgress();
   r.locked_until = At(1);

@@ -47,10 +47,11 @@ namespace idem {
 inline constexpr std::uint8_t kRecordCodecMagic = 0x49;
 inline constexpr std::uint8_t kRecordCodecVersion = 1;
 
-// Encodes `record` in the current version. For a completed record the
-// response must be set and its status in 100..999 (the Guard only stores
-// such responses); a completed record without one encodes an empty 200
-// response. The response of an in_progress record is not encoded.
+// Encodes `record` in the current version. The status of a completed
+// record's response must be in 100..999 (the Guard only stores such
+// responses; debug builds assert it). A completed record without a response
+// encodes an empty 200 response. The response of an in_progress record is
+// not encoded. Header names and values must be shorter than 4 GiB each.
 std::string EncodeRecord(const Record& record);
 
 // Errors: kDataLoss for anything that is not a valid encoding.
