@@ -222,12 +222,14 @@ MemoryStore::MemoryStore(std::size_t capacity, std::size_t bucket_count)
 
 MemoryStore::~MemoryStore() {
   // No concurrent callers (documented), so everything still linked is ours
-  // alone; retired objects belong to the epoch scheme and never point back
-  // into the store.
-  for (std::size_t i = 0; i < bucket_count_; ++i) {
+  // alone and the count is exact: stop once every record is freed. Retired
+  // objects belong to the epoch scheme and never point back into the store.
+  std::size_t left = size();
+  for (std::size_t i = 0; i < bucket_count_ && left > 0; ++i) {
     Chain* chain = buckets_[i].load(std::memory_order_acquire);
     if (chain == nullptr) continue;
     for (std::size_t j = 0; j < chain->size(); ++j) delete chain->at(j).record;
+    left -= std::min(left, chain->size());
     Chain::Free(chain);
   }
 }
@@ -599,19 +601,25 @@ Result<std::size_t> MemoryStore::PurgeExpired(TimePoint now,
 }
 
 std::size_t MemoryStore::PurgeImpl(TimePoint now, std::size_t limit) {
-  if (limit == 0) return 0;
+  // Once as many records were seen as were held at the start, the rest of
+  // the table is (almost surely) empty: stop rather than walk it. Records
+  // added meanwhile may be missed, as if they came after the call.
+  const std::size_t held = size();
+  if (limit == 0 || held == 0) return 0;
   const std::size_t mask = bucket_count_ - 1;
   const std::size_t start = purge_next_bucket_.load(std::memory_order_relaxed);
   std::size_t removed = 0;
+  std::size_t seen = 0;
   std::size_t examined = 0;
-  while (examined < bucket_count_ && removed < limit) {
+  while (examined < bucket_count_ && removed < limit && seen < held) {
     epoch::Guard guard;
     const std::size_t chunk_end =
         std::min(bucket_count_, examined + kPurgeChunk);
-    for (; examined < chunk_end && removed < limit; ++examined) {
-      removed +=
-          SweepBucket(buckets_[(start + examined) & mask], now, limit - removed)
-              .removed;
+    for (; examined < chunk_end && removed < limit && seen < held; ++examined) {
+      const SweepResult r = SweepBucket(buckets_[(start + examined) & mask],
+                                        now, limit - removed);
+      removed += r.removed;
+      seen += r.removed + r.kept;
     }
   }
   // Stopping on the limit may leave expired records in the last bucket

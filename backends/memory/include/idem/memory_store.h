@@ -45,10 +45,11 @@
 namespace idem {
 
 struct MemoryStoreOptions {
-  // The most records held at once, live or expired-but-not-reclaimed. Memory
-  // use is about 8 bytes per record of hash index (rounded up to a power of
-  // two) plus ~200 bytes per record and its stored response body. Must be in
-  // [1, MemoryStore::kMaxCapacity]; URI parameter `capacity`.
+  // The most records held at once, live or expired-but-not-reclaimed. The
+  // hash index (8 bytes per bucket, capacity rounded up to a power of two)
+  // is allocated at Open; each held record costs about 150 bytes more, plus
+  // its stored response. Must be in [1, MemoryStore::kMaxCapacity]; URI
+  // parameter `capacity`.
   // Default: 1'000'000.
   std::size_t capacity = 1'000'000;
 };
