@@ -8,8 +8,8 @@
 //
 // Progress guarantee: Claim, Complete, Release, Inspect and PurgeExpired take
 // no mutex and never wait for another thread. They are lock-free, not
-// wait-free: a call retries its compare-and-swap only when another call on a
-// record of the same hash bucket succeeded in between, so some call always
+// wait-free: a call retries a compare-and-swap only when another call changed
+// the same hash bucket (or the record count) in between, so some call always
 // completes, but one unlucky call may retry under heavy contention on one
 // key. Memory of replaced records is reclaimed with epoch-based reclamation;
 // threads are registered automatically on their first call and unregistered
@@ -17,9 +17,13 @@
 //
 // Capacity: at most `capacity` records are held at once, live or expired but
 // not yet reclaimed. A Claim that needs a new record in a full store first
-// reclaims expired records (bounded work per call), then fails with
-// kResourceExhausted if none could be freed. Expired records are otherwise
-// reclaimed when their key is claimed again and by PurgeExpired.
+// reclaims expired records, examining at most 1024 buckets per call and
+// resuming where the previous sweep stopped, then fails with
+// kResourceExhausted if none could be freed. After a full pass that found
+// only live records, such claims fail at once, without sweeping, until the
+// earliest of those records expires or a record is added or taken over. A
+// claim over an expired record of the same key, or a takeover, reuses its
+// slot. Expired records are otherwise reclaimed by PurgeExpired.
 //
 // Thread-safety: every method may be called concurrently from any number of
 // threads, except the destructor, which must not run concurrently with any
@@ -117,19 +121,23 @@ class MemoryStore final : public Store {
                         const Response& response) override;
 
   // Deletes the record and frees its slot if it is in_progress with `token`;
-  // returns whether it did. Error: kResourceExhausted when out of memory.
+  // returns whether it did. Concurrent Complete/Release calls with the same
+  // token: at most one returns true. Error: kResourceExhausted when out of
+  // memory.
   Result<bool> Release(const RecordId& id, const Token& token) override;
 
   // A copy of the record of `id` (sharing its response), or nullopt when
-  // there is none or it has expired at `now`. Never fails except for
+  // there is none or it has expired at `now`. The copy is one consistent
+  // version of the record, never a mix of two. Never fails except for
   // kResourceExhausted when out of memory.
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override;
 
   // Deletes up to `limit` records with expires_at <= now, examining each
   // bucket at most once per call (successive calls resume where the last
-  // one stopped); returns how many it deleted. Error: kResourceExhausted
-  // when out of memory.
+  // one stopped); returns how many it deleted. Safe alongside claims: a
+  // record claimed again at the same moment is either purged first or
+  // replaced, never both. Error: kResourceExhausted when out of memory.
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
 
   // {"memory", durable = false, shared_across_processes = false}.
