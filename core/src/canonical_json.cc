@@ -289,6 +289,10 @@ std::string JcsNumberToString(double v) {
 }
 
 std::optional<std::string> CanonicalizeJson(std::string_view json) {
+  // nlohmann's lexer takes a NUL byte for the end of input, so "{}\0junk"
+  // would pass as "{}" and two different bodies would share a fingerprint.
+  // A raw NUL is never valid JSON (not even inside a string), so refuse it.
+  if (json.find('\0') != std::string_view::npos) return std::nullopt;
   DomBuilder builder;
   try {
     if (!Json::sax_parse(json.data(), json.data() + json.size(), &builder)) {

@@ -4,7 +4,9 @@
 //
 // What is rejected (nullopt), so the caller falls back to hashing raw bytes:
 //  - anything that is not exactly one JSON text (RFC 8259), including
-//    invalid UTF-8 and lone surrogate escapes such as "\ud800";
+//    invalid UTF-8, a raw NUL byte anywhere and lone surrogate escapes such
+//    as "\ud800" (a leading UTF-8 byte order mark is ignored, as RFC 8259
+//    allows);
 //  - a number outside the IEEE double range (1e400): JCS has no form for it;
 //  - an object with the same member name twice. RFC 8785 requires I-JSON
 //    (RFC 7493), which forbids duplicates; keeping one of them, as most
