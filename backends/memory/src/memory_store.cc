@@ -2,10 +2,9 @@
 //
 // Layout: a fixed array of buckets (a power of two >= capacity, so chains
 // are short). A bucket points to an immutable Chain: a small array of
-// {id, record} entries. Records are immutable too. Every change builds a new
-// chain (and, for a claim or a completion, a new record), publishes it with
-// one CAS on the bucket, and on success retires the old chain and the record
-// it replaced or removed to the epoch scheme (epoch.h). Readers run inside an
+// {id, record} entries, records inline. Every change builds a new chain,
+// publishes it with one CAS on the bucket, and on success retires the old
+// chain to the epoch scheme (epoch.h). Readers run inside an
 // epoch::Guard, so whatever they loaded stays valid until they return.
 //
 // Capacity is a counter of held records (see occupancy_): a claim reserves a
@@ -59,26 +58,35 @@ tl::unexpected<Error> OutOfMemory() {
 
 struct MemoryStore::Entry {
   RecordId id;
-  const Record* record;
+  Record record;
 };
 
 // An immutable array of entries, allocated in one block with its header.
+// Records sit inline: a change costs one allocation (the new chain) and one
+// retired object (the old chain), and chains are short (buckets >= capacity),
+// so copying the neighbours' records is cheaper than extra indirections. A
+// stored response is shared between versions through its shared_ptr.
 class MemoryStore::Chain {
  public:
-  // Entries are left for the caller to fill in with Set() before publishing.
+  // Entries are left for the caller to construct, every one of them, with
+  // Emplace() before the chain is published or freed.
   static Chain* Make(std::size_t size) {
     void* mem = ::operator new(sizeof(Chain) + size * sizeof(Entry));
     return ::new (mem) Chain(size);
   }
   // A Deleter for epoch::Retire and for chains that were never published.
-  static void Free(void* chain) {
-    static_cast<Chain*>(chain)->~Chain();
-    ::operator delete(chain);
+  static void Free(void* p) {
+    auto* chain = static_cast<Chain*>(p);
+    for (std::size_t i = 0; i < chain->size_; ++i) chain->entries()[i].~Entry();
+    chain->~Chain();
+    ::operator delete(p);
   }
 
   std::size_t size() const { return size_; }
   const Entry& at(std::size_t i) const { return entries()[i]; }
-  void Set(std::size_t i, const RecordId& id, const Record* record) {
+  // Copying a Record cannot throw (fixed arrays, time points, a shared_ptr),
+  // so a chain is never left half-built.
+  void Emplace(std::size_t i, const RecordId& id, const Record& record) {
     ::new (&entries()[i]) Entry{id, record};
   }
 
@@ -90,24 +98,24 @@ class MemoryStore::Chain {
     return size_;
   }
 
-  // A copy of `chain` with entry `i` pointing to `record`.
+  // A copy of `chain` with entry `i` holding `record`.
   static Chain* WithReplaced(const Chain* chain, std::size_t i,
-                             const Record* record) {
+                             const Record& record) {
     Chain* next = Make(chain->size_);
     for (std::size_t j = 0; j < chain->size_; ++j) {
-      next->Set(j, chain->at(j).id, j == i ? record : chain->at(j).record);
+      next->Emplace(j, chain->at(j).id, j == i ? record : chain->at(j).record);
     }
     return next;
   }
   // A copy of `chain` (possibly null) with {id, record} added.
   static Chain* WithAdded(const Chain* chain, const RecordId& id,
-                          const Record* record) {
+                          const Record& record) {
     const std::size_t n = chain == nullptr ? 0 : chain->size_;
     Chain* next = Make(n + 1);
     for (std::size_t j = 0; j < n; ++j) {
-      next->Set(j, chain->at(j).id, chain->at(j).record);
+      next->Emplace(j, chain->at(j).id, chain->at(j).record);
     }
-    next->Set(n, id, record);
+    next->Emplace(n, id, record);
     return next;
   }
   // A copy of `chain` without entry `i`; null when that leaves it empty.
@@ -116,7 +124,7 @@ class MemoryStore::Chain {
     Chain* next = Make(chain->size_ - 1);
     std::size_t k = 0;
     for (std::size_t j = 0; j < chain->size_; ++j) {
-      if (j != i) next->Set(k++, chain->at(j).id, chain->at(j).record);
+      if (j != i) next->Emplace(k++, chain->at(j).id, chain->at(j).record);
     }
     return next;
   }
@@ -228,7 +236,6 @@ MemoryStore::~MemoryStore() {
   for (std::size_t i = 0; i < bucket_count_ && left > 0; ++i) {
     Chain* chain = buckets_[i].load(std::memory_order_acquire);
     if (chain == nullptr) continue;
-    for (std::size_t j = 0; j < chain->size(); ++j) delete chain->at(j).record;
     left -= std::min(left, chain->size());
     Chain::Free(chain);
   }
@@ -285,10 +292,10 @@ MemoryStore::SweepResult MemoryStore::SweepBucket(std::atomic<Chain*>& bucket,
     Chain* cur = bucket.load(std::memory_order_seq_cst);
     SweepResult result;
     if (cur == nullptr) return result;
-    // The first `limit` expired entries go; the rule is applied again below
-    // on the same immutable chain, so both passes pick the same entries.
+    // The first `limit` expired entries go; the rule is applied again when
+    // building, on the same immutable chain, so both passes agree.
     auto removes = [&, taken = std::size_t{0}](const Entry& e) mutable {
-      if (taken < limit && e.record->Expired(now)) {
+      if (taken < limit && e.record.Expired(now)) {
         ++taken;
         return true;
       }
@@ -301,7 +308,7 @@ MemoryStore::SweepResult MemoryStore::SweepBucket(std::atomic<Chain*>& bucket,
       } else {
         ++result.kept;
         result.min_kept_expiry =
-            std::min(result.min_kept_expiry, cur->at(i).record->expires_at);
+            std::min(result.min_kept_expiry, cur->at(i).record.expires_at);
       }
     }
     if (result.removed == 0) return result;
@@ -312,7 +319,7 @@ MemoryStore::SweepResult MemoryStore::SweepBucket(std::atomic<Chain*>& bucket,
       std::size_t k = 0;
       for (std::size_t i = 0; i < cur->size(); ++i) {
         if (!build_pass(cur->at(i))) {
-          next->Set(k++, cur->at(i).id, cur->at(i).record);
+          next->Emplace(k++, cur->at(i).id, cur->at(i).record);
         }
       }
     }
@@ -320,12 +327,6 @@ MemoryStore::SweepResult MemoryStore::SweepBucket(std::atomic<Chain*>& bucket,
     if (bucket.compare_exchange_strong(expected, next,
                                        std::memory_order_seq_cst,
                                        std::memory_order_relaxed)) {
-      auto retire_pass = removes;
-      for (std::size_t i = 0; i < cur->size(); ++i) {
-        if (retire_pass(cur->at(i))) {
-          epoch::Retire(const_cast<Record*>(cur->at(i).record));
-        }
-      }
       epoch::Retire(cur, &Chain::Free);
       ReleaseSlots(result.removed);
       return result;
@@ -422,12 +423,13 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
   epoch::Guard guard;
   std::atomic<Chain*>& bucket = BucketFor(id);
   SlotReservation slot(occupancy_);
-  std::unique_ptr<Record> fresh;
+  std::optional<Record> fresh;
   for (;;) {
     Chain* cur = bucket.load(std::memory_order_seq_cst);
     const std::size_t index = cur == nullptr ? 0 : cur->Find(id);
-    const Record* old =
-        cur != nullptr && index < cur->size() ? cur->at(index).record : nullptr;
+    const Record* old = cur != nullptr && index < cur->size()
+                            ? &cur->at(index).record
+                            : nullptr;
     const bool live = old != nullptr && !old->Expired(now);
     if (live) {
       ClaimResult result;
@@ -460,8 +462,8 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
       slot.Hold();
       continue;  // The sweep may have changed this bucket: look again.
     }
-    if (fresh == nullptr) {
-      fresh = std::make_unique<Record>();
+    if (!fresh.has_value()) {
+      fresh.emplace();
       fresh->state = RecordState::kInProgress;
       fresh->fingerprint = fp;
       fresh->token = NewToken();
@@ -469,8 +471,8 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
       fresh->locked_until =
           std::min(AddSaturated(now, lock_timeout), fresh->expires_at);
     }
-    Chain* next = old != nullptr ? Chain::WithReplaced(cur, index, fresh.get())
-                                 : Chain::WithAdded(cur, id, fresh.get());
+    Chain* next = old != nullptr ? Chain::WithReplaced(cur, index, *fresh)
+                                 : Chain::WithAdded(cur, id, *fresh);
     Chain* expected = cur;
     if (!bucket.compare_exchange_strong(expected, next,
                                         std::memory_order_seq_cst,
@@ -483,12 +485,11 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
     result.token = fresh->token;
     result.takeover = live;
     result.locked_until = fresh->locked_until;
-    fresh.release();  // Owned by the published chain now.
+    // `old` lives in `cur`: retired together.
     if (cur != nullptr) epoch::Retire(cur, &Chain::Free);
     if (old != nullptr) {
       // Same slot, new expiry: bump the generation for the sweep hint, and
       // give back the slot reserved in an earlier round, if any.
-      epoch::Retire(const_cast<Record*>(old));
       occupancy_.fetch_add(kGenerationUnit, std::memory_order_acq_rel);
       slot.Drop();
     } else {
@@ -512,29 +513,25 @@ bool MemoryStore::CompleteImpl(const RecordId& id, const Token& token,
   epoch::Guard guard;
   std::atomic<Chain*>& bucket = BucketFor(id);
   std::shared_ptr<const Response> stored;
-  std::unique_ptr<Record> fresh;
   for (;;) {
     Chain* cur = bucket.load(std::memory_order_seq_cst);
     if (cur == nullptr) return false;
     const std::size_t index = cur->Find(id);
     if (index == cur->size()) return false;
-    const Record* old = cur->at(index).record;
-    if (old->state != RecordState::kInProgress || old->token != token) {
+    const Record& old = cur->at(index).record;
+    if (old.state != RecordState::kInProgress || old.token != token) {
       return false;
     }
     if (stored == nullptr) stored = std::make_shared<const Response>(response);
-    if (fresh == nullptr) fresh = std::make_unique<Record>();
-    *fresh = *old;
-    fresh->state = RecordState::kCompleted;
-    fresh->response = stored;
-    Chain* next = Chain::WithReplaced(cur, index, fresh.get());
+    Record completed = old;
+    completed.state = RecordState::kCompleted;
+    completed.response = stored;
+    Chain* next = Chain::WithReplaced(cur, index, completed);
     Chain* expected = cur;
     if (bucket.compare_exchange_strong(expected, next,
                                        std::memory_order_seq_cst,
                                        std::memory_order_relaxed)) {
-      fresh.release();
       epoch::Retire(cur, &Chain::Free);
-      epoch::Retire(const_cast<Record*>(old));
       return true;
     }
     Chain::Free(next);
@@ -557,8 +554,8 @@ bool MemoryStore::ReleaseImpl(const RecordId& id, const Token& token) {
     if (cur == nullptr) return false;
     const std::size_t index = cur->Find(id);
     if (index == cur->size()) return false;
-    const Record* old = cur->at(index).record;
-    if (old->state != RecordState::kInProgress || old->token != token) {
+    const Record& old = cur->at(index).record;
+    if (old.state != RecordState::kInProgress || old.token != token) {
       return false;
     }
     Chain* next = Chain::WithRemoved(cur, index);
@@ -567,7 +564,6 @@ bool MemoryStore::ReleaseImpl(const RecordId& id, const Token& token) {
                                        std::memory_order_seq_cst,
                                        std::memory_order_relaxed)) {
       epoch::Retire(cur, &Chain::Free);
-      epoch::Retire(const_cast<Record*>(old));
       ReleaseSlots(1);
       return true;
     }
@@ -583,9 +579,9 @@ Result<std::optional<Record>> MemoryStore::Inspect(const RecordId& id,
     if (cur == nullptr) return std::nullopt;
     const std::size_t index = cur->Find(id);
     if (index == cur->size()) return std::nullopt;
-    const Record* record = cur->at(index).record;
-    if (record->Expired(now)) return std::nullopt;
-    return std::optional<Record>(*record);
+    const Record& record = cur->at(index).record;
+    if (record.Expired(now)) return std::nullopt;
+    return std::optional<Record>(record);
   } catch (const std::bad_alloc&) {
     return OutOfMemory();
   }
