@@ -88,6 +88,7 @@ struct FingerprintBuilder::Impl {
     staged = 0;
   }
   void Add(const void* data, std::size_t n) {
+    if (n == 0) return;  // A default string_view has data() == nullptr.
     if (staged + n <= stage.size()) {
       std::memcpy(stage.data() + staged, data, n);
       staged += n;

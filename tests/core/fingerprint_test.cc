@@ -169,6 +169,18 @@ TEST(ComputeFingerprintTest, NoHeadersNoBody) {
             Hex(Sha256(Field("DELETE") + Field("/x") + Field(""))));
 }
 
+TEST(ComputeFingerprintTest, DefaultInputIsFourEmptyFields) {
+  // Default string_views have no data pointer at all.
+  const FingerprintInput in;
+  EXPECT_EQ(ComputeFingerprint(in).ToHex(),
+            Hex(Sha256(Field("") + Field("") + Field(""))));
+  FingerprintBuilder b;
+  b.AddRaw(std::string_view());
+  b.AddField(std::string_view());
+  EXPECT_EQ(Hex(b.Finish()), Hex(Sha256(U64Be(0))));
+  EXPECT_EQ(Hex(Sha256(std::string_view())), Hex(Sha256("")));
+}
+
 TEST(ComputeFingerprintTest, ChangesWithEveryField) {
   Request base;
   base.headers = {{"X-A", "1"}, {"X-B", "2"}};
