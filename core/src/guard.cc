@@ -94,14 +94,14 @@ FinishResult ClaimHandle::Finish(const Response& response) {
   }
   Response stored;
   stored.status = response.status;
-  for (const auto& [name, value] : response.headers) {
-    if (NeverStored(name)) continue;
+  for (const Header& header : response.headers) {
+    if (NeverStored(header.first)) continue;
     const bool listed =
         std::any_of(opts.stored_headers.begin(), opts.stored_headers.end(),
                     [&](const std::string& allowed) {
-                      return HeaderNameEquals(allowed, name);
+                      return HeaderNameEquals(allowed, header.first);
                     });
-    if (listed) stored.headers.emplace_back(name, value);
+    if (listed) stored.headers.push_back(header);
   }
   stored.body = response.body;
   auto done = Timed(guard.metrics(), StoreOperation::kComplete, [&] {
