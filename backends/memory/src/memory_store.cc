@@ -34,6 +34,9 @@ constexpr std::size_t kSweepBatch = 1024;
 // Buckets PurgeExpired examines per epoch guard, so that a long purge does
 // not hold back reclamation for other threads.
 constexpr std::size_t kPurgeChunk = 1024;
+// How often a claim that found no free slot looks at its bucket and the
+// count again before reporting the store full.
+constexpr int kFullAttempts = 3;
 
 std::size_t CountOf(std::uint64_t word) {
   return static_cast<std::size_t>(word & kCountMask);
@@ -149,33 +152,6 @@ struct MemoryStore::SweepResult {
   std::size_t kept = 0;  // Records left in the bucket.
   TimePoint min_kept_expiry = TimePoint::max();
 };
-
-namespace {
-
-// Returns a claimed-but-unused slot when a claim ends without publishing.
-class SlotReservation {
- public:
-  explicit SlotReservation(std::atomic<std::uint64_t>& occupancy)
-      : occupancy_(occupancy) {}
-  ~SlotReservation() { Drop(); }
-  SlotReservation(const SlotReservation&) = delete;
-  SlotReservation& operator=(const SlotReservation&) = delete;
-
-  bool held() const { return held_; }
-  void Hold() { held_ = true; }
-  // The published record now owns the slot.
-  void Consume() { held_ = false; }
-  void Drop() {
-    if (held_) occupancy_.fetch_sub(1, std::memory_order_acq_rel);
-    held_ = false;
-  }
-
- private:
-  std::atomic<std::uint64_t>& occupancy_;
-  bool held_ = false;
-};
-
-}  // namespace
 
 Result<std::unique_ptr<MemoryStore>> MemoryStore::Open(
     const MemoryStoreOptions& options) {
@@ -422,8 +398,8 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
                                            Duration lock_timeout) {
   epoch::Guard guard;
   std::atomic<Chain*>& bucket = BucketFor(id);
-  SlotReservation slot(occupancy_);
   std::optional<Record> fresh;
+  int full_attempts = 0;
   for (;;) {
     Chain* cur = bucket.load(std::memory_order_seq_cst);
     const std::size_t index = cur == nullptr ? 0 : cur->Find(id);
@@ -449,19 +425,6 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
       }
       // In progress with its lock timed out: take it over below.
     }
-    if (old == nullptr && !slot.held()) {
-      if (!TryReserveSlot()) {
-        ReclaimForClaim(now);
-        if (!TryReserveSlot()) {
-          return MakeError(ErrorCode::kResourceExhausted,
-                           "memory store full: " + std::to_string(size()) +
-                               " live records (capacity " +
-                               std::to_string(capacity_) + ")");
-        }
-      }
-      slot.Hold();
-      continue;  // The sweep may have changed this bucket: look again.
-    }
     if (!fresh.has_value()) {
       fresh.emplace();
       fresh->state = RecordState::kInProgress;
@@ -473,10 +436,26 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
     }
     Chain* next = old != nullptr ? Chain::WithReplaced(cur, index, *fresh)
                                  : Chain::WithAdded(cur, id, *fresh);
+    // A new id needs a slot. It is reserved right before the CAS so that
+    // claims racing on the same new id hold extra slots only for an instant.
+    const bool needs_slot = old == nullptr;
+    if (needs_slot && !TryReserveSlot()) {
+      Chain::Free(next);
+      if (full_attempts == 0) ReclaimForClaim(now);
+      // Look again a couple of times: a racing claim may have just inserted
+      // this id (the answer is then its outcome, not "full"), or given back
+      // a slot it held for an instant. Bounded, so the call never waits.
+      if (++full_attempts < kFullAttempts) continue;
+      return MakeError(ErrorCode::kResourceExhausted,
+                       "memory store full: " + std::to_string(size()) +
+                           " live records (capacity " +
+                           std::to_string(capacity_) + ")");
+    }
     Chain* expected = cur;
     if (!bucket.compare_exchange_strong(expected, next,
                                         std::memory_order_seq_cst,
                                         std::memory_order_relaxed)) {
+      if (needs_slot) ReleaseSlots(1);
       Chain::Free(next);
       continue;
     }
@@ -487,13 +466,9 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
     result.locked_until = fresh->locked_until;
     // `old` lives in `cur`: retired together.
     if (cur != nullptr) epoch::Retire(cur, &Chain::Free);
-    if (old != nullptr) {
-      // Same slot, new expiry: bump the generation for the sweep hint, and
-      // give back the slot reserved in an earlier round, if any.
+    if (!needs_slot) {
+      // Same slot, new expiry: bump the generation for the sweep hint.
       occupancy_.fetch_add(kGenerationUnit, std::memory_order_acq_rel);
-      slot.Drop();
-    } else {
-      slot.Consume();
     }
     return result;
   }

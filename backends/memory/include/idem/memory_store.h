@@ -106,9 +106,12 @@ class MemoryStore final : public Store {
   // reclaims expired records first.
   // Errors: kInvalidArgument when ttl or lock_timeout is not positive;
   // kResourceExhausted ("memory store full: ...") when the store holds
-  // `capacity` records and none of those examined had expired (another
-  // claim sweeping at the same moment also makes a claim fail fast rather
-  // than wait), or when memory allocation fails.
+  // `capacity` records and none of those examined had expired, or when
+  // memory allocation fails. Near capacity the answer is approximate in the
+  // safe direction, since a claim never waits for another: claims racing to
+  // insert new ids hold their slots for an instant before publishing, and
+  // only one claim sweeps at a time, so a claim may find the store full
+  // while a slot is about to be given back.
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) override;
