@@ -14,7 +14,9 @@
 // Times are wall-clock (UseRealTime): with N threads the reported time per
 // iteration is wall time / total iterations, i.e. the inverse of throughput.
 // Each run of a store benchmark gets a fresh store sized for its iterations,
-// built before and destroyed after the timed loop.
+// built before and destroyed after the timed loop. The unique-key runs have
+// a fixed total iteration count (kUniqueKeysPerRun) instead of a minimum
+// time, so every run fills its store to the same size.
 
 #include <algorithm>
 #include <atomic>
@@ -273,21 +275,55 @@ void BM_Sha256_1KiB(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kBodySize);
 }
 
-#define IDEM_THREADED_BENCHMARK(...) \
-  __VA_ARGS__->UseRealTime()->Threads(1)->Threads(2)->Threads(8)->Threads(32)
+// Every run of the unique-key benchmark inserts this many keys in all, split
+// evenly over its threads, into a fresh store: each run ends with a store of
+// the same size whatever the thread count, so ns/op compares like with like
+// (a bigger table costs more cache misses per claim).
+constexpr benchmark::IterationCount kUniqueKeysPerRun = 1 << 20;
+constexpr int kThreadCounts[] = {1, 2, 8, 32};
 
+template <typename Backend>
+void RegisterStoreBenchmarks(const std::string& backend) {
+  for (int threads : kThreadCounts) {
+    benchmark::RegisterBenchmark(
+        ("BM_ClaimCompleteUnique<" + backend + ">").c_str(),
+        BM_ClaimCompleteUnique<Backend>)
+        ->UseRealTime()
+        ->Threads(threads)
+        ->Iterations(kUniqueKeysPerRun / threads);
+  }
+  benchmark::RegisterBenchmark(
+      ("BM_ClaimCompleteHotKey<" + backend + ">").c_str(),
+      BM_ClaimCompleteHotKey<Backend>)
+      ->UseRealTime()
+      ->Threads(1)
+      ->Threads(2)
+      ->Threads(8)
+      ->Threads(32);
+}
+
+int RegisterAll() {
 #ifdef IDEM_BENCH_HAVE_MEMORY
-IDEM_THREADED_BENCHMARK(BENCHMARK_TEMPLATE(BM_ClaimCompleteUnique,
-                                           MemoryBackend));
-IDEM_THREADED_BENCHMARK(BENCHMARK_TEMPLATE(BM_ClaimCompleteHotKey,
-                                           MemoryBackend));
+  RegisterStoreBenchmarks<MemoryBackend>("Memory");
 #endif
-IDEM_THREADED_BENCHMARK(BENCHMARK_TEMPLATE(BM_ClaimCompleteUnique,
-                                           ShardedMutexBackend));
-IDEM_THREADED_BENCHMARK(BENCHMARK_TEMPLATE(BM_ClaimCompleteHotKey,
-                                           ShardedMutexBackend));
-IDEM_THREADED_BENCHMARK(BENCHMARK(BM_Fingerprint1KiB));
-IDEM_THREADED_BENCHMARK(BENCHMARK(BM_Sha256_1KiB));
+  RegisterStoreBenchmarks<ShardedMutexBackend>("ShardedMutex");
+  const std::pair<const char*, void (*)(benchmark::State&)> hashes[] = {
+      {"BM_Fingerprint1KiB", BM_Fingerprint1KiB},
+      {"BM_Sha256_1KiB", BM_Sha256_1KiB}};
+  for (const auto& [name, fn] : hashes) {
+    benchmark::RegisterBenchmark(name, fn)
+        ->UseRealTime()
+        ->Threads(1)
+        ->Threads(2)
+        ->Threads(8)
+        ->Threads(32);
+  }
+  return 0;
+}
+
+// Registered in this order at static initialization, before
+// benchmark_main's main() runs them.
+[[maybe_unused]] const int kRegistered = RegisterAll();
 
 }  // namespace
 }  // namespace idem
