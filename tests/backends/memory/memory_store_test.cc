@@ -100,6 +100,28 @@ TEST(MemoryStoreTest, HugeDurationsSaturateInsteadOfOverflowing) {
   EXPECT_EQ((*rec)->expires_at, TimePoint::max());
 }
 
+TEST(MemoryStoreTest, ReplaysShareTheStoredResponse) {
+  auto store = OpenStore(4);
+  Token t = MustAcquire(*store, 0, kT0);
+  ASSERT_TRUE(
+      store->Complete(Id(0), t, Response{201, {{"Location", "/o/1"}}, "body"})
+          .value());
+  auto a = store->Claim(Id(0), Fp(0), kT0, hours(1), seconds(60));
+  auto b = store->Claim(Id(0), Fp(0), kT0, hours(1), seconds(60));
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  ASSERT_EQ(a->outcome, ClaimOutcome::kCompleted);
+  ASSERT_NE(a->response, nullptr);
+  EXPECT_EQ(a->response.get(), b->response.get());  // No copy per replay.
+  EXPECT_EQ(a->response->body, "body");
+  auto rec = store->Inspect(Id(0), kT0);
+  ASSERT_TRUE(rec.has_value() && rec->has_value());
+  EXPECT_EQ((*rec)->response.get(), a->response.get());
+  // Changes to other records of the store keep sharing it.
+  for (std::uint64_t i = 1; i < 4; ++i) MustAcquire(*store, i, kT0);
+  auto c = store->Claim(Id(0), Fp(0), kT0, hours(1), seconds(60));
+  EXPECT_EQ(c->response.get(), a->response.get());
+}
+
 TEST(MemoryStoreCapacityTest, FullStoreRejectsNewKeysButAnswersHeldOnes) {
   auto store = OpenStore(4);
   Token t0 = MustAcquire(*store, 0, kT0);
