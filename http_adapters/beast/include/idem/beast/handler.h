@@ -124,23 +124,19 @@ class Handler {
   requires(!std::is_same_v<std::remove_cvref_t<F>, Handler>) Handler(
       F f) {  // NOLINT(google-explicit-constructor): a handler is a handler.
     using Fn = std::remove_cvref_t<F>;
+    // The forwarding lambdas are not coroutines themselves: the coroutines
+    // are the functions below, which own what they use as parameters
+    // (GCC 12 mishandles captures of coroutine lambdas).
     if constexpr (std::is_invocable_v<Fn&, Request&&, Responder&&>) {
       auto shared = std::make_shared<Fn>(std::move(f));
-      async_ = [shared](Request req) -> asio::awaitable<Response> {
-        co_return co_await asio::async_initiate<
-            const asio::use_awaitable_t<>, void(std::exception_ptr, Response)>(
-            [shared, &req](auto handler) {
-              (*shared)(std::move(req), Responder(std::move(handler)));
-            },
-            asio::use_awaitable);
+      async_ = [shared](Request req) {
+        return CallCompletionForm(shared, std::move(req));
       };
     } else if constexpr (std::is_invocable_r_v<asio::awaitable<Response>, Fn&,
                                                Request&&>) {
-      // The wrapper's frame owns the request for as long as the handler's
-      // coroutine runs, so a handler taking `Request&&` cannot dangle.
       auto shared = std::make_shared<Fn>(std::move(f));
-      async_ = [shared](Request req) -> asio::awaitable<Response> {
-        co_return co_await (*shared)(std::move(req));
+      async_ = [shared](Request req) {
+        return CallCoroutineForm(shared, std::move(req));
       };
     } else {
       static_assert(std::is_invocable_r_v<Response, Fn&, Request&&>,
@@ -164,6 +160,25 @@ class Handler {
   Response CallSync(Request req) const { return sync_(std::move(req)); }
 
  private:
+  template <typename Fn>
+  static asio::awaitable<Response> CallCompletionForm(std::shared_ptr<Fn> fn,
+                                                      Request req) {
+    co_return co_await asio::async_initiate<const asio::use_awaitable_t<>,
+                                            void(std::exception_ptr, Response)>(
+        [&fn, &req](auto handler) {
+          (*fn)(std::move(req), Responder(std::move(handler)));
+        },
+        asio::use_awaitable);
+  }
+
+  // The frame owns the request for as long as the handler's coroutine runs,
+  // so a handler taking `Request&&` cannot dangle.
+  template <typename Fn>
+  static asio::awaitable<Response> CallCoroutineForm(std::shared_ptr<Fn> fn,
+                                                     Request req) {
+    co_return co_await (*fn)(std::move(req));
+  }
+
   std::function<Response(Request&&)> sync_;
   std::function<asio::awaitable<Response>(Request)> async_;
 };

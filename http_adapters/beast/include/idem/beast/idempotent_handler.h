@@ -162,11 +162,15 @@ class IdempotentHandler {
   // caller's executor.
   template <typename Fn>
   asio::awaitable<std::invoke_result_t<Fn&>> StoreCall(Fn fn) {
-    using R = std::invoke_result_t<Fn&>;
     if (!pool_) co_return fn();
-    co_return co_await asio::co_spawn(
-        pool_->get_executor(),
-        [&fn]() -> asio::awaitable<R> { co_return fn(); }, asio::use_awaitable);
+    co_return co_await asio::co_spawn(pool_->get_executor(), RunOnPool(&fn),
+                                      asio::use_awaitable);
+  }
+  // A coroutine function, not a lambda: GCC 12 mishandles captures of
+  // coroutine lambdas. `fn` lives in the awaiting StoreCall frame.
+  template <typename Fn>
+  static asio::awaitable<std::invoke_result_t<Fn&>> RunOnPool(Fn* fn) {
+    co_return (*fn)();
   }
 
   std::shared_ptr<Guard> guard_;

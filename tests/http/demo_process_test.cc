@@ -1,0 +1,240 @@
+// The idem-demo binary as the acceptance suite drives it: flags, the
+// "listening on HOST:PORT" line on a pipe, the endpoints, exit codes and
+// signals. IDEM_DEMO_PATH is set by CMake to the built binary.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "http_test_util.h"
+
+extern char** environ;
+
+namespace idem::testing {
+namespace {
+
+constexpr char kBody[] = R"({"item":"book"})";
+
+// One idem-demo process with its stdout and stderr on pipes.
+class DemoProcess {
+ public:
+  explicit DemoProcess(std::vector<std::string> args,
+                       std::vector<std::string> env = {}) {
+    int out[2], err[2];
+    if (pipe(out) != 0 || pipe(err) != 0) throw std::runtime_error("pipe");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    posix_spawn_file_actions_addclose(&actions, err[0]);
+    args.insert(args.begin(), IDEM_DEMO_PATH);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::string_view(*e).starts_with("IDEM_STORE=")) continue;
+      env.emplace_back(*e);
+    }
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, IDEM_DEMO_PATH, &actions, nullptr,
+                               argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    close(err[1]);
+    out_ = out[0];
+    err_ = err[0];
+    if (rc != 0) throw std::runtime_error("posix_spawn failed");
+  }
+
+  ~DemoProcess() {
+    if (pid_ > 0 && !status_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    close(out_);
+    close(err_);
+  }
+
+  // The first stdout line, or "" on EOF or after the timeout.
+  std::string ReadLine(
+      std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string line;
+    char c;
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{out_, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      if (read(out_, &c, 1) != 1) break;
+      if (c == '\n') return line;
+      line += c;
+    }
+    return "";
+  }
+
+  // The port from "listening on 127.0.0.1:PORT", or 0.
+  std::uint16_t WaitListening() {
+    const std::string line = ReadLine();
+    const std::string prefix = "listening on 127.0.0.1:";
+    if (!line.starts_with(prefix)) {
+      ADD_FAILURE() << "ready line: '" << line << "'";
+      return 0;
+    }
+    return static_cast<std::uint16_t>(std::stoi(line.substr(prefix.size())));
+  }
+
+  // Everything on stderr once the process exited.
+  std::string Stderr() {
+    std::string all;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(err_, buf, sizeof buf)) > 0) all.append(buf, n);
+    return all;
+  }
+
+  void Signal(int sig) { kill(pid_, sig); }
+
+  // The exit status after at most `timeout`; nullopt if it did not exit or
+  // died of a signal.
+  std::optional<int> Wait(
+      std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!status_ && std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      const pid_t r = waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        status_ = status;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!status_ || !WIFEXITED(*status_)) return std::nullopt;
+    return WEXITSTATUS(*status_);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int err_ = -1;
+  std::optional<int> status_;
+};
+
+TEST(DemoProcessTest, ServesTheContractAndStopsOnSigterm) {
+  DemoProcess demo({"--listen", "127.0.0.1:0", "--store", "memory:", "--ttl",
+                    "60", "--lock-timeout", "5", "--lock-wait", "0",
+                    "--threads", "2", "--instance", "proc-a"});
+  const std::uint16_t port = demo.WaitListening();
+  ASSERT_NE(port, 0);
+
+  const Response first = SendOnce(port, Post("/orders", kBody, "p-1"));
+  EXPECT_EQ(first.result_int(), 201u);
+  EXPECT_EQ(HeaderOf(first, "X-Demo-Instance"), "proc-a");
+  EXPECT_EQ(Json(first)["instance"], "proc-a");
+  const Response replay = SendOnce(port, Post("/orders", kBody, "p-1"));
+  EXPECT_TRUE(IsReplay(replay));
+  EXPECT_EQ(replay.body(), first.body());
+  EXPECT_EQ(ProblemMismatch(SendOnce(port, Post("/orders", "{}", "p-1")), 422,
+                            "idempotency_key_reused"),
+            "");
+  EXPECT_EQ(Json(SendOnce(port, Get("/stats"))),
+            nlohmann::json::parse(R"({"handler_runs":1})"));
+  const Response metrics = SendOnce(port, Get("/metrics"));
+  EXPECT_NE(metrics.body().find("idem_requests_total{outcome=\"replayed\"} 1"),
+            std::string::npos);
+  EXPECT_EQ(SendOnce(port, Get(HeaderOf(first, "Location"))).body(),
+            first.body());
+
+  demo.Signal(SIGTERM);
+  EXPECT_EQ(demo.Wait(), 0);
+}
+
+TEST(DemoProcessTest, SigintFinishesTheRequestInFlight) {
+  DemoProcess demo({"--listen", "127.0.0.1:0", "--instance", "proc-b"});
+  const std::uint16_t port = demo.WaitListening();
+  ASSERT_NE(port, 0);
+  TestClient client(port);
+  client.Write(Serialize(Post("/orders?delay_ms=300", kBody, "p-2")));
+  // Wait until the handler started (seen from another connection).
+  ASSERT_TRUE(WaitFor([&] {
+    return Json(SendOnce(port, Get("/stats")))["handler_runs"] == 1;
+  }));
+  demo.Signal(SIGINT);
+  const Response res = client.Read();
+  EXPECT_EQ(res.result_int(), 201u);
+  EXPECT_EQ(demo.Wait(), 0);
+}
+
+TEST(DemoProcessTest, OrderIdsAreUniqueAcrossInstances) {
+  DemoProcess a({"--listen", "127.0.0.1:0", "--instance", "same"});
+  DemoProcess b({"--listen", "127.0.0.1:0", "--instance", "same"});
+  const std::uint16_t pa = a.WaitListening();
+  const std::uint16_t pb = b.WaitListening();
+  ASSERT_NE(pa, 0);
+  ASSERT_NE(pb, 0);
+  const auto ida = Json(SendOnce(pa, Post("/orders", kBody, "k")))["id"];
+  const auto idb = Json(SendOnce(pb, Post("/orders", kBody, "k")))["id"];
+  EXPECT_NE(ida, idb);
+}
+
+TEST(DemoProcessTest, LockWaitFlag) {
+  DemoProcess demo({"--listen", "127.0.0.1:0", "--lock-wait", "5000"});
+  const std::uint16_t port = demo.WaitListening();
+  ASSERT_NE(port, 0);
+  TestClient first(port);
+  first.Write(Serialize(Post("/orders?delay_ms=300", kBody, "w")));
+  ASSERT_TRUE(WaitFor([&] {
+    return Json(SendOnce(port, Get("/stats")))["handler_runs"] == 1;
+  }));
+  const Response second =
+      SendOnce(port, Post("/orders?delay_ms=300", kBody, "w"));
+  EXPECT_EQ(second.result_int(), 201u);
+  EXPECT_TRUE(IsReplay(second));
+  EXPECT_EQ(first.Read().body(), second.body());
+}
+
+TEST(DemoProcessTest, BadFlagsExit2) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--bogus"},
+                                             {"--listen", "nowhere"},
+                                             {"--ttl", "soon"},
+                                             {"--ttl", "0"},
+                                             {"--threads", "0"},
+                                             {"--lock-wait", "-1"}}) {
+    DemoProcess demo(args);
+    EXPECT_EQ(demo.Wait(), 2) << args[0];
+    EXPECT_NE(demo.Stderr().find("idem-demo:"), std::string::npos);
+  }
+  DemoProcess help({"--help"});
+  EXPECT_NE(help.ReadLine().find("idem-demo"), std::string::npos);
+  EXPECT_EQ(help.Wait(), 0);
+}
+
+TEST(DemoProcessTest, StoreThatCannotOpenIsAClearError) {
+  DemoProcess flag(
+      {"--listen", "127.0.0.1:0", "--store", "nosuch://user:hunter2@host/db"});
+  EXPECT_EQ(flag.Wait(), 1);
+  const std::string err = flag.Stderr();
+  EXPECT_NE(err.find("nosuch://user:"), std::string::npos) << err;
+  EXPECT_EQ(err.find("hunter2"), std::string::npos) << err;
+
+  // IDEM_STORE is used when --store is not given.
+  DemoProcess env({"--listen", "127.0.0.1:0"}, {"IDEM_STORE=nosuch:"});
+  EXPECT_EQ(env.Wait(), 1);
+  EXPECT_NE(env.Stderr().find("nosuch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace idem::testing

@@ -1,0 +1,229 @@
+#include "http_test_util.h"
+
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "idem/beast/convert.h"
+#include "idem/open_store.h"
+
+namespace idem::testing {
+namespace {
+
+using boost::beast::error_code;
+
+void ThrowIf(const error_code& ec, const char* what) {
+  if (ec) throw boost::system::system_error(ec, what);
+}
+
+}  // namespace
+
+TestClient::TestClient(std::uint16_t port) : stream_(ioc_) {
+  error_code ec;
+  stream_.expires_after(kIoTimeout);
+  stream_.async_connect(boost::asio::ip::tcp::endpoint(
+                            boost::asio::ip::make_address("127.0.0.1"), port),
+                        [&](error_code e) { ec = e; });
+  ioc_.run();
+  ThrowIf(ec, "connect");
+}
+
+Response TestClient::Send(const Request& request) {
+  Write(Serialize(request));
+  return Read();
+}
+
+void TestClient::Write(std::string_view bytes) {
+  error_code ec;
+  stream_.expires_after(kIoTimeout);
+  boost::asio::async_write(stream_, boost::asio::buffer(bytes),
+                           [&](error_code e, std::size_t) { ec = e; });
+  ioc_.restart();
+  ioc_.run();
+  ThrowIf(ec, "write");
+}
+
+Response TestClient::Read() {
+  error_code ec;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(std::uint64_t{64} << 20);
+  stream_.expires_after(kIoTimeout);
+  http::async_read(stream_, buffer_, parser,
+                   [&](error_code e, std::size_t) { ec = e; });
+  ioc_.restart();
+  ioc_.run();
+  ThrowIf(ec, "read");
+  return parser.release();
+}
+
+bool TestClient::ReadsEof() {
+  error_code ec;
+  char byte;
+  if (buffer_.size() > 0) return false;
+  stream_.expires_after(kIoTimeout);
+  stream_.async_read_some(boost::asio::buffer(&byte, 1),
+                          [&](error_code e, std::size_t) { ec = e; });
+  ioc_.restart();
+  ioc_.run();
+  return ec == boost::asio::error::eof ||
+         ec == boost::asio::error::connection_reset;
+}
+
+void TestClient::Close() {
+  error_code ignored;
+  stream_.socket().close(ignored);
+}
+
+Request Post(std::string target, std::string body,
+             std::optional<std::string> key, const Headers& headers) {
+  Request req(http::verb::post, target, 11);
+  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::content_type, "application/json");
+  if (key) req.set("Idempotency-Key", *key);
+  for (const auto& [name, value] : headers) req.insert(name, value);
+  req.body() = std::move(body);
+  req.prepare_payload();
+  return req;
+}
+
+Request Get(std::string target) {
+  Request req(http::verb::get, target, 11);
+  req.set(http::field::host, "127.0.0.1");
+  return req;
+}
+
+std::string Serialize(Request request) {
+  request.prepare_payload();
+  std::ostringstream out;
+  out << request;
+  return out.str();
+}
+
+Response SendOnce(std::uint16_t port, const Request& request) {
+  TestClient client(port);
+  return client.Send(request);
+}
+
+nlohmann::json Json(const Response& response) {
+  return nlohmann::json::parse(response.body(), nullptr, false);
+}
+
+std::string HeaderOf(const Response& response, std::string_view name) {
+  auto it = response.find(boost::beast::string_view(name.data(), name.size()));
+  return it == response.end() ? std::string()
+                              : std::string(beast::ToStd(it->value()));
+}
+
+bool HasHeader(const Response& response, std::string_view name) {
+  return response.find(boost::beast::string_view(name.data(), name.size())) !=
+         response.end();
+}
+
+bool IsReplay(const Response& response) {
+  return HeaderOf(response, "Idempotent-Replayed") == "true";
+}
+
+std::string ProblemMismatch(const Response& response, unsigned status,
+                            std::string_view code) {
+  std::ostringstream why;
+  if (response.result_int() != status) {
+    why << "status " << response.result_int() << " != " << status << "; ";
+  }
+  if (HeaderOf(response, "Content-Type") != "application/problem+json") {
+    why << "content type '" << HeaderOf(response, "Content-Type") << "'; ";
+  }
+  const auto body = Json(response);
+  if (body.is_discarded() || !body.is_object()) {
+    why << "body is not a JSON object: " << response.body();
+    return why.str();
+  }
+  if (body.value("code", "") != code) why << "code " << body["code"] << "; ";
+  if (body.value("status", 0) != static_cast<int>(status)) {
+    why << "status member " << body["status"] << "; ";
+  }
+  for (const char* member : {"type", "title", "detail", "instance"}) {
+    if (!body.contains(member)) why << "no " << member << "; ";
+  }
+  return why.str();
+}
+
+bool WaitFor(const std::function<bool()>& condition,
+             std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+std::shared_ptr<Store> OpenMemoryStore(std::string_view uri) {
+  auto store = OpenStore(uri);
+  if (!store) throw std::runtime_error(store.error().ToString());
+  return std::shared_ptr<Store>(std::move(*store));
+}
+
+DemoServer::DemoServer(demo::DemoOptions options,
+                       std::shared_ptr<Store> store) {
+  options.host = "127.0.0.1";
+  options.port = 0;
+  if (options.store_uri.empty()) options.store_uri = "memory:";
+  options.log = [](LogLevel, std::string_view) {};
+  auto demo = demo::Demo::Create(std::move(options), std::move(store));
+  if (!demo) throw std::runtime_error(demo.error().ToString());
+  demo_ = std::move(*demo);
+  if (auto started = demo_->Start(); !started) {
+    throw std::runtime_error(started.error().ToString());
+  }
+}
+
+DemoServer::~DemoServer() {
+  demo_->Shutdown();
+  demo_->Wait();
+}
+
+AdapterServer::AdapterServer(
+    std::shared_ptr<Store> store, GuardOptions options, beast::Handler handler,
+    const std::function<void(beast::IdempotentHandler&)>& setup,
+    beast::IdempotentHandlerOptions handler_options) {
+  GuardSetup guard_setup;
+  guard_setup.store = std::move(store);
+  guard_setup.options = std::move(options);
+  auto guard = Guard::Create(std::move(guard_setup));
+  if (!guard) throw std::runtime_error(guard.error().ToString());
+  guard_ = std::move(*guard);
+  auto h = beast::IdempotentHandler::Create(guard_, std::move(handler),
+                                            std::move(handler_options));
+  if (!h) throw std::runtime_error(h.error().ToString());
+  handler_ = std::move(*h);
+  setup(*handler_);
+  beast::IdempotentHandler* adapter = handler_.get();
+  demo::HttpServerOptions server_options;
+  server_options.port = 0;
+  demo::BodyLimitHooks hooks;
+  hooks.apply = [adapter](http::request_parser<http::string_body>& parser) {
+    return adapter->ApplyBodyLimit(parser);
+  };
+  hooks.too_large = [adapter](const beast::RequestHeader& header) {
+    return adapter->TooLarge(header);
+  };
+  server_ = std::make_unique<demo::HttpServer>(
+      server_options, [adapter](Request r) { return (*adapter)(std::move(r)); },
+      std::move(hooks));
+  if (auto started = server_->Start(); !started) {
+    throw std::runtime_error(started.error().ToString());
+  }
+}
+
+AdapterServer::~AdapterServer() {
+  server_->Shutdown();
+  server_->Wait();
+}
+
+}  // namespace idem::testing

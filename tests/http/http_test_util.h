@@ -1,0 +1,138 @@
+// Helpers for the HTTP end-to-end tests: a blocking HTTP/1.1 client over a
+// real socket (every read and write has a deadline, so a bug fails a test
+// instead of hanging it), request builders, and servers on 127.0.0.1:0 —
+// the demo itself in-process, or the adapter around a test's own handler.
+//
+// Thread-safety: a TestClient belongs to one thread; servers are as
+// HttpServer.
+
+#ifndef IDEM_TESTS_HTTP_HTTP_TEST_UTIL_H_
+#define IDEM_TESTS_HTTP_HTTP_TEST_UTIL_H_
+
+#include <utility>  // Before Asio's coroutine headers; see handler.h.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <nlohmann/json.hpp>
+
+#include "demo.h"
+#include "http_server.h"
+#include "idem/beast/idempotent_handler.h"
+
+namespace idem::testing {
+
+namespace http = boost::beast::http;
+using beast::Request;
+using beast::Response;
+
+// Generous: the tests share two cores with other builds and also run under
+// ASan and TSan.
+inline constexpr std::chrono::seconds kIoTimeout{60};
+
+class TestClient {
+ public:
+  explicit TestClient(std::uint16_t port);
+
+  // Writes `request` and reads its response. Throws boost::system_error on a
+  // socket error, a timeout or a malformed response.
+  Response Send(const Request& request);
+
+  // Raw bytes, for pipelining and malformed requests.
+  void Write(std::string_view bytes);
+  // Reads one response.
+  Response Read();
+  // True when the server closed the connection (reads EOF or a reset)
+  // before sending anything more.
+  bool ReadsEof();
+  // Closes the socket at once.
+  void Close();
+
+ private:
+  boost::asio::io_context ioc_;
+  boost::beast::tcp_stream stream_;
+  boost::beast::flat_buffer buffer_;
+};
+
+struct Headers : std::vector<std::pair<std::string, std::string>> {
+  using vector::vector;
+};
+
+// A POST with an optional Idempotency-Key (sent verbatim) and extra headers.
+Request Post(std::string target, std::string body,
+             std::optional<std::string> key, const Headers& headers = {});
+Request Get(std::string target);
+// The request as bytes on the wire (Content-Length set).
+std::string Serialize(Request request);
+
+// Opens a connection, sends, reads and closes.
+Response SendOnce(std::uint16_t port, const Request& request);
+
+nlohmann::json Json(const Response& response);
+std::string HeaderOf(const Response& response, std::string_view name);
+bool HasHeader(const Response& response, std::string_view name);
+bool IsReplay(const Response& response);
+// Checks status, content type, the problem members and `code`; returns a
+// description of what is wrong, or "" when it is that problem.
+std::string ProblemMismatch(const Response& response, unsigned status,
+                            std::string_view code);
+
+// Waits (bounded by `timeout`, polling) until `condition` holds; false on
+// timeout. For states of another thread, never for timing.
+bool WaitFor(const std::function<bool()>& condition,
+             std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+// idem-demo in this process, on 127.0.0.1:0.
+class DemoServer {
+ public:
+  // The memory store unless `store` is given.
+  explicit DemoServer(demo::DemoOptions options = {},
+                      std::shared_ptr<Store> store = nullptr);
+  ~DemoServer();
+
+  std::uint16_t port() const { return demo_->port(); }
+  demo::Demo& demo() { return *demo_; }
+  std::uint64_t handler_runs() const { return demo_->app().handler_runs(); }
+  std::uint64_t Count(Outcome outcome) {
+    return demo_->guard()->metrics().Get(outcome);
+  }
+
+ private:
+  std::unique_ptr<demo::Demo> demo_;
+};
+
+// IdempotentHandler around a test's own handler, served by HttpServer on
+// 127.0.0.1:0. Routes are added by `setup` before the server starts.
+class AdapterServer {
+ public:
+  AdapterServer(std::shared_ptr<Store> store, GuardOptions options,
+                beast::Handler handler,
+                const std::function<void(beast::IdempotentHandler&)>& setup,
+                beast::IdempotentHandlerOptions handler_options = {});
+  ~AdapterServer();
+
+  std::uint16_t port() const { return server_->port(); }
+  Guard& guard() { return *guard_; }
+  beast::IdempotentHandler& handler() { return *handler_; }
+  demo::HttpServer& server() { return *server_; }
+
+ private:
+  std::shared_ptr<Guard> guard_;
+  std::unique_ptr<beast::IdempotentHandler> handler_;
+  std::unique_ptr<demo::HttpServer> server_;
+};
+
+std::shared_ptr<Store> OpenMemoryStore(std::string_view uri = "memory:");
+
+}  // namespace idem::testing
+
+#endif  // IDEM_TESTS_HTTP_HTTP_TEST_UTIL_H_

@@ -1,0 +1,293 @@
+// Every row of SEMANTICS.md ("What a protected request gets", "What happens
+// to the handler's response") over real HTTP, against idem-demo running in
+// this process: status, problem body and code, replay header, which headers
+// a replay carries, Content-Length.
+
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "http_test_util.h"
+#include "idem/metrics.h"
+
+namespace idem::testing {
+namespace {
+
+constexpr char kBody[] = R"({"item":"book","qty":1})";
+
+class SemanticsHttpTest : public ::testing::Test {
+ protected:
+  DemoServer server_;
+  std::uint16_t port() const { return server_.port(); }
+};
+
+TEST_F(SemanticsHttpTest, FirstRequestRunsTheHandler) {
+  const Response res = SendOnce(port(), Post("/orders", kBody, "k-first"));
+  EXPECT_EQ(res.result_int(), 201u);
+  EXPECT_EQ(HeaderOf(res, "Content-Type"), "application/json");
+  EXPECT_FALSE(HasHeader(res, "Idempotent-Replayed"));
+  EXPECT_EQ(HeaderOf(res, "X-Demo-Instance"), "demo");
+  EXPECT_EQ(HeaderOf(res, "Set-Cookie"), "demo=1");
+  const auto body = Json(res);
+  ASSERT_TRUE(body.is_object()) << res.body();
+  EXPECT_EQ(body["instance"], "demo");
+  EXPECT_EQ(body["request"], kBody);
+  EXPECT_EQ(HeaderOf(res, "Location"),
+            "/orders/" + body["id"].get<std::string>());
+  EXPECT_EQ(HeaderOf(res, "Content-Length"), std::to_string(res.body().size()));
+  EXPECT_EQ(server_.handler_runs(), 1u);
+  EXPECT_EQ(server_.Count(Outcome::kExecuted), 1u);
+
+  // The order exists (GET is not protected).
+  const Response got = SendOnce(port(), Get(HeaderOf(res, "Location")));
+  EXPECT_EQ(got.result_int(), 200u);
+  EXPECT_EQ(got.body(), res.body());
+  EXPECT_EQ(SendOnce(port(), Get("/orders/nope")).result_int(), 404u);
+}
+
+TEST_F(SemanticsHttpTest, ReplayCarriesOnlyStoredHeaders) {
+  const Response first = SendOnce(port(), Post("/orders", kBody, "k-replay"));
+  ASSERT_EQ(first.result_int(), 201u);
+  const Response replay = SendOnce(port(), Post("/orders", kBody, "k-replay"));
+  EXPECT_EQ(replay.result_int(), 201u);
+  EXPECT_EQ(replay.body(), first.body());
+  EXPECT_TRUE(IsReplay(replay));
+  EXPECT_EQ(HeaderOf(replay, "Content-Type"), "application/json");
+  EXPECT_EQ(HeaderOf(replay, "Location"), HeaderOf(first, "Location"));
+  EXPECT_FALSE(HasHeader(replay, "Set-Cookie"));
+  EXPECT_FALSE(HasHeader(replay, "X-Demo-Instance"));
+  EXPECT_EQ(HeaderOf(replay, "Content-Length"),
+            std::to_string(replay.body().size()));
+  EXPECT_EQ(server_.handler_runs(), 1u);
+  EXPECT_EQ(server_.Count(Outcome::kReplayed), 1u);
+}
+
+TEST_F(SemanticsHttpTest, KeyMissing) {
+  const Response res = SendOnce(port(), Post("/orders", kBody, std::nullopt));
+  EXPECT_EQ(ProblemMismatch(res, 400, "idempotency_key_missing"), "");
+  EXPECT_EQ(server_.handler_runs(), 0u);
+  EXPECT_EQ(server_.Count(Outcome::kKeyMissing), 1u);
+}
+
+TEST_F(SemanticsHttpTest, KeyInvalid) {
+  const std::string too_long(256, 'k');
+  for (const std::string& key :
+       {std::string(""), too_long, std::string("\"unterminated"),
+        std::string("caf\xC3\xA9")}) {
+    const Response res = SendOnce(port(), Post("/orders", kBody, key));
+    EXPECT_EQ(ProblemMismatch(res, 400, "idempotency_key_invalid"), "")
+        << "key of " << key.size() << " bytes";
+  }
+  // The header given twice.
+  const Response twice = SendOnce(
+      port(), Post("/orders", kBody, "a", Headers{{"Idempotency-Key", "b"}}));
+  EXPECT_EQ(ProblemMismatch(twice, 400, "idempotency_key_invalid"), "");
+  EXPECT_EQ(server_.handler_runs(), 0u);
+  EXPECT_EQ(server_.Count(Outcome::kKeyInvalid), 5u);
+
+  // A quoted sf-string and a bare token are both accepted.
+  EXPECT_EQ(SendOnce(port(), Post("/orders", kBody, "\"quoted\"")).result_int(),
+            201u);
+  EXPECT_EQ(SendOnce(port(), Post("/orders", kBody, "quoted")).result_int(),
+            201u)
+      << "\"quoted\" and quoted are the same key, and a replay keeps 201";
+  EXPECT_EQ(server_.handler_runs(), 1u);
+}
+
+TEST_F(SemanticsHttpTest, BodyOverTheLimitIs413) {
+  const std::string big((std::size_t{1} << 20) + 1, 'x');
+  TestClient client(port());
+  const Response res = client.Send(Post("/orders", big, "k-big"));
+  EXPECT_EQ(ProblemMismatch(res, 413, "request_too_large"), "");
+  EXPECT_FALSE(res.keep_alive());
+  EXPECT_EQ(server_.handler_runs(), 0u);
+  EXPECT_EQ(server_.Count(Outcome::kTooLarge), 1u);
+
+  // Exactly the limit is fine.
+  const std::string max(std::size_t{1} << 20, 'x');
+  EXPECT_EQ(SendOnce(port(), Post("/orders", max, "k-max")).result_int(), 201u);
+}
+
+TEST_F(SemanticsHttpTest, ChunkedBodyOverTheLimitIs413) {
+  TestClient client(port());
+  std::string wire =
+      "POST /orders HTTP/1.1\r\nHost: x\r\nIdempotency-Key: k-chunked\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
+  const std::string chunk(256 * 1024, 'y');
+  char size[32];
+  std::snprintf(size, sizeof size, "%zx\r\n", chunk.size());
+  for (int i = 0; i < 5; ++i) wire += size + chunk + "\r\n";
+  wire += "0\r\n\r\n";
+  client.Write(wire);
+  const Response res = client.Read();
+  EXPECT_EQ(ProblemMismatch(res, 413, "request_too_large"), "");
+  EXPECT_EQ(server_.handler_runs(), 0u);
+}
+
+TEST_F(SemanticsHttpTest, KeyReusedWithAnotherRequestIs422) {
+  ASSERT_EQ(SendOnce(port(), Post("/orders", kBody, "k-reuse")).result_int(),
+            201u);
+  const Response res =
+      SendOnce(port(), Post("/orders", R"({"item":"pen"})", "k-reuse"));
+  EXPECT_EQ(ProblemMismatch(res, 422, "idempotency_key_reused"), "");
+  // The query is part of the request too.
+  const Response other_target =
+      SendOnce(port(), Post("/orders?x=1", kBody, "k-reuse"));
+  EXPECT_EQ(ProblemMismatch(other_target, 422, "idempotency_key_reused"), "");
+  EXPECT_EQ(server_.handler_runs(), 1u);
+  EXPECT_EQ(server_.Count(Outcome::kMismatch), 2u);
+}
+
+TEST_F(SemanticsHttpTest, InProgressIs409WithRetryAfter) {
+  std::optional<Response> first;
+  std::thread slow([&] {
+    first = SendOnce(port(), Post("/orders?delay_ms=1500", kBody, "k-busy"));
+  });
+  ASSERT_TRUE(WaitFor([&] { return server_.handler_runs() == 1; }));
+  const Response res =
+      SendOnce(port(), Post("/orders?delay_ms=1500", kBody, "k-busy"));
+  slow.join();
+  EXPECT_EQ(ProblemMismatch(res, 409, "idempotency_request_in_progress"), "");
+  EXPECT_EQ(HeaderOf(res, "Retry-After"), "1");
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->result_int(), 201u);
+  EXPECT_EQ(server_.handler_runs(), 1u);
+  EXPECT_EQ(server_.Count(Outcome::kConflict), 1u);
+}
+
+TEST_F(SemanticsHttpTest, ScopesKeepKeysApart) {
+  const Response a =
+      SendOnce(port(), Post("/orders", kBody, "k-shared",
+                            Headers{{"Authorization", "Bearer a"}}));
+  const Response b =
+      SendOnce(port(), Post("/orders", kBody, "k-shared",
+                            Headers{{"Authorization", "Bearer b"}}));
+  const Response anonymous =
+      SendOnce(port(), Post("/orders", kBody, "k-shared"));
+  const Response a_again =
+      SendOnce(port(), Post("/orders", kBody, "k-shared",
+                            Headers{{"Authorization", "Bearer a"}}));
+  EXPECT_EQ(a.result_int(), 201u);
+  EXPECT_EQ(b.result_int(), 201u);
+  EXPECT_EQ(anonymous.result_int(), 201u);
+  EXPECT_FALSE(IsReplay(b));
+  EXPECT_FALSE(IsReplay(anonymous));
+  EXPECT_NE(a.body(), b.body());
+  EXPECT_TRUE(IsReplay(a_again));
+  EXPECT_EQ(a_again.body(), a.body());
+  EXPECT_EQ(server_.handler_runs(), 3u);
+}
+
+// Statuses the handler answers: which are stored (replayed) and which
+// release the key (the handler runs again).
+struct StatusCase {
+  unsigned status;
+  bool stored;
+};
+
+class HandlerStatusTest : public SemanticsHttpTest,
+                          public ::testing::WithParamInterface<StatusCase> {};
+
+TEST_P(HandlerStatusTest, StoredOrReleased) {
+  const StatusCase c = GetParam();
+  const std::string target = "/orders?status=" + std::to_string(c.status);
+  const std::string key = "k-status-" + std::to_string(c.status);
+  const Response first = SendOnce(port(), Post(target, kBody, key));
+  EXPECT_EQ(first.result_int(), c.status);
+  EXPECT_EQ(ProblemMismatch(first, c.status, "demo_status"), "");
+  const Response second = SendOnce(port(), Post(target, kBody, key));
+  EXPECT_EQ(second.result_int(), c.status);
+  if (c.stored) {
+    EXPECT_TRUE(IsReplay(second));
+    EXPECT_EQ(second.body(), first.body());
+    EXPECT_EQ(server_.handler_runs(), 1u);
+  } else {
+    EXPECT_FALSE(IsReplay(second));
+    EXPECT_EQ(server_.handler_runs(), 2u);
+    EXPECT_EQ(server_.Count(Outcome::kReleased), 2u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Statuses, HandlerStatusTest,
+    ::testing::Values(StatusCase{200, true}, StatusCase{302, true},
+                      StatusCase{400, true}, StatusCase{404, true},
+                      StatusCase{408, false}, StatusCase{425, false},
+                      StatusCase{429, false}, StatusCase{500, false},
+                      StatusCase{503, false}),
+    [](const auto& info) { return std::to_string(info.param.status); });
+
+TEST_F(SemanticsHttpTest, HandlerExceptionReleasesTheKey) {
+  const Response first =
+      SendOnce(port(), Post("/orders?fail=throw", kBody, "k-throw"));
+  // The server's own error handling answers; idem stored nothing.
+  EXPECT_EQ(ProblemMismatch(first, 500, "internal_error"), "");
+  const Response second =
+      SendOnce(port(), Post("/orders?fail=throw", kBody, "k-throw"));
+  EXPECT_EQ(second.result_int(), 500u);
+  EXPECT_FALSE(IsReplay(second));
+  EXPECT_EQ(server_.handler_runs(), 2u);
+  EXPECT_EQ(server_.Count(Outcome::kReleased), 2u);
+}
+
+TEST_F(SemanticsHttpTest, StatsAndMetrics) {
+  SendOnce(port(), Post("/orders", kBody, "k-m"));
+  SendOnce(port(), Post("/orders", kBody, "k-m"));
+  const Response stats = SendOnce(port(), Get("/stats"));
+  EXPECT_EQ(stats.result_int(), 200u);
+  EXPECT_EQ(Json(stats), nlohmann::json::parse(R"({"handler_runs":1})"));
+  const Response metrics = SendOnce(port(), Get("/metrics"));
+  EXPECT_EQ(metrics.result_int(), 200u);
+  EXPECT_NE(metrics.body().find("idem_requests_total{outcome=\"executed\"} 1"),
+            std::string::npos)
+      << metrics.body();
+  EXPECT_NE(metrics.body().find("idem_requests_total{outcome=\"replayed\"} 1"),
+            std::string::npos);
+}
+
+TEST(SemanticsHttpStoreTest, StoreFullIs503) {
+  DemoServer server({}, OpenMemoryStore("memory:?capacity=1"));
+  ASSERT_EQ(SendOnce(server.port(), Post("/orders", kBody, "k-1")).result_int(),
+            201u);
+  const Response res = SendOnce(server.port(), Post("/orders", kBody, "k-2"));
+  EXPECT_EQ(ProblemMismatch(res, 503, "idempotency_store_full"), "");
+  EXPECT_EQ(HeaderOf(res, "Retry-After"), "1");
+  EXPECT_EQ(server.handler_runs(), 1u);
+  EXPECT_EQ(server.Count(Outcome::kStoreFull), 1u);
+}
+
+// A store that is down: every call fails as unavailable.
+class DownStore final : public Store {
+ public:
+  Result<ClaimResult> Claim(const RecordId&, const Fingerprint&, TimePoint,
+                            Duration, Duration) override {
+    return MakeError(ErrorCode::kUnavailable, "down");
+  }
+  Result<bool> Complete(const RecordId&, const Token&,
+                        const idem::Response&) override {
+    return MakeError(ErrorCode::kUnavailable, "down");
+  }
+  Result<bool> Release(const RecordId&, const Token&) override {
+    return MakeError(ErrorCode::kUnavailable, "down");
+  }
+  Result<std::optional<Record>> Inspect(const RecordId&, TimePoint) override {
+    return MakeError(ErrorCode::kUnavailable, "down");
+  }
+  Result<std::size_t> PurgeExpired(TimePoint, std::size_t) override {
+    return MakeError(ErrorCode::kUnavailable, "down");
+  }
+  StoreInfo Info() const override { return {"down", true, true}; }
+};
+
+TEST(SemanticsHttpStoreTest, StoreDownIs503FailClosed) {
+  DemoServer server({}, std::make_shared<DownStore>());
+  const Response res = SendOnce(server.port(), Post("/orders", kBody, "k-1"));
+  EXPECT_EQ(ProblemMismatch(res, 503, "idempotency_store_unavailable"), "");
+  EXPECT_EQ(HeaderOf(res, "Retry-After"), "1");
+  EXPECT_EQ(server.handler_runs(), 0u);
+  EXPECT_EQ(server.Count(Outcome::kStoreError), 1u);
+}
+
+}  // namespace
+}  // namespace idem::testing

@@ -1,0 +1,120 @@
+// The demo server as a server: keep-alive, pipelining, malformed requests,
+// a client that goes away after sending, graceful shutdown.
+
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "http_test_util.h"
+
+namespace idem::testing {
+namespace {
+
+constexpr char kBody[] = R"({"item":"book"})";
+
+TEST(ServerTest, KeepAlive) {
+  DemoServer server;
+  TestClient client(server.port());
+  for (int i = 0; i < 3; ++i) {
+    const Response res =
+        client.Send(Post("/orders", kBody, "ka-" + std::to_string(i)));
+    EXPECT_EQ(res.result_int(), 201u);
+    EXPECT_TRUE(res.keep_alive());
+  }
+  const Response replay = client.Send(Post("/orders", kBody, "ka-0"));
+  EXPECT_TRUE(IsReplay(replay));
+  EXPECT_TRUE(replay.keep_alive());
+  const Response stats = client.Send(Get("/stats"));
+  EXPECT_EQ(Json(stats)["handler_runs"], 3);
+  EXPECT_EQ(server.demo().server().connections(), 1u);
+}
+
+TEST(ServerTest, PipelinedRequestsAreAnsweredInOrder) {
+  DemoServer server;
+  TestClient client(server.port());
+  // The first is slow: the others must still come back after it, in order.
+  client.Write(Serialize(Post("/orders?delay_ms=100", kBody, "p-1")) +
+               Serialize(Post("/orders", kBody, "p-1")) +
+               Serialize(Post("/orders", kBody, std::nullopt)) +
+               Serialize(Get("/stats")));
+  const Response first = client.Read();
+  const Response second = client.Read();
+  const Response third = client.Read();
+  const Response fourth = client.Read();
+  EXPECT_EQ(first.result_int(), 201u);
+  EXPECT_FALSE(IsReplay(first));
+  // Same key, other target: a different request.
+  EXPECT_EQ(ProblemMismatch(second, 422, "idempotency_key_reused"), "");
+  EXPECT_EQ(ProblemMismatch(third, 400, "idempotency_key_missing"), "");
+  EXPECT_EQ(Json(fourth)["handler_runs"], 1);
+}
+
+TEST(ServerTest, RequestTheParserRejectsGets400) {
+  DemoServer server;
+  TestClient client(server.port());
+  client.Write(
+      "POST /orders HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\x01"
+      "b\r\nContent-Length: 0\r\n\r\n");
+  const Response res = client.Read();
+  EXPECT_EQ(ProblemMismatch(res, 400, "bad_request"), "");
+  EXPECT_FALSE(res.keep_alive());
+  EXPECT_TRUE(client.ReadsEof());
+  EXPECT_EQ(server.handler_runs(), 0u);
+
+  TestClient garbage(server.port());
+  garbage.Write("this is not HTTP\r\n\r\n");
+  EXPECT_EQ(garbage.Read().result_int(), 400u);
+}
+
+TEST(ServerTest, ClientThatDisconnectsAfterSendingGetsTheReplay) {
+  demo::DemoOptions options;
+  options.lock_wait = std::chrono::seconds(30);  // The retry waits for it.
+  DemoServer server(options);
+  {
+    TestClient gone(server.port());
+    gone.Write(Serialize(Post("/orders?delay_ms=200", kBody, "k-gone")));
+    ASSERT_TRUE(WaitFor([&] { return server.handler_runs() == 1; }));
+    gone.Close();
+  }
+  const Response retry =
+      SendOnce(server.port(), Post("/orders?delay_ms=200", kBody, "k-gone"));
+  EXPECT_EQ(retry.result_int(), 201u);
+  EXPECT_TRUE(IsReplay(retry));
+  EXPECT_EQ(server.handler_runs(), 1u);
+}
+
+TEST(ServerTest, GracefulShutdownFinishesRequestsInFlight) {
+  DemoServer server;
+  TestClient idle(server.port());
+  EXPECT_EQ(idle.Send(Get("/stats")).result_int(), 200u);
+
+  std::optional<Response> in_flight;
+  std::thread slow([&] {
+    in_flight = SendOnce(server.port(),
+                         Post("/orders?delay_ms=500", kBody, "k-shutdown"));
+  });
+  ASSERT_TRUE(WaitFor([&] { return server.handler_runs() == 1; }));
+  server.demo().Shutdown();
+  // The idle keep-alive connection is closed at once...
+  EXPECT_TRUE(idle.ReadsEof());
+  slow.join();
+  // ...and the request in flight is answered, with Connection: close.
+  ASSERT_TRUE(in_flight.has_value());
+  EXPECT_EQ(in_flight->result_int(), 201u);
+  EXPECT_FALSE(in_flight->keep_alive());
+  server.demo().Wait();
+  EXPECT_THROW(TestClient{server.port()}, boost::system::system_error);
+}
+
+TEST(ServerTest, UnknownPathsAndMethods) {
+  DemoServer server;
+  EXPECT_EQ(SendOnce(server.port(), Get("/nope")).result_int(), 404u);
+  const Response res = SendOnce(server.port(), Get("/orders"));
+  EXPECT_EQ(res.result_int(), 405u);
+  EXPECT_EQ(HeaderOf(res, "Allow"), "POST");
+}
+
+}  // namespace
+}  // namespace idem::testing
