@@ -55,8 +55,9 @@ def main():
           f"at {context.get('mhz_per_cpu')} MHz, load average "
           f"{context.get('load_avg')}")
     print()
-    print("| benchmark | store | threads | ns/op (median) | throughput/s | cv |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| benchmark | store | threads | ns/op (median) | throughput/s | cv "
+          "| allocs/op | notes |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     for (bench, arg, threads), r in sorted(rows.items()):
         store = arg or "-"
         if "items_per_second" in r:
@@ -64,8 +65,15 @@ def main():
         else:
             rate = human(r["bytes_per_second"]) + "B"
         cv = f"{100 * r['cv']:.1f}%" if "cv" in r else "-"
+        allocs = (f"{r['allocs_per_op']:.2f} ({r['alloc_bytes_per_op']:.0f} B)"
+                  if "allocs_per_op" in r else "-")
+        notes = ""
+        if "replayed" in r:
+            notes = (f"acquired {100 * r['acquired']:.2f}%, in_progress "
+                     f"{100 * r['in_progress']:.2f}%, replayed "
+                     f"{100 * r['replayed']:.2f}%")
         print(f"| {bench} | {store} | {threads} | {r['real_time']:.0f} | "
-              f"{rate} | {cv} |")
+              f"{rate} | {cv} | {allocs} | {notes} |")
 
     def get(bench, arg, threads, field):
         r = rows.get((bench, arg, threads))
