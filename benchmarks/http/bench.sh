@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# HTTP benchmark of idem-demo with the memory store against the same server
+# without idem (idem-demo --no-idem): wrk with fresh keys, with replays, and
+# the plain baseline, in one run, interleaved over several rounds. Prints a
+# Markdown table of requests/s and p50/p99 latency (medians over the rounds).
+#
+#   benchmarks/http/bench.sh [BUILD_DIR]   # default build/release
+#
+# Environment: ROUNDS (3), DURATION (10s), THREADS (2), CONNECTIONS (32),
+# SERVER_THREADS (idem-demo --threads, 2).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build/release}
+demo=$build/http_adapters/beast/idem-demo
+here=benchmarks/http
+rounds=${ROUNDS:-3}
+duration=${DURATION:-10s}
+threads=${THREADS:-2}
+connections=${CONNECTIONS:-32}
+server_threads=${SERVER_THREADS:-2}
+[[ -x $demo ]] || { echo "bench.sh: no $demo; build idem-demo first" >&2; exit 1; }
+command -v wrk >/dev/null || { echo "bench.sh: wrk is not installed" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+start() {  # name, flags... -> sets port_<name>
+  local name=$1; shift
+  "$demo" --listen 127.0.0.1:0 --threads "$server_threads" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  pids+=($!)
+  for _ in $(seq 500); do
+    grep -q '^listening on' "$tmp/$name.out" 2>/dev/null && break
+    sleep 0.01
+  done
+  local port
+  port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/$name.out")
+  [[ -n $port ]] || { cat "$tmp/$name.err"; exit 1; }
+  printf -v "port_$name" '%s' "$port"
+}
+
+start idem --store memory:
+start plain --no-idem
+key="bench-replay-$$"
+curl -fsS -o /dev/null -X POST "http://127.0.0.1:$port_idem/orders" \
+  -H "Idempotency-Key: $key" -H 'Content-Type: application/json' -d '{"item":"book","qty":1}'
+
+# wrk's latency distribution lines look like "     50%  412.00us".
+to_us() {  # "412.00us" | "1.20ms" | "1.00s" -> microseconds
+  awk -v v="$1" 'BEGIN {
+    n = v + 0
+    if (v ~ /us$/) print n; else if (v ~ /ms$/) print n * 1000;
+    else if (v ~ /s$/) print n * 1000000; else print n }'
+}
+run() {  # name, port, script, round
+  local out=$tmp/$1.$4.wrk
+  IDEM_BENCH_KEY=$key wrk -t"$threads" -c"$connections" -d"$duration" --latency \
+    -s "$here/$3" "http://127.0.0.1:$2" >"$out"
+  local rps p50 p99 errors
+  rps=$(awk '/^Requests\/sec:/ {print $2}' "$out")
+  p50=$(to_us "$(awk '$1 == "50%" {print $2}' "$out")")
+  p99=$(to_us "$(awk '$1 == "99%" {print $2}' "$out")")
+  errors=$(awk '/Non-2xx or 3xx responses:/ {print $5}' "$out")
+  echo "$1 $rps $p50 $p99 ${errors:-0}" >>"$tmp/results"
+}
+
+for round in $(seq "$rounds"); do
+  run plain "$port_plain" fresh_keys.lua "$round"
+  run fresh "$port_idem" fresh_keys.lua "$round"
+  run replay "$port_idem" replays.lua "$round"
+done
+
+median() {  # name, column
+  awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$tmp/results" | sort -g |
+    awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'
+}
+plain_rps=$(median plain 2)
+plain_p99=$(median plain 4)
+echo "| load | requests/s | p50 (ms) | p99 (ms) | vs plain (req/s) | p99 vs plain | non-2xx |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+for name in plain fresh replay; do
+  rps=$(median "$name" 2); p50=$(median "$name" 3); p99=$(median "$name" 4)
+  errors=$(awk -v n="$name" '$1 == n {s += $5} END {print s + 0}' "$tmp/results")
+  awk -v n="$name" -v r="$rps" -v a="$p50" -v b="$p99" -v pr="$plain_rps" -v pp="$plain_p99" -v e="$errors" \
+    'BEGIN { printf "| %s | %.0f | %.2f | %.2f | %.0f%% | %.2fx | %d |\n", n, r, a / 1000, b / 1000, 100 * r / pr, b / pp, e }'
+done
+echo
+echo "wrk -t$threads -c$connections -d$duration --latency, $rounds rounds (medians), idem-demo --threads $server_threads, $(nproc) cores"
+echo "raw:"
+sort "$tmp/results" | sed 's/^/  /'
