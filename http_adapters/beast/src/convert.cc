@@ -21,6 +21,24 @@ idem::Response FromBeast(const Response& response) {
   return out;
 }
 
+idem::Response FromBeast(const Response& response,
+                         const std::vector<std::string>& headers) {
+  idem::Response out;
+  out.status = static_cast<int>(response.result_int());
+  for (const auto& field : response) {
+    const std::string_view name = ToStd(field.name_string());
+    for (const std::string& wanted : headers) {
+      if (HeaderNameEquals(name, wanted)) {
+        out.headers.emplace_back(std::string(name),
+                                 std::string(ToStd(field.value())));
+        break;
+      }
+    }
+  }
+  out.body = response.body();
+  return out;
+}
+
 Response ToBeast(const idem::Response& response, unsigned version,
                  bool keep_alive) {
   Response out;

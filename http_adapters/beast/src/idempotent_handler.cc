@@ -131,13 +131,8 @@ Response IdempotentHandler::TooLarge(const RequestHeader& header) {
   return std::move(*response);
 }
 
-asio::awaitable<Response> IdempotentHandler::operator()(Request request) {
-  const Route* route = routes_.Match(request.method(), ToStd(request.target()));
-  if (route == nullptr) {
-    if (handler_.synchronous()) co_return handler_.CallSync(std::move(request));
-    co_return co_await handler_(std::move(request));
-  }
-
+asio::awaitable<Response> IdempotentHandler::HandleProtected(const Route& route,
+                                                             Request request) {
   const unsigned version = request.version();
   const bool keep_alive = request.keep_alive();
   Decision d;
@@ -151,7 +146,12 @@ asio::awaitable<Response> IdempotentHandler::operator()(Request request) {
     view.headers = headers;
     view.body = request.body();
     if (scope) view.scope = *scope;
-    d = co_await StoreCall([&] { return guard_->Begin(view, route->options); });
+    auto begin = [&] { return guard_->Begin(view, route.options); };
+    if (pool_) {
+      d = co_await OnPool(begin);
+    } else {
+      d = begin();
+    }
   }
 
   if (d.action == Action::kWait) {
@@ -161,7 +161,12 @@ asio::awaitable<Response> IdempotentHandler::operator()(Request request) {
       timer.expires_after(
           std::chrono::duration_cast<asio::steady_timer::duration>(d.retry_in));
       co_await timer.async_wait(asio::use_awaitable);
-      d = co_await StoreCall([&] { return guard_->Resume(std::move(d)); });
+      auto resume = [&] { return guard_->Resume(std::move(d)); };
+      if (pool_) {
+        d = co_await OnPool(resume);
+      } else {
+        d = resume();
+      }
     }
   }
 
@@ -186,19 +191,31 @@ asio::awaitable<Response> IdempotentHandler::operator()(Request request) {
     // Released here rather than by the ClaimHandle's destructor so that the
     // store call happens off the I/O thread; then the server's own error
     // handling gets the exception.
-    co_await StoreCall([&] {
+    auto abandon = [&] {
       d.claim.Abandon();
       return true;
-    });
+    };
+    if (pool_) {
+      co_await OnPool(abandon);
+    } else {
+      abandon();
+    }
     std::rethrow_exception(error);
   }
   if (!response.has_content_length() && !response.chunked()) {
     response.prepare_payload();
   }
   // Stored before it is returned: a client that disconnects after this point
-  // gets the replay when it retries.
-  const idem::Response stored = FromBeast(response);
-  co_await StoreCall([&] { return d.claim.Finish(stored); });
+  // gets the replay when it retries. Only the headers the route stores are
+  // copied.
+  const idem::Response stored =
+      FromBeast(response, route.options->stored_headers);
+  auto finish = [&] { return d.claim.Finish(stored); };
+  if (pool_) {
+    co_await OnPool(finish);
+  } else {
+    finish();
+  }
   co_return response;
 }
 

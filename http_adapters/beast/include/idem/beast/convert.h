@@ -6,6 +6,7 @@
 #define IDEM_BEAST_CONVERT_H_
 
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,6 +26,9 @@ std::vector<HeaderView> HeaderViews(const RequestHeader& header);
 
 // The handler's response as idem stores it: status, every header, body.
 idem::Response FromBeast(const Response& response);
+// The same with only the headers named in `headers` (case-insensitive).
+idem::Response FromBeast(const Response& response,
+                         const std::vector<std::string>& headers);
 
 // An idem response (a problem or a replay) as a Beast message for a request
 // of HTTP `version` (11 for 1.1) and keep-alive wish, with Content-Length

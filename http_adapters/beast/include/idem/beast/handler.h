@@ -150,16 +150,19 @@ class Handler {
   explicit operator bool() const { return sync_ || async_; }
   bool synchronous() const { return static_cast<bool>(sync_); }
 
-  // Runs the handler; a synchronous one runs inline.
+  // Runs the handler; a synchronous one runs inline. Not a coroutine itself,
+  // so an asynchronous handler costs no extra frame.
   asio::awaitable<Response> operator()(Request req) const {
-    if (sync_) co_return sync_(std::move(req));
-    co_return co_await async_(std::move(req));
+    if (sync_) return RunSync(&sync_, std::move(req));
+    return async_(std::move(req));
   }
 
-  // Only for synchronous handlers: runs it without a coroutine frame.
-  Response CallSync(Request req) const { return sync_(std::move(req)); }
-
  private:
+  static asio::awaitable<Response> RunSync(
+      const std::function<Response(Request&&)>* fn, Request req) {
+    co_return (*fn)(std::move(req));
+  }
+
   template <typename Fn>
   static asio::awaitable<Response> CallCompletionForm(std::shared_ptr<Fn> fn,
                                                       Request req) {

@@ -131,8 +131,14 @@ class IdempotentHandler {
   Response TooLarge(const RequestHeader& header);
 
   // Handles one request: for coroutine sessions. Must be awaited on the
-  // connection's executor (strand); resumes there.
-  asio::awaitable<Response> operator()(Request request);
+  // connection's executor (strand); resumes there. A request to a route that
+  // is not protected is the handler's own awaitable, with nothing added.
+  asio::awaitable<Response> operator()(Request request) {
+    const Route* route = routes_.Match(
+        request.method(), {request.target().data(), request.target().size()});
+    if (route == nullptr) return handler_(std::move(request));
+    return HandleProtected(*route, std::move(request));
+  }
 
   // Handles one request for callback sessions: calls
   // `token(std::exception_ptr, Response)` on `executor` (any completion token
@@ -158,16 +164,19 @@ class IdempotentHandler {
   // fingerprinted (and a larger body rejected).
   bool BodyIsBounded(const Route& route, const RequestHeader& header) const;
 
-  // Runs `fn` (a store call) on the pool, or inline, and resumes on the
-  // caller's executor.
+  asio::awaitable<Response> HandleProtected(const Route& route,
+                                            Request request);
+
+  // Runs `fn` (a store call) on the pool and resumes on the caller's
+  // executor. Callers run `fn` inline instead when there is no pool: a
+  // coroutine frame per store call would be pure overhead there.
   template <typename Fn>
-  asio::awaitable<std::invoke_result_t<Fn&>> StoreCall(Fn fn) {
-    if (!pool_) co_return fn();
+  asio::awaitable<std::invoke_result_t<Fn&>> OnPool(Fn fn) {
     co_return co_await asio::co_spawn(pool_->get_executor(), RunOnPool(&fn),
                                       asio::use_awaitable);
   }
   // A coroutine function, not a lambda: GCC 12 mishandles captures of
-  // coroutine lambdas. `fn` lives in the awaiting StoreCall frame.
+  // coroutine lambdas. `fn` lives in the awaiting OnPool frame.
   template <typename Fn>
   static asio::awaitable<std::invoke_result_t<Fn&>> RunOnPool(Fn* fn) {
     co_return (*fn)();
