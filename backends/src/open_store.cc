@@ -5,6 +5,9 @@
 #ifdef IDEM_HAVE_MEMORY
 #include "idem/memory_store.h"
 #endif
+#ifdef IDEM_HAVE_ROCKSDB
+#include "idem/rocksdb_store.h"
+#endif
 
 namespace idem {
 namespace {
@@ -22,6 +25,9 @@ struct Backend {
 constexpr Backend kBackends[] = {
 #ifdef IDEM_HAVE_MEMORY
     {"memory", &MemoryStore::OpenFromUri},
+#endif
+#ifdef IDEM_HAVE_ROCKSDB
+    {"rocksdb", &RocksdbStore::OpenFromUri},
 #endif
     {nullptr, nullptr},
 };

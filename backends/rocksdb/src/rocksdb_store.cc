@@ -1,0 +1,577 @@
+// The RocksDB store; see rocksdb_store.h for its contract.
+//
+// One column family holds the records, key = the 32-byte record id, value =
+// EncodeRecord(record). A read-modify-write holds the id's stripe mutex
+// around a Get and a Put/Delete; reads that only look (Inspect, the purge
+// scan) take no lock, because a single Get already returns one whole value.
+
+#include "idem/rocksdb_store.h"
+
+#include <rocksdb/compaction_filter.h>
+#include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+#include <rocksdb/slice.h>
+#include <rocksdb/status.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <new>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "idem/record_codec.h"
+#include "idem/token.h"
+
+namespace idem {
+namespace {
+
+// Enough stripes that unrelated ids rarely share one at any realistic thread
+// count; each is a cache line, so the table costs 64 KiB per store.
+constexpr std::size_t kStripes = 1024;
+// Records PurgeExpired deletes per WriteBatch (and stripes it holds at once).
+constexpr std::size_t kPurgeBatch = 256;
+
+// The fixed header of the record codec, version 1 (record_codec.h): the
+// compaction filter and the purge scan read expires_at from it without
+// decoding (or checksumming) the rest of the value.
+constexpr std::size_t kExpiresAtOffset = 59;
+constexpr std::size_t kMinEncodedSize = 71;
+
+std::int64_t Ns(TimePoint t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             t.time_since_epoch())
+      .count();
+}
+
+// expires_at (ns) of an encoded record, or nullopt when the value is not a
+// version-1 record (those are left alone: Claim and Inspect report them).
+std::optional<std::int64_t> PeekExpiresAtNs(std::string_view value) {
+  if (value.size() < kMinEncodedSize ||
+      static_cast<std::uint8_t>(value[0]) != kRecordCodecMagic ||
+      static_cast<std::uint8_t>(value[1]) != kRecordCodecVersion) {
+    return std::nullopt;
+  }
+  std::uint64_t u = 0;
+  for (std::size_t i = 0; i < 8; ++i) {
+    u |= std::uint64_t{static_cast<std::uint8_t>(value[kExpiresAtOffset + i])}
+         << (8 * i);
+  }
+  return static_cast<std::int64_t>(u);
+}
+
+// now + d for d > 0, saturating instead of overflowing.
+TimePoint AddSaturated(TimePoint now, Duration d) {
+  if (now.time_since_epoch() > Duration::max() - d) return TimePoint::max();
+  return now + d;
+}
+
+rocksdb::Slice KeyOf(const RecordId& id) {
+  return rocksdb::Slice(reinterpret_cast<const char*>(id.bytes.data()),
+                        RecordId::kSize);
+}
+
+std::string_view View(const rocksdb::Slice& s) {
+  return std::string_view(s.data(), s.size());
+}
+
+std::string Prefix(const std::string& path) {
+  return "rocksdb store '" + path + "': ";
+}
+
+Error StatusError(const std::string& path, std::string_view what,
+                  const rocksdb::Status& s) {
+  ErrorCode code = ErrorCode::kInternal;
+  if (s.IsCorruption()) {
+    code = ErrorCode::kDataLoss;
+  } else if (s.IsIOError() || s.IsBusy() || s.IsTimedOut() || s.IsTryAgain()) {
+    code = ErrorCode::kUnavailable;
+  }
+  return Error(code, Prefix(path) + std::string(what) + ": " + s.ToString());
+}
+
+tl::unexpected<Error> Unexpected(Error e) {
+  return tl::unexpected<Error>(std::move(e));
+}
+
+// Runs `fn` and turns any exception into an error: nothing thrown by
+// RocksDB or the standard library crosses the public API.
+template <typename Fn>
+auto Boundary(const std::string& path, std::string_view op, Fn&& fn)
+    -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return MakeError(ErrorCode::kResourceExhausted,
+                     Prefix(path) + std::string(op) + ": out of memory");
+  } catch (const std::exception& e) {
+    return MakeError(ErrorCode::kInternal, Prefix(path) + std::string(op) +
+                                               ": exception: " + e.what());
+  } catch (...) {
+    return MakeError(ErrorCode::kInternal,
+                     Prefix(path) + std::string(op) + ": unknown exception");
+  }
+}
+
+// Drops records whose expires_at has passed by the store's clock. Values
+// that are not version-1 records are kept, so that corruption stays visible
+// as kDataLoss instead of silently becoming a missing record.
+class ExpiryFilter final : public rocksdb::CompactionFilter {
+ public:
+  explicit ExpiryFilter(std::shared_ptr<Clock> clock)
+      : clock_(std::move(clock)) {}
+
+  bool Filter(int /*level*/, const rocksdb::Slice& /*key*/,
+              const rocksdb::Slice& value, std::string* /*new_value*/,
+              bool* /*value_changed*/) const override {
+    const std::optional<std::int64_t> expires_at = PeekExpiresAtNs(View(value));
+    return expires_at.has_value() && *expires_at <= Ns(clock_->Now());
+  }
+
+  const char* Name() const override { return "idem.ExpiryFilter"; }
+
+ private:
+  const std::shared_ptr<Clock> clock_;
+};
+
+// What a read-modify-write decided to write.
+struct Write {
+  enum class Kind { kNone, kPut, kDelete };
+  Kind kind = Kind::kNone;
+  std::string value;
+};
+
+}  // namespace
+
+struct RocksdbStore::Impl {
+  struct alignas(64) Stripe {
+    std::mutex mu;
+  };
+
+  std::string path;
+  std::shared_ptr<Clock> clock;
+  // Referenced by the column family options: must outlive `db`.
+  std::unique_ptr<ExpiryFilter> filter;
+  rocksdb::DB* db = nullptr;
+  rocksdb::ColumnFamilyHandle* default_cf = nullptr;
+  rocksdb::ColumnFamilyHandle* cf = nullptr;
+  rocksdb::WriteOptions write_options;
+  rocksdb::ReadOptions read_options;
+  std::unique_ptr<Stripe[]> stripes{new Stripe[kStripes]};
+
+  std::mutex purge_mu;
+  // The key the next PurgeExpired scan starts at ("" = the first key).
+  std::string purge_cursor;
+
+  ~Impl() { Close(); }
+
+  void Close() {
+    if (db == nullptr) return;
+    if (cf != nullptr) {
+      // A clean shutdown leaves the records in a table file, so the next
+      // open replays no log. On failure the WAL still has every write.
+      rocksdb::FlushOptions flush;
+      flush.wait = true;
+      (void)db->Flush(flush, cf);
+      (void)db->DestroyColumnFamilyHandle(cf);
+      cf = nullptr;
+    }
+    if (default_cf != nullptr) {
+      (void)db->DestroyColumnFamilyHandle(default_cf);
+      default_cf = nullptr;
+    }
+    (void)db->Close();
+    delete db;
+    db = nullptr;
+  }
+
+  Stripe& StripeFor(const RecordId& id) {
+    return stripes[id.Prefix64() % kStripes];
+  }
+
+  Error DataLoss(const RecordId& id, const Error& decode) const {
+    return Error(ErrorCode::kDataLoss,
+                 Prefix(path) + "record " + id.ToHex() +
+                     " does not decode: " + decode.message());
+  }
+
+  // Reads the value of `id`, lets `decide` compute the result and the write,
+  // and applies the write, all while no other read-modify-write of `id` can
+  // run. `decide` gets the current value (nullopt when there is none).
+  template <typename T, typename Fn>
+  Result<T> Update(const RecordId& id, std::string_view op, Fn&& decide) {
+    const rocksdb::Slice key = KeyOf(id);
+    std::lock_guard<std::mutex> lock(StripeFor(id).mu);
+    rocksdb::PinnableSlice value;
+    rocksdb::Status s = db->Get(read_options, cf, key, &value);
+    std::optional<std::string_view> current;
+    if (s.ok()) {
+      current = View(value);
+    } else if (!s.IsNotFound()) {
+      return Unexpected(StatusError(path, op, s));
+    }
+    Write write;
+    Result<T> result = decide(current, write);
+    if (!result) return result;
+    if (write.kind == Write::Kind::kNone) return result;
+    s = write.kind == Write::Kind::kPut
+            ? db->Put(write_options, cf, key, write.value)
+            : db->Delete(write_options, cf, key);
+    if (!s.ok()) return Unexpected(StatusError(path, op, s));
+    return result;
+  }
+
+  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
+                            TimePoint now, Duration ttl,
+                            Duration lock_timeout) {
+    auto decide = [&](std::optional<std::string_view> current,
+                      Write& write) -> Result<ClaimResult> {
+      ClaimResult result;
+      bool live = false;
+      if (current.has_value()) {
+        Result<Record> old = DecodeRecord(*current);
+        if (!old) return Unexpected(DataLoss(id, old.error()));
+        if (!old->Expired(now)) {
+          live = true;
+          if (old->fingerprint != fp) {
+            result.outcome = ClaimOutcome::kMismatch;
+            return result;
+          }
+          if (old->state == RecordState::kCompleted) {
+            result.outcome = ClaimOutcome::kCompleted;
+            result.response = std::move(old->response);
+            return result;
+          }
+          if (old->locked_until > now) {
+            result.outcome = ClaimOutcome::kInProgress;
+            result.locked_until = old->locked_until;
+            return result;
+          }
+          // In progress with its lock timed out: taken over below.
+        }
+      }
+      Record fresh;
+      fresh.state = RecordState::kInProgress;
+      fresh.fingerprint = fp;
+      fresh.token = NewToken();
+      fresh.expires_at = AddSaturated(now, ttl);
+      fresh.locked_until =
+          std::min(AddSaturated(now, lock_timeout), fresh.expires_at);
+      write.kind = Write::Kind::kPut;
+      write.value = EncodeRecord(fresh);
+      result.outcome = ClaimOutcome::kAcquired;
+      result.token = fresh.token;
+      result.takeover = live;
+      result.locked_until = fresh.locked_until;
+      return result;
+    };
+    return Update<ClaimResult>(id, "claim", decide);
+  }
+
+  Result<bool> Complete(const RecordId& id, const Token& token,
+                        const Response& response) {
+    auto decide = [&](std::optional<std::string_view> current,
+                      Write& write) -> Result<bool> {
+      if (!current.has_value()) return false;
+      Result<Record> old = DecodeRecord(*current);
+      if (!old) return Unexpected(DataLoss(id, old.error()));
+      if (old->state != RecordState::kInProgress || old->token != token) {
+        return false;
+      }
+      old->state = RecordState::kCompleted;
+      // Non-owning: the caller's response outlives the encoding below.
+      old->response = std::shared_ptr<const Response>(
+          std::shared_ptr<const Response>(), &response);
+      write.kind = Write::Kind::kPut;
+      write.value = EncodeRecord(*old);
+      return true;
+    };
+    return Update<bool>(id, "complete", decide);
+  }
+
+  Result<bool> Release(const RecordId& id, const Token& token) {
+    auto decide = [&](std::optional<std::string_view> current,
+                      Write& write) -> Result<bool> {
+      if (!current.has_value()) return false;
+      Result<Record> old = DecodeRecord(*current);
+      if (!old) return Unexpected(DataLoss(id, old.error()));
+      if (old->state != RecordState::kInProgress || old->token != token) {
+        return false;
+      }
+      write.kind = Write::Kind::kDelete;
+      return true;
+    };
+    return Update<bool>(id, "release", decide);
+  }
+
+  Result<std::optional<Record>> Inspect(const RecordId& id, TimePoint now) {
+    rocksdb::PinnableSlice value;
+    const rocksdb::Status s = db->Get(read_options, cf, KeyOf(id), &value);
+    if (s.IsNotFound()) return std::optional<Record>();
+    if (!s.ok()) return Unexpected(StatusError(path, "inspect", s));
+    Result<Record> record = DecodeRecord(View(value));
+    if (!record) return Unexpected(DataLoss(id, record.error()));
+    if (record->Expired(now)) return std::optional<Record>();
+    return std::optional<Record>(std::move(*record));
+  }
+
+  // Deletes those of `keys` that are still expired at `now_ns`, holding
+  // their stripes (in ascending order, so two batches never deadlock, and
+  // single-id calls hold one stripe only) until the batch is written.
+  Result<std::size_t> DeleteExpired(const std::vector<std::string>& keys,
+                                    std::int64_t now_ns) {
+    std::vector<std::size_t> indexes;
+    indexes.reserve(keys.size());
+    for (const std::string& key : keys) {
+      RecordId id;
+      id.Assign(key);
+      indexes.push_back(id.Prefix64() % kStripes);
+    }
+    std::sort(indexes.begin(), indexes.end());
+    indexes.erase(std::unique(indexes.begin(), indexes.end()), indexes.end());
+    std::vector<std::unique_lock<std::mutex>> locks;
+    locks.reserve(indexes.size());
+    for (std::size_t i : indexes) locks.emplace_back(stripes[i].mu);
+
+    rocksdb::WriteBatch batch;
+    std::size_t n = 0;
+    for (const std::string& key : keys) {
+      rocksdb::PinnableSlice value;
+      const rocksdb::Status s = db->Get(read_options, cf, key, &value);
+      if (s.IsNotFound()) continue;
+      if (!s.ok()) return Unexpected(StatusError(path, "purge", s));
+      const auto expires_at = PeekExpiresAtNs(View(value));
+      if (!expires_at.has_value() || *expires_at > now_ns) continue;
+      const rocksdb::Status d = batch.Delete(cf, key);
+      if (!d.ok()) return Unexpected(StatusError(path, "purge", d));
+      ++n;
+    }
+    if (n == 0) return n;
+    const rocksdb::Status s = db->Write(write_options, &batch);
+    if (!s.ok()) return Unexpected(StatusError(path, "purge", s));
+    return n;
+  }
+
+  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) {
+    if (limit == 0) return std::size_t{0};
+    std::lock_guard<std::mutex> purge_lock(purge_mu);
+    const std::int64_t now_ns = Ns(now);
+    rocksdb::ReadOptions scan_options;
+    scan_options.fill_cache = false;  // A full scan would evict hot records.
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(scan_options, cf));
+    const std::string start = purge_cursor;
+    bool wrapped = start.empty();  // From the first key: one pass is all.
+    it->Seek(start);
+    std::size_t deleted = 0;
+    std::vector<std::string> batch;
+    while (deleted < limit) {
+      if (!it->Valid()) {
+        if (!it->status().ok()) {
+          return Unexpected(StatusError(path, "purge scan", it->status()));
+        }
+        if (wrapped) break;
+        wrapped = true;
+        it->SeekToFirst();
+        continue;
+      }
+      if (wrapped && !start.empty() && View(it->key()) >= start) break;
+      const auto expires_at = PeekExpiresAtNs(View(it->value()));
+      if (expires_at.has_value() && *expires_at <= now_ns) {
+        batch.emplace_back(View(it->key()));
+      }
+      it->Next();
+      if (batch.size() >= std::min(kPurgeBatch, limit - deleted)) {
+        Result<std::size_t> n = DeleteExpired(batch, now_ns);
+        if (!n) return n;
+        deleted += *n;
+        batch.clear();
+      }
+    }
+    if (!batch.empty()) {
+      Result<std::size_t> n = DeleteExpired(batch, now_ns);
+      if (!n) return n;
+      deleted += *n;
+    }
+    // Resume after the last key examined; from the start after a full pass.
+    if (deleted >= limit && it->Valid()) {
+      purge_cursor.assign(it->key().data(), it->key().size());
+    } else {
+      purge_cursor.clear();
+    }
+    return deleted;
+  }
+};
+
+RocksdbStore::RocksdbStore(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+RocksdbStore::~RocksdbStore() {
+  try {
+    impl_.reset();
+  } catch (...) {
+    // Nothing to report to: the WAL is replayed on the next open.
+  }
+}
+
+Result<std::unique_ptr<RocksdbStore>> RocksdbStore::Open(
+    const RocksdbStoreOptions& options, const StoreOptions& store_options) {
+  if (options.path.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "rocksdb store: the database directory path is empty");
+  }
+  const std::string& path = options.path;
+  return Boundary(path, "open", [&]() -> Result<std::unique_ptr<RocksdbStore>> {
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec) &&
+        !std::filesystem::is_directory(path, ec)) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       Prefix(path) + "exists and is not a directory");
+    }
+    std::filesystem::create_directories(path, ec);
+    if (ec) {
+      return MakeError(
+          ErrorCode::kUnavailable,
+          Prefix(path) + "cannot create the directory: " + ec.message());
+    }
+
+    auto impl = std::make_unique<Impl>();
+    impl->path = path;
+    impl->clock =
+        store_options.clock ? store_options.clock : SystemClock::Instance();
+    impl->filter = std::make_unique<ExpiryFilter>(impl->clock);
+    impl->write_options.sync = options.sync;
+
+    rocksdb::DBOptions db_options;
+    db_options.create_if_missing = true;
+    db_options.create_missing_column_families = true;
+    // RocksDB's own info LOG: keep a few, not one per open forever.
+    db_options.keep_log_file_num = 4;
+    db_options.max_background_jobs = 2;
+
+    rocksdb::ColumnFamilyOptions cf_options;
+    cf_options.compaction_filter = impl->filter.get();
+    rocksdb::BlockBasedTableOptions table;
+    // Most claims are for new ids: a bloom filter answers "absent"
+    // without reading a data block.
+    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+    cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+
+    const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+        {kColumnFamily, cf_options}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    const rocksdb::Status s =
+        rocksdb::DB::Open(db_options, path, families, &handles, &impl->db);
+    if (!s.ok()) {
+      if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+        return MakeError(
+            ErrorCode::kUnavailable,
+            Prefix(path) +
+                "in use: another process, or another store in this "
+                "process, holds its LOCK file (" +
+                s.ToString() + ")");
+      }
+      return Unexpected(StatusError(path, "open", s));
+    }
+    impl->default_cf = handles[0];
+    impl->cf = handles[1];
+    return std::unique_ptr<RocksdbStore>(new RocksdbStore(std::move(impl)));
+  });
+}
+
+Result<std::unique_ptr<Store>> RocksdbStore::OpenFromUri(
+    StoreUri& uri, const StoreOptions& options) {
+  if (uri.scheme() != "rocksdb") {
+    return tl::unexpected(
+        uri.InvalidArgument("scheme '" + uri.scheme() + "' is not rocksdb"));
+  }
+  if (!uri.user().empty() || !uri.password().empty() || !uri.host().empty() ||
+      !uri.port().empty()) {
+    return tl::unexpected(uri.InvalidArgument(
+        "unexpected host (the rocksdb store takes a directory: "
+        "rocksdb:/path/dir)"));
+  }
+  if (uri.path().empty()) {
+    return tl::unexpected(uri.InvalidArgument(
+        "missing the database directory (rocksdb:/path/dir)"));
+  }
+  auto sync = uri.TakeBool("sync");
+  if (!sync) return tl::unexpected(sync.error());
+  if (Status unknown = uri.RejectUnknown(); !unknown) {
+    return tl::unexpected(unknown.error());
+  }
+  RocksdbStoreOptions rocksdb_options;
+  rocksdb_options.path = uri.path();
+  rocksdb_options.sync = sync->value_or(false);
+  auto store = Open(rocksdb_options, options);
+  if (!store) return tl::unexpected(store.error());
+  return std::unique_ptr<Store>(std::move(*store));
+}
+
+Result<ClaimResult> RocksdbStore::Claim(const RecordId& id,
+                                        const Fingerprint& fp, TimePoint now,
+                                        Duration ttl, Duration lock_timeout) {
+  if (ttl <= Duration::zero() || lock_timeout <= Duration::zero()) {
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        Prefix(impl_->path) + "ttl and lock_timeout must be positive");
+  }
+  return Boundary(impl_->path, "claim",
+                  [&] { return impl_->Claim(id, fp, now, ttl, lock_timeout); });
+}
+
+Result<bool> RocksdbStore::Complete(const RecordId& id, const Token& token,
+                                    const Response& response) {
+  return Boundary(impl_->path, "complete",
+                  [&] { return impl_->Complete(id, token, response); });
+}
+
+Result<bool> RocksdbStore::Release(const RecordId& id, const Token& token) {
+  return Boundary(impl_->path, "release",
+                  [&] { return impl_->Release(id, token); });
+}
+
+Result<std::optional<Record>> RocksdbStore::Inspect(const RecordId& id,
+                                                    TimePoint now) {
+  return Boundary(impl_->path, "inspect",
+                  [&] { return impl_->Inspect(id, now); });
+}
+
+Result<std::size_t> RocksdbStore::PurgeExpired(TimePoint now,
+                                               std::size_t limit) {
+  return Boundary(impl_->path, "purge",
+                  [&] { return impl_->PurgeExpired(now, limit); });
+}
+
+StoreInfo RocksdbStore::Info() const {
+  return StoreInfo{
+      .name = "rocksdb", .durable = true, .shared_across_processes = false};
+}
+
+Status RocksdbStore::Compact() {
+  return Boundary(impl_->path, "compact", [&]() -> Status {
+    rocksdb::CompactRangeOptions compact;
+    // Rewrite every file, the last level too, so the filter sees every
+    // record.
+    compact.bottommost_level_compaction =
+        rocksdb::BottommostLevelCompaction::kForce;
+    const rocksdb::Status s =
+        impl_->db->CompactRange(compact, impl_->cf, nullptr, nullptr);
+    if (!s.ok()) return Unexpected(StatusError(impl_->path, "compact", s));
+    return {};
+  });
+}
+
+const std::string& RocksdbStore::path() const { return impl_->path; }
+
+}  // namespace idem

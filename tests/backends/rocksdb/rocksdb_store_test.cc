@@ -1,0 +1,561 @@
+// RocksDB-store-only tests: what the contract suite cannot see from the
+// Store interface. Records survive reopening; corrupted values are kDataLoss;
+// the compaction filter really drops expired records from the files; a held
+// directory is kUnavailable (also when another process holds it); URI
+// parameters; the client key never reaches the files.
+//
+// The tests look at the files through RocksDB itself (a raw DB opened on the
+// store's directory after the store is closed), never through the store.
+// No test reads the real clock or sleeps for timing.
+
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "idem/clock.h"
+#include "idem/guard.h"
+#include "idem/open_store.h"
+#include "idem/record_codec.h"
+#include "idem/rocksdb_store.h"
+#include "idem/store.h"
+#include "idem/store_uri.h"
+
+extern char** environ;
+
+namespace idem {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+constexpr TimePoint kT0{hours(24 * 365 * 50)};
+constexpr Duration kTtl = hours(24);
+constexpr Duration kLock = seconds(60);
+
+// The helper test below runs in a child process when this is set: it opens
+// the store at the directory named here and holds it until its stdin closes.
+constexpr char kHoldEnv[] = "IDEM_ROCKSDB_TEST_HOLD_DIR";
+constexpr char kHeldLine[] = "idem-rocksdb-test: held";
+
+std::uint64_t SplitMix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+template <typename IdType>
+IdType MakeBytes(std::uint64_t n, std::uint64_t salt) {
+  IdType out;
+  std::uint64_t state = n * 2654435761u + salt;
+  for (std::size_t i = 0; i < IdType::kSize; i += 8) {
+    const std::uint64_t v = SplitMix64(state);
+    std::memcpy(out.bytes.data() + i, &v, 8);
+  }
+  return out;
+}
+
+RecordId Id(std::uint64_t n) { return MakeBytes<RecordId>(n, 1); }
+Fingerprint Fp(std::uint64_t n) { return MakeBytes<Fingerprint>(n, 2); }
+
+Response SomeResponse() {
+  return Response{.status = 201,
+                  .headers = {{"Content-Type", "application/json"},
+                              {"Location", "/orders/7"}},
+                  .body = std::string("{\"id\":7}\0\xff", 10)};
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "idem-rocksdb-XXXXXX")
+            .string();
+    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+class RocksdbStoreTest : public ::testing::Test {
+ protected:
+  RocksdbStoreTest() : clock_(std::make_shared<ManualClock>(kT0)) {}
+
+  std::string DbPath() const { return (dir_.path() / "db").string(); }
+
+  std::unique_ptr<RocksdbStore> OpenStore(bool sync = false) {
+    StoreOptions options;
+    options.clock = clock_;
+    auto store = RocksdbStore::Open({.path = DbPath(), .sync = sync}, options);
+    EXPECT_TRUE(store.has_value()) << store.error().ToString();
+    return store ? std::move(*store) : nullptr;
+  }
+
+  // The store must be closed: RocksDB allows one open DB per directory.
+  // Runs `fn` on a raw DB with both column families open.
+  template <typename Fn>
+  void WithRawDb(Fn&& fn) {
+    rocksdb::DBOptions options;
+    const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+        {RocksdbStore::kColumnFamily, rocksdb::ColumnFamilyOptions()}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    const rocksdb::Status s =
+        rocksdb::DB::Open(options, DbPath(), families, &handles, &raw);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    fn(*raw, handles[1]);
+    for (auto* h : handles) ASSERT_TRUE(raw->DestroyColumnFamilyHandle(h).ok());
+    ASSERT_TRUE(raw->Close().ok());
+    delete raw;
+  }
+
+  std::size_t CountKeys() {
+    std::size_t n = 0;
+    WithRawDb([&](rocksdb::DB& db, rocksdb::ColumnFamilyHandle* cf) {
+      std::unique_ptr<rocksdb::Iterator> it(
+          db.NewIterator(rocksdb::ReadOptions(), cf));
+      for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
+      EXPECT_TRUE(it->status().ok()) << it->status().ToString();
+    });
+    return n;
+  }
+
+  TempDir dir_;
+  std::shared_ptr<ManualClock> clock_;
+};
+
+TEST_F(RocksdbStoreTest, ReopeningKeepsInProgressAndCompletedRecords) {
+  Token pending_token, done_token;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    auto pending = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+    ASSERT_TRUE(pending.has_value());
+    pending_token = pending->token;
+    auto done = store->Claim(Id(2), Fp(2), kT0, kTtl, kLock);
+    ASSERT_TRUE(done.has_value());
+    done_token = done->token;
+    ASSERT_EQ(store->Complete(Id(2), done_token, SomeResponse()), true);
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+
+  auto pending = store->Inspect(Id(1), kT0);
+  ASSERT_TRUE(pending.has_value()) << pending.error().ToString();
+  ASSERT_TRUE(pending->has_value());
+  EXPECT_EQ((*pending)->state, RecordState::kInProgress);
+  EXPECT_EQ((*pending)->token, pending_token);
+  EXPECT_EQ((*pending)->locked_until, kT0 + kLock);
+  EXPECT_EQ((*pending)->expires_at, kT0 + kTtl);
+
+  auto busy = store->Claim(Id(1), Fp(1), kT0 + seconds(1), kTtl, kLock);
+  ASSERT_TRUE(busy.has_value());
+  EXPECT_EQ(busy->outcome, ClaimOutcome::kInProgress);
+
+  auto replay = store->Claim(Id(2), Fp(2), kT0 + seconds(1), kTtl, kLock);
+  ASSERT_TRUE(replay.has_value());
+  ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+  ASSERT_NE(replay->response, nullptr);
+  EXPECT_EQ(*replay->response, SomeResponse());
+
+  // The token of the claim from before the restart still completes it.
+  EXPECT_EQ(store->Complete(Id(1), pending_token, SomeResponse()), true);
+}
+
+TEST_F(RocksdbStoreTest, WritesWithSyncSurviveReopening) {
+  {
+    auto store = OpenStore(/*sync=*/true);
+    ASSERT_NE(store, nullptr);
+    auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+    ASSERT_TRUE(claim.has_value());
+    ASSERT_EQ(store->Complete(Id(1), claim->token, SomeResponse()), true);
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto replay = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(replay.has_value());
+  EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+}
+
+TEST_F(RocksdbStoreTest, CorruptedValuesAreDataLossNotMisses) {
+  Token token;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    for (int i = 1; i <= 3; ++i) {
+      auto claim = store->Claim(Id(i), Fp(1), kT0, kTtl, kLock);
+      ASSERT_TRUE(claim.has_value());
+      if (i == 1) token = claim->token;
+      ASSERT_EQ(store->Complete(Id(i), claim->token, SomeResponse()), true);
+    }
+  }
+  // Id 1: one flipped bit in the body (checksum mismatch). Id 2: truncated.
+  // Id 3: not a record at all.
+  WithRawDb([&](rocksdb::DB& db, rocksdb::ColumnFamilyHandle* cf) {
+    std::string value;
+    ASSERT_TRUE(db.Get(rocksdb::ReadOptions(), cf, Id(1).view(), &value).ok());
+    value[value.size() - 8] ^= 0x01;
+    ASSERT_TRUE(db.Put(rocksdb::WriteOptions(), cf, Id(1).view(), value).ok());
+    ASSERT_TRUE(db.Get(rocksdb::ReadOptions(), cf, Id(2).view(), &value).ok());
+    value.resize(40);
+    ASSERT_TRUE(db.Put(rocksdb::WriteOptions(), cf, Id(2).view(), value).ok());
+    ASSERT_TRUE(
+        db.Put(rocksdb::WriteOptions(), cf, Id(3).view(), "garbage").ok());
+  });
+
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  for (int i = 1; i <= 3; ++i) {
+    SCOPED_TRACE(i);
+    auto claim = store->Claim(Id(i), Fp(1), kT0, kTtl, kLock);
+    ASSERT_FALSE(claim.has_value());
+    EXPECT_EQ(claim.error().code(), ErrorCode::kDataLoss);
+    EXPECT_THAT(claim.error().message(), HasSubstr(Id(i).ToHex()));
+    EXPECT_THAT(claim.error().message(), HasSubstr(DbPath()));
+    auto inspect = store->Inspect(Id(i), kT0);
+    ASSERT_FALSE(inspect.has_value());
+    EXPECT_EQ(inspect.error().code(), ErrorCode::kDataLoss);
+    auto complete = store->Complete(Id(i), token, SomeResponse());
+    ASSERT_FALSE(complete.has_value());
+    EXPECT_EQ(complete.error().code(), ErrorCode::kDataLoss);
+    auto release = store->Release(Id(i), token);
+    ASSERT_FALSE(release.has_value());
+    EXPECT_EQ(release.error().code(), ErrorCode::kDataLoss);
+  }
+  // Once expired, a record whose header still reads is deleted like any
+  // other (record 1: the flipped bit is in the body, which neither the purge
+  // nor the compaction filter checksums). Values without a readable header
+  // are never taken for expired ones: they stay kDataLoss.
+  clock_->Advance(kTtl * 2);
+  auto purged = store->PurgeExpired(kT0 + kTtl * 2, 100);
+  ASSERT_TRUE(purged.has_value()) << purged.error().ToString();
+  EXPECT_EQ(*purged, 1u);
+  ASSERT_TRUE(store->Compact().has_value());
+  auto gone = store->Inspect(Id(1), kT0);
+  ASSERT_TRUE(gone.has_value()) << gone.error().ToString();
+  EXPECT_FALSE(gone->has_value());
+  for (int i = 2; i <= 3; ++i) {
+    auto inspect = store->Inspect(Id(i), kT0);
+    ASSERT_FALSE(inspect.has_value());
+    EXPECT_EQ(inspect.error().code(), ErrorCode::kDataLoss);
+  }
+}
+
+TEST_F(RocksdbStoreTest, CompactionDropsExpiredRecords) {
+  constexpr int kShortLived = 100;
+  constexpr int kLongLived = 50;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    for (int i = 0; i < kShortLived + kLongLived; ++i) {
+      const Duration ttl = i < kShortLived ? seconds(10) : hours(1);
+      auto claim = store->Claim(Id(i), Fp(1), kT0, ttl, seconds(5));
+      ASSERT_TRUE(claim.has_value());
+      if (i % 2 == 0) {
+        ASSERT_EQ(store->Complete(Id(i), claim->token, SomeResponse()), true);
+      }
+    }
+    // Nothing has expired by the store's clock yet: compaction keeps all.
+    ASSERT_TRUE(store->Compact().has_value());
+  }
+  EXPECT_EQ(CountKeys(), std::size_t{kShortLived + kLongLived});
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    clock_->Advance(seconds(10));  // expires_at <= now: expired.
+    ASSERT_TRUE(store->Compact().has_value());
+    // The survivors are intact.
+    auto live = store->Inspect(Id(kShortLived), clock_->Now());
+    ASSERT_TRUE(live.has_value());
+    ASSERT_TRUE(live->has_value());
+    EXPECT_EQ((*live)->state, RecordState::kCompleted);
+  }
+  EXPECT_EQ(CountKeys(), std::size_t{kLongLived});
+}
+
+TEST_F(RocksdbStoreTest, ReadsCheckExpiryBeforeCompaction) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto claim = store->Claim(Id(1), Fp(1), kT0, seconds(10), seconds(5));
+  ASSERT_TRUE(claim.has_value());
+  ASSERT_EQ(store->Complete(Id(1), claim->token, SomeResponse()), true);
+  auto gone = store->Inspect(Id(1), kT0 + seconds(10));
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_FALSE(gone->has_value());
+  auto again = store->Claim(Id(1), Fp(2), kT0 + seconds(10), kTtl, kLock);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->outcome, ClaimOutcome::kAcquired);
+  EXPECT_FALSE(again->takeover);
+}
+
+TEST_F(RocksdbStoreTest, PurgeExpiredWorksInBatchesAndResumes) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  // More than one 256-record batch, interleaved with live records.
+  constexpr int kRecords = 1500;
+  int expired = 0;
+  for (int i = 0; i < kRecords; ++i) {
+    const bool short_lived = i % 3 != 0;
+    expired += short_lived;
+    auto claim = store->Claim(Id(i), Fp(1), kT0,
+                              short_lived ? seconds(10) : hours(1), seconds(5));
+    ASSERT_TRUE(claim.has_value());
+  }
+  const TimePoint later = kT0 + seconds(10);
+  std::size_t total = 0;
+  auto first = store->PurgeExpired(later, 300);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(*first, 300u);
+  total += *first;
+  auto rest = store->PurgeExpired(later, 100000);
+  ASSERT_TRUE(rest.has_value());
+  total += *rest;
+  EXPECT_EQ(total, static_cast<std::size_t>(expired));
+  auto none = store->PurgeExpired(later, 100000);
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(*none, 0u);
+  for (int i = 0; i < kRecords; i += 7) {
+    auto record = store->Inspect(Id(i), kT0);
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->has_value(), i % 3 == 0) << i;
+  }
+}
+
+TEST_F(RocksdbStoreTest, OpeningAHeldDirectoryInThisProcessIsUnavailable) {
+  auto first = OpenStore();
+  ASSERT_NE(first, nullptr);
+  auto second = RocksdbStore::Open({.path = DbPath()});
+  ASSERT_FALSE(second.has_value());
+  EXPECT_EQ(second.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(second.error().message(), HasSubstr(DbPath()));
+  // Once the first is closed the directory opens again.
+  first.reset();
+  EXPECT_NE(OpenStore(), nullptr);
+}
+
+// Not a test on its own: the child process of the test below (run with
+// --gtest_also_run_disabled_tests and kHoldEnv set).
+TEST(RocksdbStoreHelper, DISABLED_HoldDirectoryUntilStdinCloses) {
+  const char* dir = std::getenv(kHoldEnv);
+  if (dir == nullptr) GTEST_SKIP() << kHoldEnv << " not set";
+  auto store = RocksdbStore::Open({.path = dir});
+  ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  std::cout << kHeldLine << std::endl;
+  char c;
+  while (::read(STDIN_FILENO, &c, 1) > 0) {
+  }
+}
+
+std::string SelfPath() {
+  return std::filesystem::read_symlink("/proc/self/exe").string();
+}
+
+TEST_F(RocksdbStoreTest, OpeningADirectoryAnotherProcessHoldsIsUnavailable) {
+  int to_child[2], from_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(from_child), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, to_child[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, from_child[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, to_child[1]);
+  posix_spawn_file_actions_addclose(&actions, from_child[0]);
+  std::string self = SelfPath();
+  std::string filter =
+      "--gtest_filter=RocksdbStoreHelper.DISABLED_"
+      "HoldDirectoryUntilStdinCloses";
+  std::string also = "--gtest_also_run_disabled_tests";
+  std::vector<char*> argv = {self.data(), filter.data(), also.data(), nullptr};
+  std::vector<std::string> env_strings = {std::string(kHoldEnv) + "=" +
+                                          DbPath()};
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, self.c_str(), &actions, nullptr, argv.data(),
+                             envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  ASSERT_EQ(rc, 0);
+
+  // Wait (bounded) for the child to report that it holds the directory.
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(120);
+  while (out.find(kHeldLine) == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    pollfd p{from_child[0], POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    char buf[512];
+    const ssize_t n = ::read(from_child[0], buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  const bool held = out.find(kHeldLine) != std::string::npos;
+
+  std::optional<Error> error;
+  if (held) {
+    auto store = RocksdbStore::Open({.path = DbPath()});
+    if (!store) error = store.error();
+  }
+  ::close(to_child[1]);  // The child returns and exits.
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(from_child[0]);
+
+  ASSERT_TRUE(held) << "child output:\n" << out;
+  ASSERT_TRUE(error.has_value()) << "opened a directory another process holds";
+  EXPECT_EQ(error->code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(error->message(), HasSubstr(DbPath()));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // The child has exited: the directory is free again.
+  EXPECT_NE(OpenStore(), nullptr);
+}
+
+TEST_F(RocksdbStoreTest, CreatesMissingParentDirectories) {
+  const std::string nested = (dir_.path() / "a" / "b" / "db").string();
+  auto store = RocksdbStore::Open({.path = nested});
+  ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  EXPECT_TRUE(std::filesystem::is_directory(nested));
+}
+
+TEST_F(RocksdbStoreTest, APathThatIsAFileIsInvalid) {
+  const std::string file = (dir_.path() / "file").string();
+  std::ofstream(file) << "x";
+  auto store = RocksdbStore::Open({.path = file});
+  ASSERT_FALSE(store.has_value());
+  EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(store.error().message(), HasSubstr(file));
+}
+
+TEST_F(RocksdbStoreTest, EmptyPathIsInvalid) {
+  auto store = RocksdbStore::Open({});
+  ASSERT_FALSE(store.has_value());
+  EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(RocksdbStoreTest, OpensFromUri) {
+  for (const std::string& uri :
+       {"rocksdb:" + DbPath(), "rocksdb:" + DbPath() + "?sync=true",
+        "rocksdb://" + DbPath() + "?sync=off"}) {
+    SCOPED_TRACE(uri);
+    auto store = idem::OpenStore(uri);
+    ASSERT_TRUE(store.has_value()) << store.error().ToString();
+    EXPECT_EQ((*store)->Info().name, "rocksdb");
+    EXPECT_TRUE((*store)->Info().durable);
+    EXPECT_FALSE((*store)->Info().shared_across_processes);
+  }
+}
+
+TEST_F(RocksdbStoreTest, OpensARelativePathFromUri) {
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_.path());
+  {
+    auto store = idem::OpenStore("rocksdb:./var/idem");
+    EXPECT_TRUE(store.has_value()) << store.error().ToString();
+  }
+  std::filesystem::current_path(cwd);
+  EXPECT_TRUE(std::filesystem::is_directory(dir_.path() / "var" / "idem"));
+}
+
+TEST_F(RocksdbStoreTest, BadUrisAreInvalidArguments) {
+  for (const std::string& uri :
+       {std::string("rocksdb:"), "rocksdb:" + DbPath() + "?sync=maybe",
+        "rocksdb:" + DbPath() + "?snyc=true", "rocksdb://host/" + DbPath(),
+        std::string("rocksdb://user:secret@host:1/x")}) {
+    SCOPED_TRACE(uri);
+    auto store = idem::OpenStore(uri);
+    ASSERT_FALSE(store.has_value());
+    EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(store.error().message(), HasSubstr("rocksdb:"));
+    EXPECT_THAT(store.error().message(), ::testing::Not(HasSubstr("secret")));
+  }
+}
+
+// Every byte of every file under `dir`.
+std::string ReadAllFiles(const std::filesystem::path& dir) {
+  std::string all;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    all.append(std::istreambuf_iterator<char>(in), {});
+  }
+  return all;
+}
+
+TEST_F(RocksdbStoreTest, TheClientKeyNeverReachesTheFiles) {
+  constexpr std::string_view kKey = "zebra-kite-7f3a9c-unmistakable";
+  constexpr std::string_view kScope = "tenant-orca-91b2";
+  std::shared_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  GuardSetup setup;
+  setup.store = store;
+  setup.clock = clock_;
+  auto guard = Guard::Create(std::move(setup));
+  ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
+  const HeaderView headers[] = {{"Idempotency-Key", kKey}};
+  RequestView request;
+  request.method = "POST";
+  request.target = "/orders";
+  request.headers = headers;
+  request.body = "{}";
+  request.scope = kScope;
+  int runs = 0;
+  auto handler = [&] {
+    ++runs;
+    return Response{201, {{"Content-Type", "text/plain"}}, "made"};
+  };
+  (*guard)->Run(request, handler);
+  const Response replay = (*guard)->Run(request, handler);
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(replay.FindHeader("Idempotent-Replayed"), "true");
+
+  // In the write-ahead log while open, in a table file after closing.
+  std::string files = ReadAllFiles(dir_.path());
+  EXPECT_EQ(files.find(kKey), std::string::npos);
+  EXPECT_EQ(files.find(kScope), std::string::npos);
+  EXPECT_NE(files.find("made"), std::string::npos) << "no record written?";
+  guard->reset();
+  store.reset();
+  files = ReadAllFiles(dir_.path());
+  EXPECT_EQ(files.find(kKey), std::string::npos);
+  EXPECT_EQ(files.find(kScope), std::string::npos);
+  EXPECT_NE(files.find("made"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace idem
