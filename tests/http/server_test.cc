@@ -108,6 +108,29 @@ TEST(ServerTest, GracefulShutdownFinishesRequestsInFlight) {
   EXPECT_THROW(TestClient{server.port()}, boost::system::system_error);
 }
 
+TEST(ServerTest, ExpectContinue) {
+  DemoServer server;
+  TestClient client(server.port());
+  const std::string body = R"({"item":"book"})";
+  client.Write(
+      "POST /orders HTTP/1.1\r\nHost: x\r\nIdempotency-Key: k-expect\r\n"
+      "Expect: 100-continue\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n");
+  EXPECT_EQ(client.Read().result_int(), 100u);
+  client.Write(body);
+  const Response res = client.Read();
+  EXPECT_EQ(res.result_int(), 201u);
+  EXPECT_EQ(Json(res)["request"], body);
+
+  // Over the limit: the answer is 413 at once, without 100 Continue.
+  TestClient big(server.port());
+  big.Write(
+      "POST /orders HTTP/1.1\r\nHost: x\r\nIdempotency-Key: k-big\r\n"
+      "Expect: 100-continue\r\nContent-Length: 2000000\r\n\r\n");
+  EXPECT_EQ(ProblemMismatch(big.Read(), 413, "request_too_large"), "");
+  EXPECT_EQ(server.handler_runs(), 1u);
+}
+
 TEST(ServerTest, UnknownPathsAndMethods) {
   DemoServer server;
   EXPECT_EQ(SendOnce(server.port(), Get("/nope")).result_int(), 404u);

@@ -9,6 +9,8 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
@@ -187,6 +189,17 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
       if (hooks_.apply) ec = hooks_.apply(parser);
       if (!ec && !parser.is_done()) {
         stream.expires_after(options_.io_timeout);
+        // A client that asked may wait for this before sending the body
+        // (curl waits a second for bodies over 1 KiB).
+        const auto expect = parser.get()[http::field::expect];
+        if (boost::beast::iequals(expect, "100-continue")) {
+          http::response<http::empty_body> go_on(http::status::continue_,
+                                                 parser.get().version());
+          co_await http::async_write(stream, go_on,
+                                     asio::redirect_error(token, ec));
+        }
+      }
+      if (!ec && !parser.is_done()) {
         co_await http::async_read(stream, buffer, parser,
                                   asio::redirect_error(token, ec));
       }
