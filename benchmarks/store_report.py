@@ -2,13 +2,17 @@
 """Turns idem_store_bench JSON output into the tables of docs/BENCHMARKS.md.
 
 Usage:
-  idem_store_bench --benchmark_repetitions=3 \
+  idem_store_bench --benchmark_repetitions=5 \
       --benchmark_report_aggregates_only=true \
+      --benchmark_enable_random_interleaving=true \
       --benchmark_out=bench.json --benchmark_out_format=json
-  python3 benchmarks/store_report.py bench.json
+  python3 benchmarks/store_report.py bench.json [more.json ...]
 
 Prints a Markdown table of the median ns/op and items/s (or bytes/s) per
 benchmark and thread count, then the issue's targets with a verdict each.
+Given several files (separate runs, or parts of one run made with
+--benchmark_filter), a benchmark found in more than one takes the run whose
+median is the median of its runs, and the table shows the spread.
 """
 
 import json
@@ -19,10 +23,10 @@ NAME = re.compile(r"^(?P<bench>[^/<]+)(<(?P<arg>[^>]+)>)?"
                   r"(/iterations:\d+)?/real_time/threads:(?P<threads>\d+)$")
 
 
-def load(path):
+def load(path, rows):
     with open(path) as f:
         data = json.load(f)
-    rows = {}
+    runs = {}
     for b in data["benchmarks"]:
         if b.get("error_occurred"):
             sys.exit(f"{b['name']}: {b.get('error_message')}")
@@ -33,13 +37,22 @@ def load(path):
         if not m:
             continue
         key = (m["bench"], m["arg"] or "", int(m["threads"]))
-        row = rows.setdefault(key, {})
+        row = runs.setdefault(key, {})
         if agg == "cv":
             row["cv"] = b["real_time"]
         else:
             assert b["time_unit"] == "ns", b["time_unit"]
             row.update(b)
-    return data["context"], rows
+    for key, row in runs.items():
+        rows.setdefault(key, []).append(row)
+    return data["context"]
+
+
+def pick(runs):
+    """The run with the median time; the spread of all runs' times."""
+    ordered = sorted(runs, key=lambda r: r["real_time"])
+    return ordered[(len(ordered) - 1) // 2], ordered[0]["real_time"], \
+        ordered[-1]["real_time"], len(ordered)
 
 
 def human(rate):
@@ -50,14 +63,22 @@ def human(rate):
 
 
 def main():
-    context, rows = load(sys.argv[1])
-    print(f"host: {context.get('host_name')}, {context.get('num_cpus')} CPUs "
-          f"at {context.get('mhz_per_cpu')} MHz, load average "
-          f"{context.get('load_avg')}")
+    all_runs = {}
+    for path in sys.argv[1:]:
+        context = load(path, all_runs)
+        loads = ", ".join(f"{x:.2f}" for x in context.get("load_avg", []))
+        print(f"- {path}: {context.get('date')}, host {context.get('host_name')}"
+              f", {context.get('num_cpus')} CPUs at {context.get('mhz_per_cpu')}"
+              f" MHz, load average at start {loads}")
+    rows = {}
+    spread = {}
+    for key, runs in all_runs.items():
+        rows[key], low, high, n = pick(runs)
+        spread[key] = f"{low:.0f}-{high:.0f} ({n})" if n > 1 else "-"
     print()
     print("| benchmark | store | threads | ns/op (median) | throughput/s | cv "
-          "| allocs/op | notes |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
+          "| runs' medians (n) | allocs/op | notes |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     for (bench, arg, threads), r in sorted(rows.items()):
         store = arg or "-"
         if "items_per_second" in r:
@@ -73,7 +94,8 @@ def main():
                      f"{100 * r['in_progress']:.2f}%, replayed "
                      f"{100 * r['replayed']:.2f}%")
         print(f"| {bench} | {store} | {threads} | {r['real_time']:.0f} | "
-              f"{rate} | {cv} | {allocs} | {notes} |")
+              f"{rate} | {cv} | {spread[(bench, arg, threads)]} | {allocs} | "
+              f"{notes} |")
 
     def get(bench, arg, threads, field):
         r = rows.get((bench, arg, threads))
