@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -287,6 +288,127 @@ TEST(AdapterTest, FailOpenRunsUnprotected) {
   EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 1");
   EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 2");
   EXPECT_EQ(server.guard().metrics().Get(Outcome::kFailOpen), 2u);
+}
+
+// Forwards to a memory store; Complete fails while `fail_complete` is set.
+class FailingCompleteStore final : public Store {
+ public:
+  explicit FailingCompleteStore(std::shared_ptr<Store> inner)
+      : inner_(std::move(inner)) {}
+  std::atomic<bool> fail_complete{true};
+
+  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
+                            TimePoint now, Duration ttl,
+                            Duration lock_timeout) override {
+    return inner_->Claim(id, fp, now, ttl, lock_timeout);
+  }
+  Result<bool> Complete(const RecordId& id, const Token& token,
+                        const idem::Response& response) override {
+    if (fail_complete) return MakeError(ErrorCode::kUnavailable, "injected");
+    return inner_->Complete(id, token, response);
+  }
+  Result<bool> Release(const RecordId& id, const Token& token) override {
+    return inner_->Release(id, token);
+  }
+  Result<std::optional<Record>> Inspect(const RecordId& id,
+                                        TimePoint now) override {
+    return inner_->Inspect(id, now);
+  }
+  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override {
+    return inner_->PurgeExpired(now, limit);
+  }
+  StoreInfo Info() const override { return inner_->Info(); }
+
+ private:
+  std::shared_ptr<Store> inner_;
+};
+
+TEST(AdapterTest, ResponseOverMaxStoredIsSentNotStored) {
+  std::atomic<int> runs{0};
+  GuardOptions options;
+  options.max_stored_response = 4;  // "run 1" is 5 bytes.
+  AdapterServer server(OpenMemoryStore(), options, CountingHandler(runs),
+                       [](IdempotentHandler& h) {
+                         ASSERT_TRUE(h.Protect(http::verb::post, "/x"));
+                       });
+  EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 1");
+  EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 2");
+  EXPECT_EQ(server.guard().metrics().Get(Outcome::kNotStored), 2u);
+}
+
+TEST(AdapterTest, CompleteFailingLeavesTheKeyLockedUntilItsTimeout) {
+  std::atomic<int> runs{0};
+  auto clock = std::make_shared<ManualClock>();
+  auto store = std::make_shared<FailingCompleteStore>(OpenMemoryStore());
+  GuardOptions options;
+  options.lock_timeout = std::chrono::seconds(10);
+  AdapterServer server(
+      store, options, CountingHandler(runs),
+      [](IdempotentHandler& h) {
+        ASSERT_TRUE(h.Protect(http::verb::post, "/x"));
+      },
+      {}, clock);
+  // Sent, though not stored.
+  EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 1");
+  EXPECT_EQ(server.guard().metrics().Get(Outcome::kStoreFailed), 1u);
+  EXPECT_EQ(ProblemMismatch(SendOnce(server.port(), Post("/x", kBody, "k")),
+                            409, "idempotency_request_in_progress"),
+            "");
+  // After the lock timeout the key is taken over and the handler runs again.
+  store->fail_complete = false;
+  clock->Advance(std::chrono::seconds(11));
+  EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 2");
+  EXPECT_TRUE(IsReplay(SendOnce(server.port(), Post("/x", kBody, "k"))));
+  EXPECT_EQ(server.guard().metrics().Get(Outcome::kTakeover), 1u);
+  EXPECT_EQ(runs.load(), 2);
+}
+
+TEST(AdapterTest, StaleCompleteAfterATakeover) {
+  auto clock = std::make_shared<ManualClock>();
+  std::atomic<int> runs{0};
+  std::mutex mu;
+  std::optional<Responder> parked;  // Run 1's, under mu.
+  std::optional<Request> parked_request;
+  GuardOptions options;
+  options.lock_timeout = std::chrono::seconds(10);
+  AdapterServer server(
+      OpenMemoryStore(), options,
+      [&](Request req, Responder done) {
+        const int n = ++runs;
+        if (n == 1) {
+          std::lock_guard lock(mu);
+          parked.emplace(std::move(done));
+          parked_request.emplace(std::move(req));
+          return;
+        }
+        done(Answer(req, 200, "run " + std::to_string(n)));
+      },
+      [](IdempotentHandler& h) {
+        ASSERT_TRUE(h.Protect(http::verb::post, "/x"));
+      },
+      {}, clock);
+  std::optional<Response> first;
+  std::thread slow(
+      [&] { first = SendOnce(server.port(), Post("/x", kBody, "k")); });
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard lock(mu);
+    return parked.has_value();
+  }));
+  // Run 1's lock times out; a retry takes the key over and completes first.
+  clock->Advance(std::chrono::seconds(11));
+  EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 2");
+  {
+    std::lock_guard lock(mu);
+    (*parked)(Answer(*parked_request, 200, "run 1"));
+  }
+  slow.join();
+  // Run 1's answer is sent but not stored: retries get run 2's.
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->body(), "run 1");
+  EXPECT_EQ(server.guard().metrics().Get(Outcome::kStaleComplete), 1u);
+  const Response retry = SendOnce(server.port(), Post("/x", kBody, "k"));
+  EXPECT_TRUE(IsReplay(retry));
+  EXPECT_EQ(retry.body(), "run 2");
 }
 
 TEST(AdapterTest, AsyncHandleWithACallback) {

@@ -191,9 +191,12 @@ DemoServer::~DemoServer() {
 AdapterServer::AdapterServer(
     std::shared_ptr<Store> store, GuardOptions options, beast::Handler handler,
     const std::function<void(beast::IdempotentHandler&)>& setup,
-    beast::IdempotentHandlerOptions handler_options) {
+    beast::IdempotentHandlerOptions handler_options,
+    std::shared_ptr<Clock> clock) {
   GuardSetup guard_setup;
   guard_setup.store = std::move(store);
+  guard_setup.clock = std::move(clock);
+  guard_setup.log = [](LogLevel, std::string_view) {};
   guard_setup.options = std::move(options);
   auto guard = Guard::Create(std::move(guard_setup));
   if (!guard) throw std::runtime_error(guard.error().ToString());

@@ -117,7 +117,8 @@ class AdapterServer {
   AdapterServer(std::shared_ptr<Store> store, GuardOptions options,
                 beast::Handler handler,
                 const std::function<void(beast::IdempotentHandler&)>& setup,
-                beast::IdempotentHandlerOptions handler_options = {});
+                beast::IdempotentHandlerOptions handler_options = {},
+                std::shared_ptr<Clock> clock = nullptr);
   ~AdapterServer();
 
   std::uint16_t port() const { return server_->port(); }
