@@ -9,7 +9,7 @@ packages=(
   libssl-dev libexpected-dev nlohmann-json3-dev liburiparser-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost1.74-dev libboost-program-options1.74-dev
-  librocksdb-dev
+  librocksdb-dev libsqlite3-dev sqlite3
   curl
 )
 

@@ -8,6 +8,9 @@
 #ifdef IDEM_HAVE_ROCKSDB
 #include "idem/rocksdb_store.h"
 #endif
+#ifdef IDEM_HAVE_SQLITE
+#include "idem/sqlite_store.h"
+#endif
 
 namespace idem {
 namespace {
@@ -28,6 +31,9 @@ constexpr Backend kBackends[] = {
 #endif
 #ifdef IDEM_HAVE_ROCKSDB
     {"rocksdb", &RocksdbStore::OpenFromUri},
+#endif
+#ifdef IDEM_HAVE_SQLITE
+    {"sqlite", &SqliteStore::OpenFromUri},
 #endif
     {nullptr, nullptr},
 };
