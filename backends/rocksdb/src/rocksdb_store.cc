@@ -465,6 +465,10 @@ Result<std::unique_ptr<RocksdbStore>> RocksdbStore::Open(
     // without reading a data block.
     table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
     cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+    // The same for the memtable, where a fresh id's Get would otherwise walk
+    // the skip list to its end.
+    cf_options.memtable_whole_key_filtering = true;
+    cf_options.memtable_prefix_bloom_size_ratio = 0.05;
 
     const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
         {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
