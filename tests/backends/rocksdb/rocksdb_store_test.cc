@@ -324,7 +324,7 @@ TEST_F(RocksdbStoreTest, ReadsCheckExpiryBeforeCompaction) {
 TEST_F(RocksdbStoreTest, PurgeExpiredWorksInBatchesAndResumes) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  // More than one 256-record batch, interleaved with live records.
+  // Many 32-record batches, interleaved with live records.
   constexpr int kRecords = 1500;
   int expired = 0;
   for (int i = 0; i < kRecords; ++i) {

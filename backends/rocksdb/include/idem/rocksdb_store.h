@@ -161,7 +161,7 @@ class RocksdbStore final : public Store {
                                         TimePoint now) override;
 
   // Deletes up to `limit` records with expires_at <= now, in batches of at
-  // most 256 (one WriteBatch each, written with the ids' locks held so that
+  // most 32 (one WriteBatch each, written with the ids' locks held so that
   // a record claimed again meanwhile is never deleted). Scans the column
   // family in key order from where the previous call stopped, wrapping
   // around once, so the cost is proportional to the records examined, not
