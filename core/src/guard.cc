@@ -92,7 +92,8 @@ FinishResult ClaimHandle::Finish(const Response& response) {
     guard.ReleaseClaim(*this, Outcome::kNotStored);
     return FinishResult::kNotStored;
   }
-  Response stored;
+  auto stored_ptr = std::make_shared<Response>();
+  Response& stored = *stored_ptr;
   stored.status = response.status;
   for (const Header& header : response.headers) {
     if (NeverStored(header.first)) continue;
@@ -105,7 +106,7 @@ FinishResult ClaimHandle::Finish(const Response& response) {
   }
   stored.body = response.body;
   auto done = Timed(guard.metrics(), StoreOperation::kComplete, [&] {
-    return guard.store().Complete(id_, token_, stored);
+    return guard.store().CompleteShared(id_, token_, std::move(stored_ptr));
   });
   if (!done) {
     guard.metrics().Count(Outcome::kStoreFailed);

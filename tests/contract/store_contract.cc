@@ -561,6 +561,28 @@ TEST_P(StoreContractTest, CompleteStoresTheResponseAndKeepsExpiresAt) {
   EXPECT_FALSE(gone.has_value());
 }
 
+// The Guard completes through CompleteShared; it follows Complete's contract
+// whether the store keeps the object or copies it.
+TEST_P(StoreContractTest, CompleteSharedFollowsTheCompleteContract) {
+  const TimePoint t0 = Now();
+  ASSERT_OK_AND_ASSIGN(ClaimResult claim,
+                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
+  auto response = std::make_shared<const Response>(RichResponse());
+  ASSERT_OK_AND_ASSIGN(
+      bool wrong, store().CompleteShared(TestId(1), ForeignToken(1), response));
+  EXPECT_FALSE(wrong);
+  ASSERT_OK_AND_ASSIGN(
+      bool completed, store().CompleteShared(TestId(1), claim.token, response));
+  EXPECT_TRUE(completed);
+  ASSERT_OK_AND_ASSIGN(
+      bool again, store().CompleteShared(TestId(1), claim.token, response));
+  EXPECT_FALSE(again);
+  ASSERT_OK_AND_ASSIGN(ClaimResult replay,
+                       store().Claim(TestId(1), TestFp(1), Now(), kTtl, kLock));
+  EXPECT_EQ(replay.outcome, ClaimOutcome::kCompleted) << Describe(replay);
+  ExpectSameResponse(replay.response, RichResponse());
+}
+
 TEST_P(StoreContractTest, CompleteWithAWrongTokenChangesNothing) {
   const TimePoint t0 = Now();
   ASSERT_OK_AND_ASSIGN(ClaimResult claim,

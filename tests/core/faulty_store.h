@@ -42,6 +42,15 @@ class FaultyStore final : public Store {
     }
     return inner_->Complete(id, token, response);
   }
+  Result<bool> CompleteShared(
+      const RecordId& id, const Token& token,
+      std::shared_ptr<const Response> response) override {
+    ++completes;
+    if (fail_complete) {
+      return MakeError(*fail_complete, "injected complete failure");
+    }
+    return inner_->CompleteShared(id, token, std::move(response));
+  }
   Result<bool> Release(const RecordId& id, const Token& token) override {
     ++releases;
     if (fail_release)

@@ -77,7 +77,12 @@ Result<bool> ShardedMutexStore::Complete(const RecordId& id, const Token& token,
                                          const Response& response) {
   // Copy the response before locking so the shard is not held for the length
   // of a body copy; a Complete that fails is rare enough to waste it.
-  auto stored = std::make_shared<const Response>(response);
+  return CompleteShared(id, token, std::make_shared<const Response>(response));
+}
+
+Result<bool> ShardedMutexStore::CompleteShared(
+    const RecordId& id, const Token& token,
+    std::shared_ptr<const Response> stored) {
   Shard& shard = ShardFor(id);
   std::lock_guard<std::mutex> lock(shard.mu);
   auto it = shard.records.find(id);

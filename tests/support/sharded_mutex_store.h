@@ -43,6 +43,10 @@ class ShardedMutexStore final : public Store {
                             Duration lock_timeout) override;
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const Response& response) override;
+  // Keeps `response` itself, as the memory store does.
+  Result<bool> CompleteShared(
+      const RecordId& id, const Token& token,
+      std::shared_ptr<const Response> response) override;
   Result<bool> Release(const RecordId& id, const Token& token) override;
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override;

@@ -477,17 +477,33 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
 Result<bool> MemoryStore::Complete(const RecordId& id, const Token& token,
                                    const Response& response) {
   try {
-    return CompleteImpl(id, token, response);
+    return CompleteImpl(id, token, &response, nullptr);
   } catch (const std::bad_alloc&) {
     return OutOfMemory();
   }
 }
 
+Result<bool> MemoryStore::CompleteShared(
+    const RecordId& id, const Token& token,
+    std::shared_ptr<const Response> response) {
+  if (response == nullptr) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "memory store: CompleteShared without a response");
+  }
+  try {
+    return CompleteImpl(id, token, nullptr, std::move(response));
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory();
+  }
+}
+
+// Exactly one of `response` and `stored` is set; a copy of `response` is made
+// only once the record is known to be completable.
 bool MemoryStore::CompleteImpl(const RecordId& id, const Token& token,
-                               const Response& response) {
+                               const Response* response,
+                               std::shared_ptr<const Response> stored) {
   epoch::Guard guard;
   std::atomic<Chain*>& bucket = BucketFor(id);
-  std::shared_ptr<const Response> stored;
   for (;;) {
     Chain* cur = bucket.load(std::memory_order_seq_cst);
     if (cur == nullptr) return false;
@@ -497,7 +513,7 @@ bool MemoryStore::CompleteImpl(const RecordId& id, const Token& token,
     if (old.state != RecordState::kInProgress || old.token != token) {
       return false;
     }
-    if (stored == nullptr) stored = std::make_shared<const Response>(response);
+    if (stored == nullptr) stored = std::make_shared<const Response>(*response);
     Record completed = old;
     completed.state = RecordState::kCompleted;
     completed.response = stored;

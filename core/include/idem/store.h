@@ -59,7 +59,7 @@ struct StoreOptions {
 };
 
 struct StoreInfo {
-  std::string name;  // "memory", "rocksdb", ...
+  std::string name;      // "memory", "rocksdb", ...
   bool durable = false;  // Completed records survive a process crash.
   bool shared_across_processes = false;  // Several processes may share it.
 };
@@ -92,6 +92,16 @@ class Store {
   // reclaimed, or already completed).
   virtual Result<bool> Complete(const RecordId& id, const Token& token,
                                 const Response& response) = 0;
+
+  // Complete for a caller that already holds the response in a shared_ptr
+  // (the Guard does): a store that keeps responses in memory may keep this
+  // very object instead of copying it. Same contract as Complete; the default
+  // copies through Complete.
+  virtual Result<bool> CompleteShared(
+      const RecordId& id, const Token& token,
+      std::shared_ptr<const Response> response) {
+    return Complete(id, token, *response);
+  }
 
   // Deletes the record if and only if it is in_progress with `token`; returns
   // whether it did.

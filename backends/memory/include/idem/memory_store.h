@@ -122,6 +122,11 @@ class MemoryStore final : public Store {
   // most one returns true. Error: kResourceExhausted when out of memory.
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const Response& response) override;
+  // As Complete, but keeps `response` itself (shared with the caller, never
+  // modified) instead of a copy. kInvalidArgument when it is null.
+  Result<bool> CompleteShared(
+      const RecordId& id, const Token& token,
+      std::shared_ptr<const Response> response) override;
 
   // Deletes the record and frees its slot if it is in_progress with `token`;
   // returns whether it did. Concurrent Complete/Release calls with the same
@@ -171,7 +176,8 @@ class MemoryStore final : public Store {
                                 TimePoint now, Duration ttl,
                                 Duration lock_timeout);
   bool CompleteImpl(const RecordId& id, const Token& token,
-                    const Response& response);
+                    const Response* response,
+                    std::shared_ptr<const Response> stored);
   bool ReleaseImpl(const RecordId& id, const Token& token);
   std::size_t PurgeImpl(TimePoint now, std::size_t limit);
 
