@@ -10,7 +10,8 @@
 //       .open = [](const idem::testing::StoreTestContext&) { ... }});
 //
 // A backend that needs a server takes it from the environment and skips
-// without it (RocksDB's env_basic_test does the same):
+// without it (RocksDB's env_basic_test does the same) — except under CI
+// (the CI environment variable set), where a missing server fails the test:
 //
 //   const char* uri = std::getenv("IDEM_TEST_POSTGRES_URI");
 //   IDEM_INSTANTIATE_STORE_CONTRACT(Postgres, idem::testing::StoreFactory{
