@@ -48,11 +48,7 @@
 // locks serialize writers, and every decision is made inside one write
 // transaction. A writer waits up to busy_timeout for the lock; beyond that
 // the call fails with kUnavailable. The file must be on a local file system
-// (WAL needs shared memory between the processes). Within one store, writers
-// first queue on an in-process mutex, which hands the lock over at once
-// where SQLite's busy handler sleeps a millisecond or more between attempts
-// (with the demo's four store threads that cut its p99 on fresh keys from
-// ~47 ms to ~20 ms).
+// (WAL needs shared memory between the processes).
 //
 // Claim is one statement:
 //   INSERT ... ON CONFLICT (id) DO UPDATE SET ... WHERE <expired, or in
