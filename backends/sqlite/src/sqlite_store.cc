@@ -578,7 +578,6 @@ class SqliteStore::Impl {
         sqlite3_bind_int64(stmt, 5, Ns(fresh.expires_at));
         BindBlob(stmt, 6, blob);
         sqlite3_bind_int64(stmt, 7, Ns(now));
-        std::lock_guard<std::mutex> write_lock(write_mu_);
         rc = sqlite3_step(stmt);
         if (rc == SQLITE_ROW) {
           const bool takeover = sqlite3_column_int64(stmt, 0) > 0;
@@ -640,10 +639,7 @@ class SqliteStore::Impl {
     BindBlob(stmt, 1, id.view());
     BindBlob(stmt, 2, token.view());
     BindBlob(stmt, 3, blob);
-    {
-      std::lock_guard<std::mutex> write_lock(write_mu_);
-      rc = sqlite3_step(stmt);
-    }
+    rc = sqlite3_step(stmt);
     if (rc != SQLITE_DONE) {
       return Unexpected(SqlError("complete", conn.db(), rc));
     }
@@ -662,10 +658,7 @@ class SqliteStore::Impl {
     StatementScope scope(stmt);
     BindBlob(stmt, 1, id.view());
     BindBlob(stmt, 2, token.view());
-    {
-      std::lock_guard<std::mutex> write_lock(write_mu_);
-      rc = sqlite3_step(stmt);
-    }
+    rc = sqlite3_step(stmt);
     if (rc != SQLITE_DONE) {
       return Unexpected(SqlError("release", conn.db(), rc));
     }
@@ -697,10 +690,7 @@ class SqliteStore::Impl {
       StatementScope scope(stmt);
       sqlite3_bind_int64(stmt, 1, Ns(now));
       sqlite3_bind_int64(stmt, 2, static_cast<sqlite3_int64>(batch));
-      {
-        std::lock_guard<std::mutex> write_lock(write_mu_);
-        rc = sqlite3_step(stmt);
-      }
+      rc = sqlite3_step(stmt);
       if (rc != SQLITE_DONE) {
         return Unexpected(SqlError("purge", conn.db(), rc));
       }
@@ -750,13 +740,6 @@ class SqliteStore::Impl {
 
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Connection>> idle_;
-
-  // Held around every write statement. SQLite lets one connection write at a
-  // time anyway; queueing this process's writers on a mutex hands the lock
-  // over at once, where SQLite's busy handler would put a waiting
-  // connection to sleep for a millisecond or more. Other processes still
-  // wait in the busy handler.
-  std::mutex write_mu_;
 
   std::thread sweeper_;
   std::mutex sweep_mu_;
