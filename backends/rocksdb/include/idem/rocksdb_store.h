@@ -34,9 +34,9 @@
 // same workload (Claim+Complete of fresh ids, sync=false, 2-core VM; real
 // time per pair as Google Benchmark reports it): striped locks 27 us with 1
 // thread and 45 us with 8, TransactionDB 33.5 us and 46-51 us (details in
-// docs/STORES.md). The transaction's
-// lock manager, per-transaction allocation and commit bookkeeping cost ~20%
-// with one thread and buy nothing a mutex does not, so the mutexes stayed.
+// docs/STORES.md). The transaction's lock manager, per-transaction
+// allocation and commit bookkeeping cost ~20% with one thread and buy
+// nothing a mutex does not, so the mutexes stayed.
 // Contention on one id serializes on its mutex, as it would on the
 // transaction lock.
 //
