@@ -7,6 +7,8 @@
 
 #include "idem/rocksdb_store.h"
 
+#include "idem/catch_exceptions.h"
+
 #include <rocksdb/compaction_filter.h>
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
@@ -106,23 +108,12 @@ tl::unexpected<Error> Unexpected(Error e) {
   return tl::unexpected<Error>(std::move(e));
 }
 
-// Runs `fn` and turns any exception into an error: nothing thrown by
-// RocksDB or the standard library crosses the public API.
+// Every public call runs inside this boundary (idem/catch_exceptions.h).
 template <typename Fn>
 auto Boundary(const std::string& path, std::string_view op, Fn&& fn)
     -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return MakeError(ErrorCode::kResourceExhausted,
-                     Prefix(path) + std::string(op) + ": out of memory");
-  } catch (const std::exception& e) {
-    return MakeError(ErrorCode::kInternal, Prefix(path) + std::string(op) +
-                                               ": exception: " + e.what());
-  } catch (...) {
-    return MakeError(ErrorCode::kInternal,
-                     Prefix(path) + std::string(op) + ": unknown exception");
-  }
+  return CatchExceptions([&] { return Prefix(path) + std::string(op); },
+                         std::forward<Fn>(fn));
 }
 
 // Drops records whose expires_at has passed by the store's clock. Values

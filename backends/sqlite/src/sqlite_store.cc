@@ -8,6 +8,8 @@
 
 #include "idem/sqlite_store.h"
 
+#include "idem/catch_exceptions.h"
+
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -134,23 +136,12 @@ ErrorCode CodeOf(int rc) {
   }
 }
 
-// Runs `fn` and turns any exception into an error, so nothing thrown by the
-// standard library crosses the public API.
+// Every public call runs inside this boundary (idem/catch_exceptions.h).
 template <typename Fn>
 auto Boundary(const std::string& path, std::string_view op, Fn&& fn)
     -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return MakeError(ErrorCode::kResourceExhausted,
-                     Prefix(path) + std::string(op) + ": out of memory");
-  } catch (const std::exception& e) {
-    return MakeError(ErrorCode::kInternal, Prefix(path) + std::string(op) +
-                                               ": exception: " + e.what());
-  } catch (...) {
-    return MakeError(ErrorCode::kInternal,
-                     Prefix(path) + std::string(op) + ": unknown exception");
-  }
+  return CatchExceptions([&] { return Prefix(path) + std::string(op); },
+                         std::forward<Fn>(fn));
 }
 
 const char* PragmaValue(SqliteSynchronous s) {
