@@ -7,8 +7,9 @@
 // chain to the epoch scheme (epoch.h). Readers run inside an
 // epoch::Guard, so whatever they loaded stays valid until they return.
 //
-// Capacity is a counter of held records (see occupancy_): a claim reserves a
-// slot before publishing a new record, a removal frees it after its CAS.
+// Capacity is counted in slots (see reserved_ and the stripes): a claim
+// reserves a slot before publishing a new record, a removal frees it after
+// its CAS.
 
 #include "idem/memory_store.h"
 
@@ -25,8 +26,6 @@
 namespace idem {
 namespace {
 
-constexpr std::uint64_t kGenerationUnit = std::uint64_t{1} << 32;
-constexpr std::uint64_t kCountMask = kGenerationUnit - 1;
 constexpr std::size_t kMinBuckets = 16;
 // Buckets examined by one reclaiming claim: bounds the latency a full store
 // adds to a claim, while successive claims cover the whole table.
@@ -38,12 +37,15 @@ constexpr std::size_t kPurgeChunk = 1024;
 // count again before reporting the store full.
 constexpr int kFullAttempts = 3;
 
-std::size_t CountOf(std::uint64_t word) {
-  return static_cast<std::size_t>(word & kCountMask);
-}
-std::uint32_t GenerationOf(std::uint64_t word) {
-  return static_cast<std::uint32_t>(word >> 32);
-}
+// Most credits a stripe takes from the shared count at once. Larger batches
+// touch the shared line less often but park more of the capacity in
+// stripes, where other threads find it only after a scan.
+constexpr std::size_t kMaxCreditBatch = 64;
+
+// Threads are spread over the stripes in the order they first use a store
+// (round robin, shared by all stores), so up to kStripes threads never share
+// one; a hash of the thread id would put two of two threads together often.
+std::atomic<std::size_t> next_thread_stripe{0};
 
 // now + d for d > 0, saturating instead of overflowing (a ttl of
 // Duration::max() means "never expires").
@@ -202,7 +204,11 @@ MemoryStore::MemoryStore(std::size_t capacity, std::size_t bucket_count)
     : capacity_(capacity),
       bucket_count_(bucket_count),
       bucket_shift_(64 - std::countr_zero(bucket_count)),
-      buckets_(new std::atomic<Chain*>[bucket_count]()) {}
+      buckets_(new std::atomic<Chain*>[bucket_count]()),
+      // A small store keeps its capacity in the shared count, so that a
+      // scan for parked credits is rare.
+      credit_batch_(std::clamp<std::size_t>(capacity / (4 * kStripes), 1,
+                                            kMaxCreditBatch)) {}
 
 MemoryStore::~MemoryStore() {
   // No concurrent callers (documented), so everything still linked is ours
@@ -224,22 +230,92 @@ std::atomic<MemoryStore::Chain*>& MemoryStore::BucketFor(const RecordId& id) {
   return buckets_[static_cast<std::size_t>(h >> bucket_shift_)];
 }
 
+MemoryStore::Stripe& MemoryStore::MyStripe() {
+  thread_local const std::size_t index =
+      next_thread_stripe.fetch_add(1, std::memory_order_relaxed) % kStripes;
+  return stripes_[index];
+}
+
+namespace {
+
+// Takes one credit from `credits` if it has any.
+bool TakeCredit(std::atomic<std::size_t>& credits) {
+  std::size_t c = credits.load(std::memory_order_relaxed);
+  while (c > 0) {
+    if (credits.compare_exchange_weak(c, c - 1, std::memory_order_acq_rel,
+                                      std::memory_order_relaxed)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+// The order of the two steps of a refill (shared count first) and of a
+// give-back (stripe first) is what keeps size() from ever reading low.
 bool MemoryStore::TryReserveSlot() {
-  std::uint64_t word = occupancy_.load(std::memory_order_relaxed);
-  do {
-    if (CountOf(word) >= capacity_) return false;
-  } while (!occupancy_.compare_exchange_weak(word, word + kGenerationUnit + 1,
-                                             std::memory_order_acq_rel,
-                                             std::memory_order_relaxed));
-  return true;
+  Stripe& mine = MyStripe();
+  if (TakeCredit(mine.credits)) return true;
+  std::size_t r = reserved_.load(std::memory_order_relaxed);
+  while (r < capacity_) {
+    const std::size_t batch = std::min(credit_batch_, capacity_ - r);
+    if (reserved_.compare_exchange_weak(r, r + batch,
+                                        std::memory_order_acq_rel,
+                                        std::memory_order_relaxed)) {
+      if (batch > 1) {
+        mine.credits.fetch_add(batch - 1, std::memory_order_acq_rel);
+      }
+      return true;
+    }
+  }
+  // The shared count is at capacity: free slots, if any, are parked in
+  // other stripes.
+  for (Stripe& other : stripes_) {
+    if (&other != &mine && TakeCredit(other.credits)) return true;
+  }
+  return false;
 }
 
 void MemoryStore::ReleaseSlots(std::size_t n) {
-  occupancy_.fetch_sub(n, std::memory_order_acq_rel);
+  Stripe& mine = MyStripe();
+  const std::size_t had = mine.credits.fetch_add(n, std::memory_order_acq_rel);
+  // Keep one batch here for this thread's next claims; give the rest back
+  // to the shared count, where every thread finds it without a scan.
+  if (had + n <= 2 * credit_batch_) return;
+  std::size_t c = had + n;
+  while (c > credit_batch_) {
+    if (mine.credits.compare_exchange_weak(c, credit_batch_,
+                                           std::memory_order_acq_rel,
+                                           std::memory_order_relaxed)) {
+      reserved_.fetch_sub(c - credit_batch_, std::memory_order_acq_rel);
+      return;
+    }
+  }
+}
+
+void MemoryStore::BumpGeneration() {
+  MyStripe().generation.fetch_add(1, std::memory_order_acq_rel);
+}
+
+std::uint64_t MemoryStore::GenerationSum() const {
+  std::uint64_t sum = 0;
+  for (const Stripe& s : stripes_) {
+    sum += s.generation.load(std::memory_order_acquire);
+  }
+  return sum;
 }
 
 std::size_t MemoryStore::size() const {
-  return CountOf(occupancy_.load(std::memory_order_acquire));
+  // Credits first, then the shared count: a refill or give-back running
+  // meanwhile makes the result high for an instant, never low, and never
+  // above capacity.
+  std::size_t credits = 0;
+  for (const Stripe& s : stripes_) {
+    credits += s.credits.load(std::memory_order_acquire);
+  }
+  const std::size_t reserved = reserved_.load(std::memory_order_acquire);
+  return reserved > credits ? reserved - credits : 0;
 }
 
 MemoryStoreStats MemoryStore::stats() const {
@@ -316,12 +392,14 @@ MemoryStore::SweepResult MemoryStore::SweepBucket(std::atomic<Chain*>& bucket,
 // its cycle bookkeeping in plain fields.
 //
 // The skip hint: a cycle is one pass over every bucket during which the
-// occupancy word did not change. If such a pass removed nothing and saw as
-// many records as the word counts, every record held had expires_at >=
-// min_expiry (a record published after its bucket was passed would have
-// been counted but not seen). Later inserts, takeovers and reuses bump the
-// generation, so until the generation moves or `now` reaches min_expiry no
-// record can have expired and sweeping again would be wasted work.
+// generation sum did not change. If such a pass removed nothing, every
+// record held had expires_at >= min_expiry: a record it did not see was
+// published after its bucket was passed, and its publisher bumps its
+// stripe's generation right after publishing, so the sum moves (before the
+// pass ends, and the cycle proves nothing, or just after, and the hint is
+// dropped at the next check). Removals need no bump: they cannot bring an
+// earlier expiry. Until the sum moves or `now` reaches min_expiry no record
+// can have expired, and sweeping again would be wasted work.
 void MemoryStore::ReclaimForClaim(TimePoint now) {
   bool expected = false;
   if (sweeping_.load(std::memory_order_relaxed) ||
@@ -336,15 +414,16 @@ void MemoryStore::ReclaimForClaim(TimePoint now) {
   } unlock{sweeping_};
 
   SweepState& s = sweep_;
-  const std::uint64_t word = occupancy_.load(std::memory_order_acquire);
-  if (s.hint_valid && GenerationOf(word) == s.hint_gen && now < s.hint_until) {
+  const std::uint64_t generation = GenerationSum();
+  if (s.hint_valid && generation == s.hint_gen && now < s.hint_until) {
     return;
   }
   s.hint_valid = false;
-  if (s.buckets_examined > 0 && word != s.word) s.buckets_examined = 0;
+  if (s.buckets_examined > 0 && generation != s.generation) {
+    s.buckets_examined = 0;
+  }
   if (s.buckets_examined == 0) {
-    s.word = word;
-    s.records_seen = 0;
+    s.generation = generation;
     s.min_expiry = TimePoint::max();
   }
 
@@ -355,7 +434,6 @@ void MemoryStore::ReclaimForClaim(TimePoint now) {
                                       std::numeric_limits<std::size_t>::max());
     s.next_bucket = (s.next_bucket + 1) & (bucket_count_ - 1);
     removed += r.removed;
-    s.records_seen += r.kept;
     s.min_expiry = std::min(s.min_expiry, r.min_kept_expiry);
   }
   reclaim_sweeps_.fetch_add(1, std::memory_order_relaxed);
@@ -364,15 +442,14 @@ void MemoryStore::ReclaimForClaim(TimePoint now) {
 
   s.buckets_examined += batch;
   if (removed > 0) {
-    s.buckets_examined = 0;  // The word changed: this cycle proves nothing.
+    s.buckets_examined = 0;  // Start a cycle that can prove something.
     return;
   }
   if (s.buckets_examined >= bucket_count_) {
     s.buckets_examined = 0;
-    const std::uint64_t end = occupancy_.load(std::memory_order_acquire);
-    if (end == s.word && s.records_seen == CountOf(end)) {
+    if (GenerationSum() == s.generation) {
       s.hint_valid = true;
-      s.hint_gen = GenerationOf(end);
+      s.hint_gen = s.generation;
       s.hint_until = s.min_expiry;
     }
   }
@@ -466,10 +543,7 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
     result.locked_until = fresh->locked_until;
     // `old` lives in `cur`: retired together.
     if (cur != nullptr) epoch::Retire(cur, &Chain::Free);
-    if (!needs_slot) {
-      // Same slot, new expiry: bump the generation for the sweep hint.
-      occupancy_.fetch_add(kGenerationUnit, std::memory_order_acq_rel);
-    }
+    BumpGeneration();  // A new expiry is published: see ReclaimForClaim.
     return result;
   }
 }

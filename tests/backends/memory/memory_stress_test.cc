@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -212,6 +214,70 @@ TEST(MemoryStoreStressTest, FullStoreWithExpiringRecords) {
   const std::size_t held = store->size();
   EXPECT_EQ(store->PurgeExpired(kT0 + hours(1), kCapacity).value(), held);
   EXPECT_EQ(store->size(), 0u);
+}
+
+// Free slots are spread over per-thread stripes: the bound must still be
+// exact. Many threads fill the store (exactly `capacity` claims succeed),
+// release part of it from their own threads (the freed slots park in their
+// stripes), and one more thread must then find every one of them.
+TEST(MemoryStoreStressTest, CapacityIsExactAcrossThreads) {
+  constexpr std::size_t kCapacity = 1000;
+  constexpr int kPerThread = 100;  // 16 x 100 attempts > kCapacity.
+  auto store = OpenStore(kCapacity);
+  std::atomic<int> acquired{0};
+  std::atomic<int> full{0};
+  std::atomic<int> released{0};
+  std::atomic<int> errors{0};
+  std::barrier filled(kThreads);
+
+  RunThreads(kThreads, [&](int t) {
+    std::vector<std::optional<Token>> mine;
+    for (int i = 0; i < kPerThread; ++i) {
+      const int k = t * kPerThread + i;
+      auto r = store->Claim(Id(k), Fp(k), kT0, hours(1), hours(1));
+      if (!r) {
+        (r.error().code() == ErrorCode::kResourceExhausted ? full : errors)
+            .fetch_add(1);
+        mine.emplace_back(std::nullopt);
+        continue;
+      }
+      if (r->outcome != ClaimOutcome::kAcquired) errors.fetch_add(1);
+      acquired.fetch_add(1);
+      mine.push_back(r->token);
+    }
+    // Give back every third record this thread holds, once every thread
+    // has stopped claiming.
+    filled.arrive_and_wait();
+    for (int i = 0; i < kPerThread; i += 3) {
+      const int k = t * kPerThread + i;
+      if (!mine[i].has_value()) continue;
+      if (store->Release(Id(k), *mine[i]).value_or(false)) {
+        released.fetch_add(1);
+      } else {
+        errors.fetch_add(1);
+      }
+    }
+  });
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(acquired.load(), static_cast<int>(kCapacity));
+  EXPECT_EQ(full.load(), kThreads * kPerThread - static_cast<int>(kCapacity));
+  ASSERT_GT(released.load(), 0);
+  EXPECT_EQ(store->size(), kCapacity - released.load());
+
+  // A new thread: every released slot is claimable, then the store is full.
+  int refilled = 0;
+  std::thread([&] {
+    for (int k = 0; k < static_cast<int>(kCapacity); ++k) {
+      auto r = store->Claim(Id(100000 + k), Fp(k), kT0, hours(1), hours(1));
+      if (!r) {
+        EXPECT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
+        break;
+      }
+      ++refilled;
+    }
+  }).join();
+  EXPECT_EQ(refilled, released.load());
+  EXPECT_EQ(store->size(), kCapacity);
 }
 
 // Threads that live for a few calls each: their epoch registrations must be

@@ -9,7 +9,7 @@
 // Progress guarantee: Claim, Complete, Release, Inspect and PurgeExpired take
 // no mutex and never wait for another thread. They are lock-free, not
 // wait-free: a call retries a compare-and-swap only when another call changed
-// the same hash bucket (or the record count) in between, so some call always
+// the same hash bucket (or its capacity stripe) in between, so some call always
 // completes, but one unlucky call may retry under heavy contention on one
 // key. Memory of replaced records is reclaimed with epoch-based reclamation;
 // threads are registered automatically on their first call and unregistered
@@ -110,8 +110,10 @@ class MemoryStore final : public Store {
   // memory allocation fails. Near capacity the answer is approximate in the
   // safe direction, since a claim never waits for another: claims racing to
   // insert new ids hold their slots for an instant before publishing, and
-  // only one claim sweeps at a time, so a claim may find the store full
-  // while a slot is about to be given back.
+  // only one claim sweeps at a time, and free slots move between per-thread
+  // stripes and a shared count, so a claim may find the store full while a
+  // slot is about to be given back. The bound itself is exact: never more
+  // than `capacity` records.
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) override;
@@ -188,12 +190,28 @@ class MemoryStore final : public Store {
   // (null when empty); every change publishes a new chain with one CAS.
   const std::unique_ptr<std::atomic<Chain*>[]> buckets_;
 
-  // Low 32 bits: records held (including reserved slots not yet published).
-  // High 32 bits: a generation bumped whenever a record with a new expiry is
-  // published (insert, takeover, reuse of an expired record), so a sweep can
-  // tell that the table did not change while it looked. One word so that
-  // reserving a slot and bumping the generation is a single CAS.
-  alignas(64) std::atomic<std::uint64_t> occupancy_{0};
+  // Capacity accounting, striped so that claims on different threads do not
+  // write one shared cache line (a single shared counter cost a 2-thread
+  // claim more than half its time). `reserved_` counts slots taken from the
+  // capacity: held records plus credits parked in stripes. A thread reserves
+  // a slot from its stripe's credits, refills them in batches from
+  // `reserved_`, and when `reserved_` is at capacity takes credits from the
+  // other stripes before reporting the store full, so the bound stays exact:
+  // records <= reserved_ <= capacity_.
+  static constexpr std::size_t kStripes = 16;
+  struct alignas(64) Stripe {
+    std::atomic<std::size_t> credits{0};
+    // Bumped after a record with a new expiry (insert, takeover, reuse of
+    // an expired record) is published by a thread of this stripe; the sum
+    // over stripes only grows, which is what a sweep checks.
+    std::atomic<std::uint64_t> generation{0};
+  };
+  Stripe& MyStripe();
+  void BumpGeneration();
+  std::uint64_t GenerationSum() const;
+  const std::size_t credit_batch_;
+  alignas(64) std::atomic<std::size_t> reserved_{0};
+  Stripe stripes_[kStripes];
 
   // Held (try-lock, never waited on) by the one claim that sweeps for
   // expired records at a time; guards the sweep_ state below.
@@ -201,16 +219,15 @@ class MemoryStore final : public Store {
   struct SweepState {
     std::size_t next_bucket = 0;
     // The sweep cycle in progress: all buckets examined once while the
-    // occupancy word stayed equal to `word`.
-    std::uint64_t word = 0;
+    // generation sum stayed equal to `generation`.
+    std::uint64_t generation = 0;
     std::size_t buckets_examined = 0;
-    std::size_t records_seen = 0;
     TimePoint min_expiry = TimePoint::max();
     // Set by a completed cycle that found only live records: no record
-    // expires before `until` as long as the generation is still `gen`, so
-    // claims skip sweeping until then.
+    // expires before `until` as long as the generation sum is still `gen`,
+    // so claims skip sweeping until then.
     bool hint_valid = false;
-    std::uint32_t hint_gen = 0;
+    std::uint64_t hint_gen = 0;
     TimePoint hint_until;
   } sweep_;
 
