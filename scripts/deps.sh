@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost1.74-dev libboost-program-options1.74-dev
   librocksdb-dev libsqlite3-dev sqlite3
+  libpq-dev postgresql
   curl wrk
 )
 

@@ -11,6 +11,9 @@
 #ifdef IDEM_HAVE_SQLITE
 #include "idem/sqlite_store.h"
 #endif
+#ifdef IDEM_HAVE_POSTGRES
+#include "idem/postgres_store.h"
+#endif
 
 namespace idem {
 namespace {
@@ -34,6 +37,10 @@ constexpr Backend kBackends[] = {
 #endif
 #ifdef IDEM_HAVE_SQLITE
     {"sqlite", &SqliteStore::OpenFromUri},
+#endif
+#ifdef IDEM_HAVE_POSTGRES
+    {"postgresql", &PostgresStore::OpenFromUri},
+    {"postgres", &PostgresStore::OpenFromUri},
 #endif
     {nullptr, nullptr},
 };
