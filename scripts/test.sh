@@ -9,12 +9,30 @@
 # ccache), so a second run only rebuilds what changed.
 #
 # Environment: IDEM_TEST_JOBS (default: nproc), IDEM_FUZZ_SECONDS (default 30),
-# IDEM_TEST_STAGES (default "main asan tsan fuzz").
+# IDEM_TEST_STAGES (default "main asan tsan fuzz"), IDEM_TEST_POSTGRES_URI (a
+# server for the postgres tests; default: one started by scripts/postgres.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
 scripts/deps.sh
+
+# PostgreSQL for the postgres store's tests: a throwaway server
+# (scripts/postgres.sh), stopped and deleted at exit, unless
+# IDEM_TEST_POSTGRES_URI already names one. Under CI a server that does not
+# start fails the run (and so would the tests); elsewhere those tests skip.
+if [[ -z ${IDEM_TEST_POSTGRES_URI:-} ]]; then
+  pg_state=$root/build/postgres/state
+  if pg_url=$(IDEM_PG_STATE=$pg_state scripts/postgres.sh start); then
+    export IDEM_TEST_POSTGRES_URI=$pg_url
+    trap 'IDEM_PG_STATE=$pg_state scripts/postgres.sh stop || true' EXIT
+  elif [[ -n ${CI:-} ]]; then
+    echo "test.sh: PostgreSQL did not start (CI is set)" >&2
+    exit 1
+  else
+    echo "test.sh: PostgreSQL did not start; the postgres tests will skip" >&2
+  fi
+fi
 
 jobs=${IDEM_TEST_JOBS:-$(nproc)}
 fuzz_seconds=${IDEM_FUZZ_SECONDS:-30}
