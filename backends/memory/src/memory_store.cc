@@ -23,6 +23,15 @@
 #include "epoch.h"
 #include "idem/token.h"
 
+// ASAN_POISON_MEMORY_REGION is a no-op unless built with AddressSanitizer,
+// which then reports any use of a cached block as a use-after-free.
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#else
+#define ASAN_POISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#endif
+
 namespace idem {
 namespace {
 
@@ -59,6 +68,68 @@ tl::unexpected<Error> OutOfMemory() {
                    "memory store: out of memory");
 }
 
+// A per-thread cache of freed blocks for chains of one and two entries (the
+// usual sizes: buckets >= capacity). Every change allocates a chain and
+// frees an old one a little later, after its epoch; through malloc that was
+// half of a claim's cost (free-list consolidation of the cold blocks), from
+// this cache it is a few loads and stores. Blocks are plain memory, so a
+// block freed by one store may serve another. Bounded: beyond kCached blocks
+// per size, blocks go back to the allocator.
+class BlockCache {
+ public:
+  static constexpr std::size_t kSizes = 2;  // Chains of 1 and 2 entries.
+  static constexpr std::size_t kCached = 64;
+
+  // A block for a chain of `entries` entries, `bytes` long, or null.
+  static void* Take(std::size_t entries, std::size_t bytes) {
+    if (entries == 0 || entries > kSizes || t_state.closed) return nullptr;
+    Bin& bin = t_state.bins[entries - 1];
+    if (bin.count == 0) return nullptr;
+    void* block = bin.blocks[--bin.count];
+    ASAN_UNPOISON_MEMORY_REGION(block, bytes);
+    return block;
+  }
+  // Keeps `block` (from a chain of `entries` entries, `bytes` long) if there
+  // is room; returns false when the caller must free it.
+  static bool Put(std::size_t entries, void* block, std::size_t bytes) {
+    if (entries == 0 || entries > kSizes || t_state.closed) return false;
+    Bin& bin = t_state.bins[entries - 1];
+    if (bin.count == kCached) return false;
+    if (bin.count == 0) t_drain.Arm();
+    ASAN_POISON_MEMORY_REGION(block, bytes);
+    bin.blocks[bin.count++] = block;
+    return true;
+  }
+
+ private:
+  struct Bin {
+    void* blocks[kCached];
+    std::size_t count;
+  };
+  // Trivially destructible, so usable during thread exit after the drainer
+  // below ran (epoch teardown may free chains then: they bypass the cache).
+  struct State {
+    Bin bins[kSizes];
+    bool closed;
+  };
+  // Frees the cached blocks when the thread exits and closes the cache.
+  struct Drain {
+    bool armed = false;
+    void Arm() { armed = true; }
+    ~Drain() {
+      t_state.closed = true;
+      for (Bin& bin : t_state.bins) {
+        while (bin.count > 0) ::operator delete(bin.blocks[--bin.count]);
+      }
+    }
+  };
+  static thread_local State t_state;
+  static thread_local Drain t_drain;
+};
+
+thread_local BlockCache::State BlockCache::t_state{};
+thread_local BlockCache::Drain BlockCache::t_drain;
+
 }  // namespace
 
 struct MemoryStore::Entry {
@@ -76,15 +147,17 @@ class MemoryStore::Chain {
   // Entries are left for the caller to construct, every one of them, with
   // Emplace() before the chain is published or freed.
   static Chain* Make(std::size_t size) {
-    void* mem = ::operator new(sizeof(Chain) + size * sizeof(Entry));
+    void* mem = BlockCache::Take(size, Bytes(size));
+    if (mem == nullptr) mem = ::operator new(Bytes(size));
     return ::new (mem) Chain(size);
   }
   // A Deleter for epoch::Retire and for chains that were never published.
   static void Free(void* p) {
     auto* chain = static_cast<Chain*>(p);
-    for (std::size_t i = 0; i < chain->size_; ++i) chain->entries()[i].~Entry();
+    const std::size_t size = chain->size_;
+    for (std::size_t i = 0; i < size; ++i) chain->entries()[i].~Entry();
     chain->~Chain();
-    ::operator delete(p);
+    if (!BlockCache::Put(size, p, Bytes(size))) ::operator delete(p);
   }
 
   std::size_t size() const { return size_; }
@@ -136,6 +209,10 @@ class MemoryStore::Chain {
 
  private:
   explicit Chain(std::size_t size) : size_(size) {}
+
+  static std::size_t Bytes(std::size_t size) {
+    return sizeof(Chain) + size * sizeof(Entry);
+  }
 
   Entry* entries() {
     return reinterpret_cast<Entry*>(reinterpret_cast<char*>(this) +
