@@ -1,0 +1,297 @@
+// The PostgreSQL store through a server outage. Each test starts a server
+// of its own (PrivatePostgres: scripts/postgres.sh with a private state
+// file, so stopping it disturbs no other test), stops it mid-run and starts
+// it again on the same data directory and port:
+//  - every call during the outage fails with kUnavailable, each within
+//    generous bounds of its timeouts (never a hang);
+//  - after the restart the same store objects work again, including one
+//    whose pooled connections the server closed while they sat idle, and
+//    no completed record is lost;
+//  - through the Guard, fail-closed answers 503 problems during the outage
+//    and fail-open runs the handler unprotected and leaves the store alone
+//    for store_backoff (a ManualClock moves time).
+//
+// Real time is only waited for in the script's bounded polling for the
+// server to start and stop.
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "idem/clock.h"
+#include "idem/guard.h"
+#include "idem/open_store.h"
+#include "idem/problem.h"
+#include "idem/store.h"
+#include "postgres_test_util.h"
+
+namespace idem {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+constexpr TimePoint kT0{hours(24 * 365 * 50)};
+constexpr Duration kTtl = hours(24);
+constexpr Duration kLock = seconds(60);
+// Far beyond what any one call may take with the timeouts below (connect
+// 2 s, statement 2 s + 2 s grace, acquire 2 s), sanitizers included.
+constexpr auto kCallBound = seconds(30);
+// Short timeouts, so an outage shows quickly.
+constexpr char kParams[] =
+    "table=outage&pool=4&connect_timeout_s=2&statement_timeout_ms=2000&"
+    "acquire_timeout_ms=2000";
+
+RecordId Id(std::uint8_t n) {
+  RecordId id;
+  id.bytes.fill(n);
+  id.bytes[0] = 0xA5;
+  return id;
+}
+
+Fingerprint Fp(std::uint8_t n) {
+  Fingerprint fp;
+  fp.bytes.fill(n);
+  return fp;
+}
+
+Response Created(std::string body) {
+  return Response{201, {{"Content-Type", "text/plain"}}, std::move(body)};
+}
+
+// Runs `call`, checks that it failed with kUnavailable within kCallBound.
+template <typename Call>
+void ExpectUnavailable(std::string_view what, Call&& call) {
+  SCOPED_TRACE(what);
+  const auto start = std::chrono::steady_clock::now();
+  auto result = call();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kCallBound);
+  ASSERT_FALSE(result.has_value());
+  EXPECT_EQ(result.error().code(), ErrorCode::kUnavailable)
+      << result.error().ToString();
+  EXPECT_THAT(result.error().message(), HasSubstr("postgresql://"));
+}
+
+// Counts the claims that reach the store, to see fail-open's backoff.
+class CountingStore final : public Store {
+ public:
+  explicit CountingStore(std::shared_ptr<Store> inner)
+      : inner_(std::move(inner)) {}
+  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
+                            TimePoint now, Duration ttl,
+                            Duration lock_timeout) override {
+    claims.fetch_add(1);
+    return inner_->Claim(id, fp, now, ttl, lock_timeout);
+  }
+  Result<bool> Complete(const RecordId& id, const Token& token,
+                        const Response& response) override {
+    return inner_->Complete(id, token, response);
+  }
+  Result<bool> Release(const RecordId& id, const Token& token) override {
+    return inner_->Release(id, token);
+  }
+  Result<std::optional<Record>> Inspect(const RecordId& id,
+                                        TimePoint now) override {
+    return inner_->Inspect(id, now);
+  }
+  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override {
+    return inner_->PurgeExpired(now, limit);
+  }
+  StoreInfo Info() const override { return inner_->Info(); }
+
+  std::atomic<int> claims{0};
+
+ private:
+  std::shared_ptr<Store> inner_;
+};
+
+class PostgresOutageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!server_.Start()) {
+      // Like the shared server: CI must not pass without it.
+      if (std::getenv("CI") != nullptr) FAIL() << server_.error();
+      GTEST_SKIP() << "no private PostgreSQL server: " << server_.error();
+    }
+  }
+
+  std::shared_ptr<Store> Open() {
+    auto store = OpenStore(server_.url() + "?" + kParams);
+    EXPECT_TRUE(store.has_value()) << store.error().ToString();
+    return store.has_value() ? std::shared_ptr<Store>(std::move(*store))
+                             : nullptr;
+  }
+
+  testing::PrivatePostgres server_;
+};
+
+TEST_F(PostgresOutageTest, CallsFailUnavailableDuringAnOutageAndRecoverAfter) {
+  std::shared_ptr<Store> store = Open();
+  // A second store, idle through the outage: its pooled connection is
+  // closed by the stopping server while nobody uses it.
+  std::shared_ptr<Store> idle = Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_NE(idle, nullptr);
+  constexpr int kCompleted = 20;
+  for (int i = 0; i < kCompleted; ++i) {
+    auto claim = store->Claim(Id(i), Fp(i), kT0, kTtl, kLock);
+    ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+    auto done =
+        store->Complete(Id(i), claim->token, Created("r" + std::to_string(i)));
+    ASSERT_TRUE(done.has_value() && *done);
+  }
+  auto held = store->Claim(Id(100), Fp(100), kT0, kTtl, kLock);
+  ASSERT_TRUE(held.has_value());
+  ASSERT_EQ(held->outcome, ClaimOutcome::kAcquired);
+
+  ASSERT_TRUE(server_.Pause()) << server_.error();
+
+  // Twice each: the first finds the pooled connections dead, the second
+  // cannot open a new one.
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    ExpectUnavailable("claim new", [&] {
+      return store->Claim(Id(200), Fp(200), kT0, kTtl, kLock);
+    });
+    ExpectUnavailable("claim completed", [&] {
+      return store->Claim(Id(0), Fp(0), kT0, kTtl, kLock);
+    });
+    ExpectUnavailable("complete", [&] {
+      return store->Complete(Id(100), held->token, Created("held"));
+    });
+    ExpectUnavailable("release",
+                      [&] { return store->Release(Id(100), Token{}); });
+    ExpectUnavailable("inspect", [&] { return store->Inspect(Id(0), kT0); });
+    ExpectUnavailable("purge",
+                      [&] { return store->PurgeExpired(kT0 + kTtl, 10); });
+  }
+
+  ASSERT_TRUE(server_.Resume()) << server_.error();
+
+  // The same objects work again at once.
+  for (Store* s : {idle.get(), store.get()}) {
+    auto inspect = s->Inspect(Id(0), kT0);
+    ASSERT_TRUE(inspect.has_value()) << inspect.error().ToString();
+    ASSERT_TRUE(inspect->has_value());
+  }
+  for (int i = 0; i < kCompleted; ++i) {
+    auto replay = idle->Claim(Id(i), Fp(i), kT0, kTtl, kLock);
+    ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
+    ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted) << i;
+    EXPECT_EQ(replay->response->body, "r" + std::to_string(i));
+  }
+  // The claim made before the outage still holds and can be completed.
+  auto again = store->Claim(Id(100), Fp(100), kT0, kTtl, kLock);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->outcome, ClaimOutcome::kInProgress);
+  auto done = store->Complete(Id(100), held->token, Created("held"));
+  ASSERT_TRUE(done.has_value()) << done.error().ToString();
+  EXPECT_TRUE(*done);
+  auto fresh = store->Claim(Id(200), Fp(200), kT0, kTtl, kLock);
+  ASSERT_TRUE(fresh.has_value()) << fresh.error().ToString();
+  EXPECT_EQ(fresh->outcome, ClaimOutcome::kAcquired);
+}
+
+// A request through a Guard, with a handler that counts its runs.
+struct Client {
+  Guard* guard;
+  int runs = 0;
+
+  Response Send(std::string_view key) {
+    const HeaderView headers[] = {{"Idempotency-Key", key}};
+    RequestView request;
+    request.method = "POST";
+    request.target = "/orders";
+    request.headers = headers;
+    request.body = "{}";
+    request.scope = "tenant";
+    return guard->Run(request, [&] {
+      ++runs;
+      return Created("order");
+    });
+  }
+};
+
+TEST_F(PostgresOutageTest, FailClosedGuardAnswers503DuringTheOutage) {
+  std::shared_ptr<Store> store = Open();
+  ASSERT_NE(store, nullptr);
+  GuardSetup setup;
+  setup.store = store;
+  setup.clock = std::make_shared<ManualClock>(kT0);
+  auto guard = Guard::Create(std::move(setup));
+  ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
+  Client client{guard->get()};
+  EXPECT_EQ(client.Send("before").status, 201);
+
+  ASSERT_TRUE(server_.Pause()) << server_.error();
+  for (const char* key : {"before", "during"}) {
+    const auto start = std::chrono::steady_clock::now();
+    const Response r = client.Send(key);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, kCallBound);
+    EXPECT_EQ(r.status, 503) << key;
+    EXPECT_EQ(r.FindHeader("Content-Type"), "application/problem+json");
+    EXPECT_THAT(r.body, HasSubstr(problem_code::kStoreUnavailable));
+    EXPECT_TRUE(r.FindHeader("Retry-After").has_value());
+  }
+  EXPECT_EQ(client.runs, 1);
+  EXPECT_EQ((*guard)->metrics().Get(Outcome::kStoreError), 2u);
+
+  ASSERT_TRUE(server_.Resume()) << server_.error();
+  const Response replay = client.Send("before");
+  EXPECT_EQ(replay.status, 201);
+  EXPECT_EQ(replay.FindHeader("Idempotent-Replayed"), "true");
+  EXPECT_EQ(client.Send("during").status, 201);
+  EXPECT_EQ(client.runs, 2);
+}
+
+TEST_F(PostgresOutageTest, FailOpenGuardRunsUnprotectedAndBacksOff) {
+  std::shared_ptr<Store> postgres = Open();
+  ASSERT_NE(postgres, nullptr);
+  auto counting = std::make_shared<CountingStore>(postgres);
+  auto clock = std::make_shared<ManualClock>(kT0);
+  GuardSetup setup;
+  setup.store = counting;
+  setup.clock = clock;
+  setup.options.on_store_error = StoreErrorPolicy::kFailOpen;
+  setup.options.store_backoff = seconds(10);
+  auto guard = Guard::Create(std::move(setup));
+  ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
+  Client client{guard->get()};
+  EXPECT_EQ(client.Send("before").status, 201);
+  EXPECT_EQ(counting->claims.load(), 1);
+
+  ASSERT_TRUE(server_.Pause()) << server_.error();
+  // The failed claim: the handler runs unprotected.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(client.Send("k1").status, 201);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kCallBound);
+  EXPECT_EQ(counting->claims.load(), 2);
+  EXPECT_EQ(client.runs, 2);
+  // Within the backoff the store is not asked at all, even for a key it
+  // holds: the request runs unprotected.
+  clock->Advance(seconds(9));
+  EXPECT_EQ(client.Send("before").status, 201);
+  EXPECT_EQ(counting->claims.load(), 2);
+  EXPECT_EQ(client.runs, 3);
+  EXPECT_EQ((*guard)->metrics().Get(Outcome::kFailOpen), 2u);
+
+  ASSERT_TRUE(server_.Resume()) << server_.error();
+  // After the backoff, requests are protected again; the record completed
+  // before the outage is still there.
+  clock->Advance(seconds(1));
+  const Response replay = client.Send("before");
+  EXPECT_EQ(replay.FindHeader("Idempotent-Replayed"), "true");
+  EXPECT_EQ(counting->claims.load(), 3);
+  EXPECT_EQ(client.runs, 3);
+}
+
+}  // namespace
+}  // namespace idem
