@@ -1,6 +1,12 @@
 // The idem-demo binary as the acceptance suite drives it: flags, the
 // "listening on HOST:PORT" line on a pipe, the endpoints, exit codes and
 // signals. IDEM_DEMO_PATH is set by CMake to the built binary.
+//
+// The demo's default store is durable and lives in ./var/idem of its working
+// directory, so no test here leaves a process on the default store in the
+// test's own directory: each names its store (memory:) or runs the process
+// in a fresh temporary directory. A second run of the suite then starts from
+// nothing, and two processes never meet on one RocksDB directory by accident.
 
 #include <fcntl.h>
 #include <poll.h>
@@ -10,6 +16,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
@@ -18,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "http_test_util.h"
+#include "idem/open_store.h"
 
 extern char** environ;
 
@@ -26,11 +35,40 @@ namespace {
 
 constexpr char kBody[] = R"({"item":"book"})";
 
-// One idem-demo process with its stdout and stderr on pipes.
+// A fresh directory under $TMPDIR, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "idem-demo-test-XXXXXX")
+            .string();
+    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+bool HaveRocksdb() {
+  for (const std::string& scheme : AvailableStoreSchemes()) {
+    if (scheme == "rocksdb") return true;
+  }
+  return false;
+}
+
+// One idem-demo process with its stdout and stderr on pipes, started in
+// `cwd` when given (where its default store, ./var/idem, then lives).
 class DemoProcess {
  public:
   explicit DemoProcess(std::vector<std::string> args,
-                       std::vector<std::string> env = {}) {
+                       std::vector<std::string> env = {},
+                       const std::filesystem::path& cwd = {}) {
     int out[2], err[2];
     if (pipe(out) != 0 || pipe(err) != 0) throw std::runtime_error("pipe");
     posix_spawn_file_actions_t actions;
@@ -39,6 +77,9 @@ class DemoProcess {
     posix_spawn_file_actions_adddup2(&actions, err[1], 2);
     posix_spawn_file_actions_addclose(&actions, out[0]);
     posix_spawn_file_actions_addclose(&actions, err[0]);
+    if (!cwd.empty()) {
+      posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+    }
     args.insert(args.begin(), IDEM_DEMO_PATH);
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -96,14 +137,10 @@ class DemoProcess {
     return static_cast<std::uint16_t>(std::stoi(line.substr(prefix.size())));
   }
 
-  // Everything on stderr once the process exited.
-  std::string Stderr() {
-    std::string all;
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(err_, buf, sizeof buf)) > 0) all.append(buf, n);
-    return all;
-  }
+  // Everything (not yet read) on stdout or stderr once Wait saw the process
+  // exit; "" before that (reading would block while it runs).
+  std::string Stdout() { return status_ ? ReadAll(out_) : ""; }
+  std::string Stderr() { return status_ ? ReadAll(err_) : ""; }
 
   void Signal(int sig) { kill(pid_, sig); }
 
@@ -126,6 +163,14 @@ class DemoProcess {
   }
 
  private:
+  static std::string ReadAll(int fd) {
+    std::string all;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) all.append(buf, n);
+    return all;
+  }
+
   pid_t pid_ = -1;
   int out_ = -1;
   int err_ = -1;
@@ -161,25 +206,55 @@ TEST(DemoProcessTest, ServesTheContractAndStopsOnSigterm) {
   EXPECT_EQ(demo.Wait(), 0);
 }
 
+// On the default store (in a fresh directory): the request in flight at
+// SIGINT is answered, and its response was stored before the process exited,
+// so a demo started again on the same ./var/idem replays it.
 TEST(DemoProcessTest, SigintFinishesTheRequestInFlight) {
-  DemoProcess demo({"--listen", "127.0.0.1:0", "--instance", "proc-b"});
-  const std::uint16_t port = demo.WaitListening();
+  if (!HaveRocksdb()) GTEST_SKIP() << "the default store needs RocksDB";
+  TempDir dir;
+  std::string first_body;
+  {
+    DemoProcess demo({"--listen", "127.0.0.1:0", "--instance", "proc-b"}, {},
+                     dir.path());
+    const std::uint16_t port = demo.WaitListening();
+    ASSERT_NE(port, 0);
+    TestClient client(port);
+    client.Write(Serialize(Post("/orders?delay_ms=300", kBody, "p-2")));
+    // Wait until the handler started (seen from another connection).
+    ASSERT_TRUE(WaitFor([&] {
+      return Json(SendOnce(port, Get("/stats")))["handler_runs"] == 1;
+    }));
+    demo.Signal(SIGINT);
+    const Response res = client.Read();
+    EXPECT_EQ(res.result_int(), 201u);
+    first_body = res.body();
+    EXPECT_EQ(demo.Wait(), 0);
+  }
+  EXPECT_TRUE(std::filesystem::is_directory(dir.path() / "var" / "idem"));
+
+  DemoProcess again({"--listen", "127.0.0.1:0", "--instance", "proc-b"}, {},
+                    dir.path());
+  const std::uint16_t port = again.WaitListening();
   ASSERT_NE(port, 0);
-  TestClient client(port);
-  client.Write(Serialize(Post("/orders?delay_ms=300", kBody, "p-2")));
-  // Wait until the handler started (seen from another connection).
-  ASSERT_TRUE(WaitFor([&] {
-    return Json(SendOnce(port, Get("/stats")))["handler_runs"] == 1;
-  }));
-  demo.Signal(SIGINT);
-  const Response res = client.Read();
-  EXPECT_EQ(res.result_int(), 201u);
-  EXPECT_EQ(demo.Wait(), 0);
+  const Response replay =
+      SendOnce(port, Post("/orders?delay_ms=300", kBody, "p-2"));
+  EXPECT_EQ(replay.result_int(), 201u);
+  EXPECT_TRUE(IsReplay(replay));
+  EXPECT_EQ(replay.body(), first_body);
+  EXPECT_EQ(Json(SendOnce(port, Get("/stats")))["handler_runs"], 0);
+  again.Signal(SIGTERM);
+  EXPECT_EQ(again.Wait(), 0);
 }
 
+// Two instances with the same name, each on its own durable store (the
+// default, each in its own directory): their ids still differ.
 TEST(DemoProcessTest, OrderIdsAreUniqueAcrossInstances) {
-  DemoProcess a({"--listen", "127.0.0.1:0", "--instance", "same"});
-  DemoProcess b({"--listen", "127.0.0.1:0", "--instance", "same"});
+  if (!HaveRocksdb()) GTEST_SKIP() << "the default store needs RocksDB";
+  TempDir dir_a, dir_b;
+  DemoProcess a({"--listen", "127.0.0.1:0", "--instance", "same"}, {},
+                dir_a.path());
+  DemoProcess b({"--listen", "127.0.0.1:0", "--instance", "same"}, {},
+                dir_b.path());
   const std::uint16_t pa = a.WaitListening();
   const std::uint16_t pb = b.WaitListening();
   ASSERT_NE(pa, 0);
@@ -189,8 +264,34 @@ TEST(DemoProcessTest, OrderIdsAreUniqueAcrossInstances) {
   EXPECT_NE(ida, idb);
 }
 
+// The default store is one RocksDB directory per working directory: a second
+// demo started beside a running one fails at once, naming the directory,
+// and the first keeps serving.
+TEST(DemoProcessTest, SecondDemoOnTheDefaultStoreIsAClearError) {
+  if (!HaveRocksdb()) GTEST_SKIP() << "the default store needs RocksDB";
+  TempDir dir;
+  DemoProcess first({"--listen", "127.0.0.1:0"}, {}, dir.path());
+  const std::uint16_t port = first.WaitListening();
+  ASSERT_NE(port, 0);
+
+  DemoProcess second({"--listen", "127.0.0.1:0"}, {}, dir.path());
+  EXPECT_EQ(second.Wait(), 1);
+  const std::string err = second.Stderr();
+  EXPECT_NE(err.find("cannot open the idempotency store"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("var/idem"), std::string::npos) << err;
+  EXPECT_NE(err.find("in use"), std::string::npos) << err;
+  EXPECT_NE(err.find("--store"), std::string::npos) << err;
+
+  EXPECT_EQ(SendOnce(port, Post("/orders", kBody, "still-up")).result_int(),
+            201u);
+  first.Signal(SIGTERM);
+  EXPECT_EQ(first.Wait(), 0);
+}
+
 TEST(DemoProcessTest, LockWaitFlag) {
-  DemoProcess demo({"--listen", "127.0.0.1:0", "--lock-wait", "5000"});
+  DemoProcess demo(
+      {"--listen", "127.0.0.1:0", "--store", "memory:", "--lock-wait", "5000"});
   const std::uint16_t port = demo.WaitListening();
   ASSERT_NE(port, 0);
   TestClient first(port);
@@ -220,6 +321,9 @@ TEST(DemoProcessTest, BadFlagsExit2) {
   DemoProcess help({"--help"});
   EXPECT_NE(help.ReadLine().find("idem-demo"), std::string::npos);
   EXPECT_EQ(help.Wait(), 0);
+  // The help names the default store.
+  const std::string text = help.Stdout();
+  EXPECT_NE(text.find("rocksdb:./var/idem"), std::string::npos) << text;
 }
 
 TEST(DemoProcessTest, StoreThatCannotOpenIsAClearError) {

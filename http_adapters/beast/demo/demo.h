@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "demo_app.h"
 #include "http_server.h"
@@ -41,9 +42,14 @@ struct DemoOptions {
   LogSink log;
 };
 
-// The store default, in one place: `memory:` until a durable embedded store
-// exists, then a file store under ./var/.
-inline constexpr std::string_view kDefaultStoreUri = "memory:";
+// The store default, in one place: RocksDB in ./var/idem, relative to the
+// working directory (created on first start). Durable, so that a restarted
+// demo still replays what it answered before, and the fastest durable store
+// for one process per node (docs/STORES.md, "Which one for one node", has
+// the numbers). Its one limit: one process per directory, so a second demo
+// in the same working directory fails at start-up naming the path; give it
+// its own --store.
+inline constexpr std::string_view kDefaultStoreUri = "rocksdb:./var/idem";
 
 // --store when given, else $IDEM_STORE when set and non-empty, else
 // kDefaultStoreUri.

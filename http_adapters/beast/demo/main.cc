@@ -5,9 +5,10 @@
 //             [--threads N] [--instance NAME]
 //
 // Prints "listening on HOST:PORT" once it accepts connections and exits
-// cleanly (in-flight requests answered) on SIGINT or SIGTERM. Exit status: 0
-// after a signal, 1 when the store cannot be opened or the address bound, 2
-// for bad flags.
+// cleanly (in-flight requests answered) on SIGINT or SIGTERM. The store is
+// --store, else $IDEM_STORE, else kDefaultStoreUri (RocksDB in ./var/idem).
+// Exit status: 0 after a signal, 1 when the store cannot be opened (held by
+// another process, say) or the address bound, 2 for bad flags.
 
 #include <pthread.h>
 #include <signal.h>
@@ -15,9 +16,11 @@
 
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <system_error>
 
 #include <boost/program_options.hpp>
 
@@ -64,6 +67,10 @@ int main(int argc, char** argv) {
   long long lock_timeout = options.lock_timeout.count();
   long long lock_wait = options.lock_wait.count();
 
+  const std::string store_help =
+      "idempotency store URI (default: $IDEM_STORE, else " +
+      std::string(idem::demo::kDefaultStoreUri) +
+      ", relative to the working directory; memory: forgets on exit)";
   po::options_description flags(
       "idem-demo: an HTTP server whose POST /orders "
       "honours Idempotency-Key\nOptions");
@@ -73,7 +80,7 @@ int main(int argc, char** argv) {
       ("listen", po::value(&listen)->value_name("HOST:PORT"),
        "address to listen on; port 0 picks a free one (default 127.0.0.1:8080)")
       ("store", po::value<std::string>()->value_name("URI"),
-       "idempotency store URI (default: $IDEM_STORE, else memory:)")
+       store_help.c_str())
       ("ttl", po::value(&ttl)->value_name("SECONDS"),
        "how long a key's record lives (default 86400)")
       ("lock-timeout", po::value(&lock_timeout)->value_name("SECONDS"),
@@ -128,6 +135,18 @@ int main(int argc, char** argv) {
   if (!demo) {
     std::cerr << "idem-demo: cannot open the idempotency store: "
               << demo.error().message() << std::endl;
+    // The default store is one directory per working directory: the likely
+    // cause is a second demo started beside the first.
+    if (demo.error().code() == idem::ErrorCode::kUnavailable &&
+        options.store_uri == idem::demo::kDefaultStoreUri) {
+      std::error_code ec;
+      const std::filesystem::path cwd = std::filesystem::current_path(ec);
+      std::cerr << "idem-demo: is another idem-demo running in this directory"
+                << (ec ? std::string() : " (" + cwd.string() + ")")
+                << "? Give this one its own --store (e.g. "
+                   "rocksdb:./var/idem-2, or memory:)."
+                << std::endl;
+    }
     return 1;
   }
   if (auto started = (*demo)->Start(); !started) {
