@@ -3,7 +3,13 @@
 # Release (build/release, with ccache), prints three curl commands to try and
 # runs idem-demo in the foreground on 127.0.0.1:8080 until Ctrl-C.
 #
-#   scripts/demo.sh                        # memory: store, port 8080
+# The store is idem-demo's default, RocksDB in var/idem of the repository
+# (its working directory here; created on first start, ignored by git), so
+# keys survive a restart. One idem-demo per directory: a second one started
+# while the first runs stops at once with an error naming var/idem.
+#
+#   scripts/demo.sh                        # rocksdb:./var/idem, port 8080
+#   scripts/demo.sh --store memory:        # forget everything on exit
 #   scripts/demo.sh --lock-wait 2000       # any idem-demo flag passes through
 #   scripts/demo.sh --listen 127.0.0.1:9090
 set -euo pipefail
@@ -30,13 +36,23 @@ for ((i = 0; i < ${#args[@]}; i++)); do
 done
 [[ $have_listen -eq 1 ]] || args=(--listen "$listen" "${args[@]}")
 
+# Which store: --store, else $IDEM_STORE, else idem-demo's default.
+store=${IDEM_STORE:-rocksdb:./var/idem}
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case ${args[i]} in
+    --store) store=${args[i + 1]:-$store} ;;
+    --store=*) store=${args[i]#--store=} ;;
+  esac
+done
+
 # A key of its own per run, so that a durable store's earlier records do not
 # turn the first request into a replay.
 key="demo-$(date +%s)"
 url="http://$listen/orders"
 cat <<MSG
 
-idem-demo is starting on $listen (Ctrl-C stops it). In another terminal:
+idem-demo is starting on $listen with the store $store
+(relative paths are under $PWD; Ctrl-C stops it). In another terminal:
 
   # 1. A first request: the handler runs, 201 Created.
   curl -i -X POST $url -H 'Idempotency-Key: $key' -H 'Content-Type: application/json' -d '{"item":"book","qty":1}'
