@@ -355,6 +355,8 @@ class PostgresStore::Impl {
         std::to_string(std::max<std::int64_t>(1, client_ms / 1000));
     std::vector<const char*> keys;
     std::vector<const char*> values;
+    // libpq copies the values; each must live until PQconnectdbParams
+    // returns (hence no temporaries).
     auto add = [&](const char* key, const std::string& value) {
       if (value.empty()) return;
       keys.push_back(key);
@@ -906,7 +908,7 @@ class PostgresStore::Impl {
     return tl::unexpected<Error>(std::forward<E>(e));
   }
 
-  static constexpr const char* kApplicationName = "idem";
+  inline static const std::string kApplicationName = "idem";
   inline static const std::string kOne = "1";
   inline static const std::string kThree = "3";
 
