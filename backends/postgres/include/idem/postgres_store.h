@@ -96,10 +96,11 @@
 // idle_in_transaction_session_timeout on the session. Connecting is bounded
 // by connect_timeout (libpq's; host name resolution excepted); TCP
 // keepalives and tcp_user_timeout make a silently dropped peer visible.
-// With the defaults a call takes at most about acquire 5 s + connect 5 s +
-// statement (5 s + 2 s) per statement; a call runs one statement usually,
-// at most 2 * kClaimAttempts + 1 (a claim losing races; preparing a
-// statement on first use adds one each).
+// With the defaults a call waits at most about 5 s for a free connection,
+// 5 s to open one, and 7 s per round trip. A call runs one statement usually; a claim that loses races
+// runs at most 2 * kClaimAttempts, a Complete by another store two, a purge
+// one per batch, and a statement used for the first time on a connection
+// is prepared first (one more round trip).
 //
 // Outages: a connection that fails (the server restarted or shut down, a
 // network drop, a client-side timeout) is closed, and the call fails with
