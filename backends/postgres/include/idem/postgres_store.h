@@ -97,10 +97,11 @@
 // by connect_timeout (libpq's; host name resolution excepted); TCP
 // keepalives and tcp_user_timeout make a silently dropped peer visible.
 // With the defaults a call waits at most about 5 s for a free connection,
-// 5 s to open one, and 7 s per round trip. A call runs one statement usually; a claim that loses races
-// runs at most 2 * kClaimAttempts, a Complete by another store two, a purge
-// one per batch, and a statement used for the first time on a connection
-// is prepared first (one more round trip).
+// 5 s to open one, and 7 s per round trip. A call makes one round trip
+// usually; a claim that loses races makes at most 2 * kClaimAttempts, a
+// Complete of another store's claim two, a purge one per batch, and a
+// statement used for the first time on a connection is prepared first
+// (one more).
 //
 // Outages: a connection that fails (the server restarted or shut down, a
 // network drop, a client-side timeout) is closed, and the call fails with
