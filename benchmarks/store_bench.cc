@@ -31,6 +31,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_util.h"
 #include "idem/clock.h"
 #include "idem/fingerprint.h"
 #include "idem/response.h"
@@ -79,44 +80,12 @@ struct AllocationCounter {
   }
 };
 
+using bench::BenchFingerprint;
+using bench::BenchResponse;
+using bench::IdFor;
+using bench::kStart;
 using std::chrono::hours;
 using std::chrono::microseconds;
-
-// Bijective 64-bit mixer (the SplitMix64 finalizer): distinct counters give
-// distinct, uniformly spread id prefixes, for a couple of nanoseconds.
-std::uint64_t Mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-// The id for `key`: hashed prefix (what stores index on), raw key after it.
-RecordId IdFor(std::uint64_t key) {
-  RecordId id;
-  const std::uint64_t prefix = Mix(key);
-  std::memcpy(id.bytes.data(), &prefix, 8);
-  std::memcpy(id.bytes.data() + 8, &key, 8);
-  return id;
-}
-
-Fingerprint BenchFingerprint() {
-  Fingerprint fp;
-  for (std::size_t i = 0; i < fp.bytes.size(); ++i) {
-    fp.bytes[i] = static_cast<std::uint8_t>(i * 37 + 11);
-  }
-  return fp;
-}
-
-// A typical small JSON answer of a "create" endpoint.
-const Response& BenchResponse() {
-  static const Response response{
-      .status = 201,
-      .headers = {{"Content-Type", "application/json"},
-                  {"Location", "/orders/0123456789abcdef"}},
-      .body = std::string(R"({"id":"0123456789abcdef","status":"created",)"
-                          R"("amount":1999,"currency":"EUR"})")};
-  return response;
-}
 
 // Both stores behind one interface; `records` is how many records the run
 // will create at most.
@@ -172,8 +141,6 @@ Store* RunStore(benchmark::State& state) {
 void TearDownRun(benchmark::State& state) {
   if (state.thread_index() == 0) g_store.reset();
 }
-
-const TimePoint kStart{hours(24 * 365 * 50)};
 
 // Keys never repeat within a run: the thread index in the high bits, the
 // iteration below. A fresh store per run keeps runs from meeting old keys.

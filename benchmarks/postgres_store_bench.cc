@@ -1,0 +1,306 @@
+// The PostgreSQL store beside the one statement it is built on (issue #5;
+// results in docs/BENCHMARKS.md).
+//
+//  - Postgres/Claim: PostgresStore::Claim of a fresh id (one round trip).
+//  - Postgres/ClaimComplete: Claim of a fresh id, then Complete (two).
+//  - Postgres/RawInsert: one prepared `INSERT ... ON CONFLICT (id) DO
+//    NOTHING` of a fresh row into a table with the store's schema, the row a
+//    claim writes, through a pool of as many connections as the store's.
+// Targets: Claim <= 1.2x RawInsert, Claim+Complete <= 2.5x RawInsert.
+//
+// The server is the one named by IDEM_BENCH_POSTGRES_URI, else
+// IDEM_TEST_POSTGRES_URI (scripts/postgres.sh start prints one); without
+// either every run is skipped with that message. Every run gets fresh
+// tables (dropped after the run), so runs never meet old rows. Both sides
+// use `kPool` connections: with more threads than connections, threads
+// queue for one, as requests of a server would.
+//
+// Times are wall-clock (UseRealTime); with N threads the reported time per
+// iteration is the inverse of throughput across the threads.
+
+#include <libpq-fe.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "bench_util.h"
+#include "idem/open_store.h"
+#include "idem/record.h"
+#include "idem/record_codec.h"
+#include "idem/store.h"
+
+namespace idem {
+namespace {
+
+using bench::IdFor;
+using bench::kStart;
+using std::chrono::hours;
+using std::chrono::seconds;
+
+constexpr int kPool = 8;
+
+std::string ServerUri() {
+  for (const char* name :
+       {"IDEM_BENCH_POSTGRES_URI", "IDEM_TEST_POSTGRES_URI"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') return v;
+  }
+  return {};
+}
+
+// The URI without its query: what libpq itself accepts.
+std::string ConnInfo(const std::string& uri) {
+  return uri.substr(0, uri.find('?'));
+}
+
+std::string WithParams(const std::string& uri, const std::string& params) {
+  return uri + (uri.find('?') == std::string::npos ? "?" : "&") + params;
+}
+
+// A blocking pool of raw connections, each with the insert prepared.
+class RawPool {
+ public:
+  bool Open(const std::string& conninfo, const std::string& table,
+            std::string* error) {
+    const std::string insert =
+        "INSERT INTO \"" + table +
+        "\" (id, state, fingerprint, token, locked_until, expires_at, "
+        "takeover, record) VALUES ($1, 1, $2, $3, $4, $5, false, $6) "
+        "ON CONFLICT (id) DO NOTHING";
+    for (int i = 0; i < kPool; ++i) {
+      PGconn* c = PQconnectdb(conninfo.c_str());
+      all_.push_back(c);
+      if (PQstatus(c) != CONNECTION_OK) {
+        *error = PQerrorMessage(c);
+        return false;
+      }
+      PGresult* r = PQprepare(c, "raw_insert", insert.c_str(), 6, nullptr);
+      const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+      if (!ok) *error = PQresultErrorMessage(r);
+      PQclear(r);
+      if (!ok) return false;
+      free_.push_back(c);
+    }
+    return true;
+  }
+  ~RawPool() {
+    for (PGconn* c : all_) PQfinish(c);
+  }
+  PGconn* Acquire() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !free_.empty(); });
+    PGconn* c = free_.back();
+    free_.pop_back();
+    return c;
+  }
+  void Release(PGconn* c) {
+    {
+      std::lock_guard lock(mu_);
+      free_.push_back(c);
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<PGconn*> all_;
+  std::vector<PGconn*> free_;
+};
+
+// Runs one statement on a fresh connection (set-up and tear-down).
+bool Exec(const std::string& conninfo, const std::string& sql,
+          std::string* error) {
+  PGconn* c = PQconnectdb(conninfo.c_str());
+  bool ok = PQstatus(c) == CONNECTION_OK;
+  if (ok) {
+    PGresult* r = PQexec(c, sql.c_str());
+    ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok && error != nullptr) *error = PQresultErrorMessage(r);
+    PQclear(r);
+  } else if (error != nullptr) {
+    *error = PQerrorMessage(c);
+  }
+  PQfinish(c);
+  return ok;
+}
+
+// ---- Per-run state: made by thread 0 before the timed loop, destroyed by
+// it after; the loop's start and end are barriers across the run's threads.
+
+struct Run {
+  std::string conninfo;
+  std::string table;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<RawPool> raw;
+  std::atomic<std::uint64_t> next_key{0};
+};
+Run* g_run = nullptr;
+int g_run_number = 0;
+
+void StartRun(benchmark::State& state, bool raw) {
+  if (state.thread_index() != 0) return;
+  const std::string uri = ServerUri();
+  if (uri.empty()) {
+    state.SkipWithError(
+        "no PostgreSQL: set IDEM_BENCH_POSTGRES_URI or IDEM_TEST_POSTGRES_URI "
+        "(scripts/postgres.sh start prints one)");
+    return;
+  }
+  auto run = std::make_unique<Run>();
+  run->conninfo = ConnInfo(uri);
+  run->table = "idem_bench_" + std::to_string(::getpid()) + "_" +
+               std::to_string(++g_run_number);
+  // The store creates the table (also for the raw runs: same schema).
+  auto store = OpenStore(WithParams(
+      uri, "table=" + run->table + "&pool=" + std::to_string(kPool)));
+  if (!store) {
+    state.SkipWithError(store.error().ToString().c_str());
+    return;
+  }
+  run->store = std::move(*store);
+  if (raw) {
+    run->raw = std::make_unique<RawPool>();
+    std::string error;
+    if (!run->raw->Open(run->conninfo, run->table, &error)) {
+      state.SkipWithError(("raw connection: " + error).c_str());
+      return;
+    }
+  }
+  g_run = run.release();
+}
+
+void TearDownRun(benchmark::State& state) {
+  if (state.thread_index() != 0 || g_run == nullptr) return;
+  std::unique_ptr<Run> run(g_run);
+  g_run = nullptr;
+  run->raw.reset();
+  run->store.reset();
+  Exec(run->conninfo,
+       "DROP TABLE IF EXISTS \"" + run->table +
+           "\"; DELETE FROM idem_schema_versions WHERE table_name = '" +
+           run->table + "'",
+       nullptr);
+}
+
+// The run's state, read inside the loop (only its start is a barrier after
+// thread 0's set-up); null, and this thread's run skipped, when it failed.
+Run* RunState(benchmark::State& state) {
+  if (g_run == nullptr) state.SkipWithError("no store for this run");
+  return g_run;
+}
+
+// ---- Workloads -------------------------------------------------------------
+
+void BM_Claim(benchmark::State& state, bool complete) {
+  StartRun(state, /*raw=*/false);
+  const Fingerprint fp = bench::BenchFingerprint();
+  const Response& response = bench::BenchResponse();
+  Run* run = nullptr;
+  for (auto _ : state) {
+    if (run == nullptr && (run = RunState(state)) == nullptr) break;
+    const RecordId id = IdFor(run->next_key.fetch_add(1));
+    auto claim = run->store->Claim(id, fp, kStart, hours(24), seconds(60));
+    if (!claim || claim->outcome != ClaimOutcome::kAcquired) {
+      state.SkipWithError(claim ? "claim did not acquire"
+                                : claim.error().ToString().c_str());
+      break;
+    }
+    if (!complete) continue;
+    auto done = run->store->Complete(id, claim->token, response);
+    if (!done || !*done) {
+      state.SkipWithError(done ? "complete returned false"
+                               : done.error().ToString().c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  TearDownRun(state);
+}
+
+void BM_PostgresClaim(benchmark::State& state) { BM_Claim(state, false); }
+void BM_PostgresClaimComplete(benchmark::State& state) {
+  BM_Claim(state, true);
+}
+
+// Big-endian int8, as PostgreSQL's binary format has it.
+std::string Int8(std::int64_t v) {
+  std::string out(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    out[i] = static_cast<char>(v & 0xff);
+    v >>= 8;
+  }
+  return out;
+}
+
+void BM_PostgresRawInsert(benchmark::State& state) {
+  StartRun(state, /*raw=*/true);
+  // The row a claim writes: an in-progress record.
+  Record record;
+  record.state = RecordState::kInProgress;
+  record.fingerprint = bench::BenchFingerprint();
+  record.locked_until = kStart + seconds(60);
+  record.expires_at = kStart + hours(24);
+  const std::string encoded = EncodeRecord(record);
+  const std::string fp(record.fingerprint.bytes.begin(),
+                       record.fingerprint.bytes.end());
+  const std::string token(16, '\x5a');
+  const std::string locked =
+      Int8(record.locked_until.time_since_epoch().count());
+  const std::string expires =
+      Int8(record.expires_at.time_since_epoch().count());
+  Run* run = nullptr;
+  for (auto _ : state) {
+    if (run == nullptr && (run = RunState(state)) == nullptr) break;
+    const RecordId id = IdFor(run->next_key.fetch_add(1));
+    const char* values[6] = {reinterpret_cast<const char*>(id.bytes.data()),
+                             fp.data(),
+                             token.data(),
+                             locked.data(),
+                             expires.data(),
+                             encoded.data()};
+    const int lengths[6] = {static_cast<int>(id.bytes.size()),
+                            static_cast<int>(fp.size()),
+                            static_cast<int>(token.size()),
+                            8,
+                            8,
+                            static_cast<int>(encoded.size())};
+    const int formats[6] = {1, 1, 1, 1, 1, 1};
+    PGconn* c = run->raw->Acquire();
+    PGresult* r = PQexecPrepared(c, "raw_insert", 6, values, lengths, formats,
+                                 /*resultFormat=*/1);
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    const std::string error = ok ? "" : PQresultErrorMessage(r);
+    PQclear(r);
+    run->raw->Release(c);
+    if (!ok) {
+      state.SkipWithError(("raw insert: " + error).c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  TearDownRun(state);
+}
+
+void Threads(benchmark::internal::Benchmark* b) {
+  b->UseRealTime();
+  for (int t : {1, 2, 8, 32}) b->Threads(t);
+}
+
+BENCHMARK(BM_PostgresRawInsert)->Apply(Threads);
+BENCHMARK(BM_PostgresClaim)->Apply(Threads);
+BENCHMARK(BM_PostgresClaimComplete)->Apply(Threads);
+
+}  // namespace
+}  // namespace idem
