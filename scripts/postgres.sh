@@ -6,6 +6,9 @@
 #   scripts/postgres.sh pause    # stops the server, keeps its data and port
 #   scripts/postgres.sh resume   # starts it again on the same data and port
 #   scripts/postgres.sh stop     # stops it and deletes its data
+#   scripts/postgres.sh freeze   # SIGSTOPs the server's processes: it
+#                                # accepts connections but never answers
+#   scripts/postgres.sh thaw     # SIGCONTs them
 #
 # The URL is postgresql://idem@127.0.0.1:PORT/idem (user idem owns database
 # idem; trust authentication, loopback only). The server lives in a fresh
@@ -20,11 +23,15 @@
 # `postgres` user (runuser); as any other user, as that user. `start` is a
 # no-op that prints the URL when the state file's server is already up.
 #
+# With IDEM_PG_OWNER_PID set, `start` also leaves a watchdog that stops the
+# server (and deletes its data) once that process is gone: a test that
+# aborts or is killed before its own cleanup leaks no server.
+#
 # fsync is off unless IDEM_PG_FSYNC=on: a test server need not survive a
 # power loss (a server or process crash loses nothing either way); turn it
 # on to measure.
 #
-# Environment: IDEM_PG_STATE, IDEM_PG_FSYNC, IDEM_PG_BINDIR (default: the
+# Environment: IDEM_PG_STATE, IDEM_PG_OWNER_PID, IDEM_PG_FSYNC, IDEM_PG_BINDIR (default: the
 # newest /usr/lib/postgresql/*/bin), TMPDIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -107,7 +114,23 @@ cmd_start() {
   as_pg "$bindir/psql" -q -h "$dir" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 \
     -c "CREATE ROLE idem LOGIN" -c "CREATE DATABASE idem OWNER idem" >/dev/null ||
     die "cannot create the idem user and database (log: $dir/server.log)"
+  if [[ -n ${IDEM_PG_OWNER_PID:-} ]]; then
+    # Detached from the caller's session and output, so that nobody waits
+    # for it; `stop` is a no-op if the owner already stopped the server.
+    setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done
+                    IDEM_PG_STATE=$2 "$3" stop' \
+      watchdog "$IDEM_PG_OWNER_PID" "$state" "$root/scripts/postgres.sh" \
+      </dev/null >/dev/null 2>&1 &
+  fi
   url
+}
+
+# The postmaster and its children (backends, background workers), by pid.
+server_pids() {
+  local pid
+  pid=$(head -1 "$dir/data/postmaster.pid" 2>/dev/null) || return 1
+  [[ -n $pid ]] || return 1
+  echo "$pid" $(pgrep -P "$pid" || true)
 }
 
 case ${1:-} in
@@ -127,13 +150,21 @@ case ${1:-} in
     ;;
   stop)
     if load_state; then
+      if pids=$(server_pids); then kill -s CONT $pids 2>/dev/null || true; fi
       server_stop || true
       rm -rf "$dir"
       rm -f "$state"
     fi
     ;;
+  freeze | thaw)
+    load_state || die "no server (state file $state)"
+    pids=$(server_pids) || die "the server is not running"
+    signal=STOP
+    [[ $1 == thaw ]] && signal=CONT
+    kill -s "$signal" $pids
+    ;;
   *)
-    echo "usage: $0 start|url|pause|resume|stop" >&2
+    echo "usage: $0 start|url|pause|resume|stop|freeze|thaw" >&2
     exit 2
     ;;
 esac

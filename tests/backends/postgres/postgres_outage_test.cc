@@ -7,6 +7,8 @@
 //  - after the restart the same store objects work again, including one
 //    whose pooled connections the server closed while they sat idle, and
 //    no completed record is lost;
+//  - a server that stops answering altogether (SIGSTOP) costs a call at
+//    most its client-side deadline or connect_timeout;
 //  - through the Guard, fail-closed answers 503 problems during the outage
 //    and fail-open runs the handler unprotected and leaves the store alone
 //    for store_backoff (a ManualClock moves time).
@@ -198,6 +200,46 @@ TEST_F(PostgresOutageTest, CallsFailUnavailableDuringAnOutageAndRecoverAfter) {
   auto fresh = store->Claim(Id(200), Fp(200), kT0, kTtl, kLock);
   ASSERT_TRUE(fresh.has_value()) << fresh.error().ToString();
   EXPECT_EQ(fresh->outcome, ClaimOutcome::kAcquired);
+}
+
+// A server that stops answering (a dropped network, a hung host): neither
+// the server's statement_timeout nor the kernel can end the wait, so the
+// client-side deadline (statement_timeout + kClientGrace) and libpq's
+// connect_timeout do.
+TEST_F(PostgresOutageTest, ASilentServerIsUnavailableWithinTheDeadlines) {
+  auto store = OpenStore(server_.url() +
+                         "?table=silent&connect_timeout_s=2&"
+                         "statement_timeout_ms=1000&acquire_timeout_ms=2000");
+  ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  auto claim = (*store)->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+
+  ASSERT_TRUE(server_.Freeze()) << server_.error();
+  // On the pooled connection: the client-side deadline.
+  auto start = std::chrono::steady_clock::now();
+  auto silent = (*store)->Claim(Id(2), Fp(2), kT0, kTtl, kLock);
+  auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(1000));
+  EXPECT_LT(waited, kCallBound);
+  ASSERT_FALSE(silent.has_value());
+  EXPECT_EQ(silent.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(silent.error().message(), HasSubstr("no reply within"));
+  // On a new connection: connect_timeout.
+  start = std::chrono::steady_clock::now();
+  silent = (*store)->Claim(Id(2), Fp(2), kT0, kTtl, kLock);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kCallBound);
+  ASSERT_FALSE(silent.has_value());
+  EXPECT_EQ(silent.error().code(), ErrorCode::kUnavailable)
+      << silent.error().ToString();
+  ASSERT_TRUE(server_.Thaw()) << server_.error();
+
+  // The first silent claim may have been written before the freeze took
+  // the reply away; either way the store answers again.
+  auto again = (*store)->Claim(Id(2), Fp(2), kT0, kTtl, kLock);
+  ASSERT_TRUE(again.has_value()) << again.error().ToString();
+  auto done = (*store)->Complete(Id(1), claim->token, Created("after"));
+  ASSERT_TRUE(done.has_value()) << done.error().ToString();
+  EXPECT_TRUE(*done);
 }
 
 // A request through a Guard, with a handler that counts its runs.

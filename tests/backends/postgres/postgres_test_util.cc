@@ -112,7 +112,10 @@ bool PrivatePostgres::Run(const std::string& command, std::string* out) {
   }
   // The script's own messages go to the test's stderr; its stdout (the
   // URL) is captured.
-  const std::string line = "IDEM_PG_STATE='" + (dir_ / "state").string() +
+  // IDEM_PG_OWNER_PID: the script's watchdog stops the server if this
+  // process dies before the destructor runs (an abort, a signal).
+  const std::string line = "IDEM_PG_OWNER_PID=" + std::to_string(::getpid()) +
+                           " IDEM_PG_STATE='" + (dir_ / "state").string() +
                            "' '" IDEM_POSTGRES_SCRIPT "' " + command;
   FILE* pipe = ::popen(line.c_str(), "r");
   if (pipe == nullptr) {
@@ -146,6 +149,10 @@ bool PrivatePostgres::Start() {
 bool PrivatePostgres::Pause() { return Run("pause", nullptr); }
 
 bool PrivatePostgres::Resume() { return Run("resume", nullptr); }
+
+bool PrivatePostgres::Freeze() { return Run("freeze", nullptr); }
+
+bool PrivatePostgres::Thaw() { return Run("thaw", nullptr); }
 
 bool PrivatePostgres::Stop() {
   started_ = false;

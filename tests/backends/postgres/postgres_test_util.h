@@ -74,6 +74,11 @@ class PrivatePostgres {
   bool Pause();
   // Starts it again on the same data and port (`resume`).
   bool Resume();
+  // Stops (SIGSTOP) the server's processes: connections are accepted by the
+  // kernel but nothing answers, as with a dropped network (`freeze`).
+  bool Freeze();
+  // Lets them run again (`thaw`).
+  bool Thaw();
   // Stops it and deletes its data (`stop`); also done by the destructor.
   bool Stop();
 
