@@ -1,0 +1,157 @@
+// Two idem-demo processes on one PostgreSQL table: the handler of a request
+// runs once across both, whichever instance each retry reaches.
+//
+// 50 POSTs with one Idempotency-Key and one body, alternating between the
+// two instances, to a handler that takes 300 ms: first all at once (each
+// from its own thread, released together), then again, with a fresh key,
+// one every 10 ms. Exactly one answer is the 201 of the handler's run; every
+// other one is a replay of that same response or a 409 problem
+// (idempotency_request_in_progress); /stats of the two instances together
+// count one handler run. Afterwards a retry on either instance is a replay.
+//
+// The table is fresh for each test, on the shared test server
+// (IDEM_TEST_POSTGRES_URI; without it the tests skip, and under CI fail).
+// IDEM_DEMO_PATH is set by CMake. Only 127.0.0.1, port 0; waits are bounded
+// with generous deadlines (ASan and TSan on a loaded two-core machine).
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <latch>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "postgres_test_util.h"
+#include "support/demo_process.h"
+
+namespace idem::testing {
+namespace {
+
+using proc::DemoProcess;
+using proc::Describe;
+using proc::HandlerRuns;
+using proc::HttpResponse;
+using proc::ReadFile;
+using proc::Send;
+using proc::TempDir;
+
+constexpr int kRequests = 50;
+constexpr char kTarget[] = "/orders?delay_ms=300";
+constexpr char kBody[] = R"({"item":"book","quantity":1})";
+
+enum class Spacing { kAllAtOnce, kTenMsApart };
+
+class MultiInstanceTest : public ::testing::TestWithParam<Spacing> {
+ protected:
+  void SetUp() override {
+    IDEM_REQUIRE_TEST_POSTGRES();
+    table_ = UniquePostgresTable("multi");
+    uri_ = WithParams(PostgresTestUri(), "table=" + table_);
+  }
+  void TearDown() override {
+    if (!table_.empty()) DropPostgresTable(uri_, table_);
+  }
+
+  std::string table_;
+  std::string uri_;
+};
+
+TEST_P(MultiInstanceTest, OneKeyOnTwoInstancesRunsTheHandlerOnce) {
+  TempDir dir;
+  const auto log_a = dir.path() / "a.log";
+  const auto log_b = dir.path() / "b.log";
+  // The first instance creates the table; the second finds it.
+  DemoProcess a(IDEM_DEMO_PATH, uri_, log_a, {"--instance", "a"});
+  const std::uint16_t port_a = a.WaitListening();
+  ASSERT_NE(port_a, 0) << ReadFile(log_a);
+  DemoProcess b(IDEM_DEMO_PATH, uri_, log_b, {"--instance", "b"});
+  const std::uint16_t port_b = b.WaitListening();
+  ASSERT_NE(port_b, 0) << ReadFile(log_b);
+  const std::uint16_t ports[2] = {port_a, port_b};
+
+  const std::string key =
+      GetParam() == Spacing::kAllAtOnce ? "multi-at-once" : "multi-10ms-apart";
+  std::vector<std::optional<HttpResponse>> answers(kRequests);
+  {
+    std::latch start(kRequests + 1);
+    std::vector<std::thread> threads;
+    threads.reserve(kRequests);
+    for (int i = 0; i < kRequests; ++i) {
+      threads.emplace_back([&, i] {
+        start.arrive_and_wait();
+        if (GetParam() == Spacing::kTenMsApart) {
+          // Load generation, not a timing assertion: request i leaves about
+          // i * 10 ms after the first, whatever the scheduler makes of it.
+          std::this_thread::sleep_for(std::chrono::milliseconds(10 * i));
+        }
+        answers[i] = Send(ports[i % 2], "POST", kTarget, key, kBody,
+                          std::chrono::seconds(120));
+      });
+    }
+    start.arrive_and_wait();
+    for (auto& t : threads) t.join();
+  }
+
+  std::optional<HttpResponse> created;
+  int replays = 0;
+  int conflicts = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    SCOPED_TRACE("request " + std::to_string(i) + " to instance " +
+                 (i % 2 == 0 ? "a" : "b"));
+    const auto& r = answers[i];
+    ASSERT_TRUE(r.has_value()) << ReadFile(log_a) << ReadFile(log_b);
+    if (r->status == 409) {
+      EXPECT_EQ(r->Header("Content-Type"), "application/problem+json");
+      EXPECT_NE(r->body.find("idempotency_request_in_progress"),
+                std::string::npos)
+          << Describe(r);
+      ++conflicts;
+      continue;
+    }
+    ASSERT_EQ(r->status, 201) << Describe(r);
+    if (r->Header("Idempotent-Replayed") == "true") {
+      ++replays;
+      continue;
+    }
+    ASSERT_FALSE(created.has_value()) << "two requests ran the handler:\n"
+                                      << Describe(created) << "\n"
+                                      << Describe(r);
+    created = r;
+  }
+  ASSERT_TRUE(created.has_value()) << "no request ran the handler";
+  EXPECT_EQ(1 + replays + conflicts, kRequests);
+  for (const auto& r : answers) {
+    if (r->status == 201) {
+      EXPECT_EQ(r->body, created->body);
+    }
+  }
+  EXPECT_EQ(HandlerRuns(port_a) + HandlerRuns(port_b), 1);
+
+  // Afterwards, either instance replays it.
+  for (const std::uint16_t port : ports) {
+    const auto retry = Send(port, "POST", kTarget, key, kBody);
+    ASSERT_TRUE(retry.has_value());
+    EXPECT_EQ(retry->status, 201) << Describe(retry);
+    EXPECT_EQ(retry->Header("Idempotent-Replayed"), "true") << Describe(retry);
+    EXPECT_EQ(retry->body, created->body);
+  }
+  EXPECT_EQ(HandlerRuns(port_a) + HandlerRuns(port_b), 1);
+  RecordProperty("replays", replays);
+  RecordProperty("conflicts", conflicts);
+}
+
+INSTANTIATE_TEST_SUITE_P(Spacings, MultiInstanceTest,
+                         ::testing::Values(Spacing::kAllAtOnce,
+                                           Spacing::kTenMsApart),
+                         [](const ::testing::TestParamInfo<Spacing>& info) {
+                           return std::string(info.param == Spacing::kAllAtOnce
+                                                  ? "AllAtOnce"
+                                                  : "TenMsApart");
+                         });
+
+}  // namespace
+}  // namespace idem::testing

@@ -1,0 +1,111 @@
+// Helpers for tests that run idem-demo as a separate process and talk to it
+// over real sockets (crash tests, multi-instance tests): a minimal blocking
+// HTTP/1.1 client on POSIX sockets with deadlines, bounded polling, and the
+// demo process itself, started with posix_spawn and killable with SIGKILL.
+//
+// Only 127.0.0.1 and port 0. Every wait has a generous deadline: the tests
+// also run under ASan and TSan on a loaded two-core machine.
+//
+// Thread-safety: the free functions may be called from any thread; a
+// DemoProcess belongs to one thread.
+
+#ifndef IDEM_TESTS_SUPPORT_DEMO_PROCESS_H_
+#define IDEM_TESTS_SUPPORT_DEMO_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace idem::testing::proc {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// A fresh directory under the system temp dir, removed with its contents.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct HttpResponse {
+  int status = 0;
+  std::string head;  // Status line and headers, as received.
+  std::string body;
+
+  // The value of header `name` (ASCII case-insensitive), or "".
+  std::string Header(std::string_view name) const;
+};
+
+// The response as text, or "<no response>".
+std::string Describe(const std::optional<HttpResponse>& r);
+
+// A socket connected to 127.0.0.1:port, or -1.
+int Connect(std::uint16_t port);
+bool WriteAll(int fd, std::string_view data);
+// An HTTP/1.1 request with Connection: close; `key` (when not empty) as
+// Idempotency-Key, sent verbatim; a JSON body for POST.
+std::string RawRequest(std::string_view method, std::string_view target,
+                       std::string_view key, std::string_view body);
+// Reads one response from `fd` until `deadline`; nullopt on EOF before a
+// whole response, an error or the deadline.
+std::optional<HttpResponse> ReadResponse(int fd,
+                                         SteadyClock::time_point deadline);
+// Connects, sends, reads one response and closes.
+std::optional<HttpResponse> Send(
+    std::uint16_t port, std::string_view method, std::string_view target,
+    std::string_view key, std::string_view body,
+    std::chrono::seconds timeout = std::chrono::seconds(60));
+
+// handler_runs from GET /stats, or -1.
+int HandlerRuns(std::uint16_t port);
+
+// Polls `done` every 20 ms until it holds or `timeout` passes. For the
+// state of another process, never for timing.
+bool WaitFor(const std::function<bool()>& done,
+             std::chrono::seconds timeout = std::chrono::seconds(120));
+
+std::string ReadFile(const std::filesystem::path& path);
+
+// One idem-demo process: `binary --listen 127.0.0.1:0 --store <store_uri>`
+// plus `extra_args`, stdout read for the "listening on" line, stderr
+// appended to `log`. IDEM_STORE is removed from its environment so that only
+// --store chooses the store. Killed (SIGKILL) and reaped by the destructor.
+class DemoProcess {
+ public:
+  DemoProcess(const std::string& binary, const std::string& store_uri,
+              const std::filesystem::path& log,
+              const std::vector<std::string>& extra_args = {});
+  ~DemoProcess();
+  DemoProcess(const DemoProcess&) = delete;
+  DemoProcess& operator=(const DemoProcess&) = delete;
+
+  // The port from "listening on 127.0.0.1:PORT", or 0 after EOF, another
+  // line or the timeout.
+  std::uint16_t WaitListening(
+      std::chrono::seconds timeout = std::chrono::seconds(120));
+
+  // SIGKILL, then reap: when this returns the process is gone and its file
+  // locks and connections are released.
+  void Kill();
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+};
+
+}  // namespace idem::testing::proc
+
+#endif  // IDEM_TESTS_SUPPORT_DEMO_PROCESS_H_
