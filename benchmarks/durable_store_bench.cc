@@ -40,6 +40,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_util.h"
 #include "idem/clock.h"
 #include "idem/record.h"
 #include "idem/record_codec.h"
@@ -52,44 +53,12 @@
 namespace idem {
 namespace {
 
+using bench::BenchFingerprint;
+using bench::BenchResponse;
+using bench::IdFor;
+using bench::kStart;
 using std::chrono::hours;
 using std::chrono::seconds;
-
-const TimePoint kStart{hours(24 * 365 * 50)};
-
-std::uint64_t Mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-// Spread prefix (what the stores hash or sort on), the counter after it.
-RecordId IdFor(std::uint64_t key) {
-  RecordId id;
-  const std::uint64_t prefix = Mix(key);
-  std::memcpy(id.bytes.data(), &prefix, 8);
-  std::memcpy(id.bytes.data() + 8, &key, 8);
-  return id;
-}
-
-Fingerprint BenchFingerprint() {
-  Fingerprint fp;
-  for (std::size_t i = 0; i < fp.bytes.size(); ++i) {
-    fp.bytes[i] = static_cast<std::uint8_t>(i * 37 + 11);
-  }
-  return fp;
-}
-
-// The same answer store_bench.cc uses: a small JSON "created".
-const Response& BenchResponse() {
-  static const Response response{
-      .status = 201,
-      .headers = {{"Content-Type", "application/json"},
-                  {"Location", "/orders/0123456789abcdef"}},
-      .body = std::string(R"({"id":"0123456789abcdef","status":"created",)"
-                          R"("amount":1999,"currency":"EUR"})")};
-  return response;
-}
 
 // What the raw operations write: the bytes of a completed record.
 const std::string& CompletedRecordBytes() {
