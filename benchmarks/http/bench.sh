@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# HTTP benchmark of idem-demo with the memory store against the same server
-# without idem (idem-demo --no-idem): wrk with fresh keys, with replays, and
-# the plain baseline, in one run, interleaved over several rounds. Prints a
-# Markdown table of requests/s and p50/p99 latency (medians over the rounds).
+# HTTP benchmark of idem-demo on one or more stores against the same server
+# without idem (idem-demo --no-idem): wrk with fresh keys on every store,
+# replays on the first, and the plain baseline, in one run, interleaved over
+# several rounds. Prints a Markdown table of requests/s and p50/p99 latency
+# (medians over the rounds), against the plain server and the first store.
 #
 #   benchmarks/http/bench.sh [BUILD_DIR]   # default build/release
+#   STORES="memory: rocksdb:{tmp}/db sqlite:{tmp}/idem.db" benchmarks/http/bench.sh
 #
-# Environment: ROUNDS (3), DURATION (10s), THREADS (2), CONNECTIONS (32),
-# SERVER_THREADS (idem-demo --threads, 2).
+# Environment: STORES (space-separated store URIs, default "memory:"; {tmp}
+# stands for a fresh directory removed at exit), ROUNDS (3), DURATION (10s),
+# THREADS (2), CONNECTIONS (32), SERVER_THREADS (idem-demo --threads, 2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build/release}
@@ -18,6 +21,7 @@ duration=${DURATION:-10s}
 threads=${THREADS:-2}
 connections=${CONNECTIONS:-32}
 server_threads=${SERVER_THREADS:-2}
+read -r -a stores <<<"${STORES:-memory:}"
 [[ -x $demo ]] || { echo "bench.sh: no $demo; build idem-demo first" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "bench.sh: wrk is not installed" >&2; exit 1; }
 
@@ -44,10 +48,17 @@ start() {  # name, flags... -> sets port_<name>
   printf -v "port_$name" '%s' "$port"
 }
 
-start idem --store memory:
+# A row label per store: its scheme, numbered when a scheme repeats.
+labels=()
+for i in "${!stores[@]}"; do
+  label=${stores[$i]%%:*}
+  [[ " ${labels[*]} " == *" $label "* ]] && label=$label$i
+  labels+=("$label")
+  start "s$i" --store "${stores[$i]//\{tmp\}/$tmp}"
+done
 start plain --no-idem
 key="bench-replay-$$"
-curl -fsS -o /dev/null -X POST "http://127.0.0.1:$port_idem/orders" \
+curl -fsS -o /dev/null -X POST "http://127.0.0.1:$port_s0/orders" \
   -H "Idempotency-Key: $key" -H 'Content-Type: application/json' -d '{"item":"book","qty":1}'
 
 # wrk's latency distribution lines look like "     50%  412.00us".
@@ -71,8 +82,11 @@ run() {  # name, port, script, round
 
 for round in $(seq "$rounds"); do
   run plain "$port_plain" fresh_keys.lua "$round"
-  run fresh "$port_idem" fresh_keys.lua "$round"
-  run replay "$port_idem" replays.lua "$round"
+  for i in "${!stores[@]}"; do
+    port_var=port_s$i
+    run "fresh:${labels[$i]}" "${!port_var}" fresh_keys.lua "$round"
+  done
+  run "replay:${labels[0]}" "$port_s0" replays.lua "$round"
 done
 
 median() {  # name, column
@@ -81,15 +95,20 @@ median() {  # name, column
 }
 plain_rps=$(median plain 2)
 plain_p99=$(median plain 4)
-echo "| load | requests/s | p50 (ms) | p99 (ms) | vs plain (req/s) | p99 vs plain | non-2xx |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
-for name in plain fresh replay; do
+first_rps=$(median "fresh:${labels[0]}" 2)
+echo "| load | requests/s | p50 (ms) | p99 (ms) | vs plain (req/s) | p99 vs plain | vs fresh:${labels[0]} | non-2xx |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+names=(plain)
+for label in "${labels[@]}"; do names+=("fresh:$label"); done
+names+=("replay:${labels[0]}")
+for name in "${names[@]}"; do
   rps=$(median "$name" 2); p50=$(median "$name" 3); p99=$(median "$name" 4)
   errors=$(awk -v n="$name" '$1 == n {s += $5} END {print s + 0}' "$tmp/results")
-  awk -v n="$name" -v r="$rps" -v a="$p50" -v b="$p99" -v pr="$plain_rps" -v pp="$plain_p99" -v e="$errors" \
-    'BEGIN { printf "| %s | %.0f | %.2f | %.2f | %.0f%% | %.2fx | %d |\n", n, r, a / 1000, b / 1000, 100 * r / pr, b / pp, e }'
+  awk -v n="$name" -v r="$rps" -v a="$p50" -v b="$p99" -v pr="$plain_rps" -v pp="$plain_p99" -v fr="$first_rps" -v e="$errors" \
+    'BEGIN { printf "| %s | %.0f | %.2f | %.2f | %.0f%% | %.2fx | %.0f%% | %d |\n", n, r, a / 1000, b / 1000, 100 * r / pr, b / pp, 100 * r / fr, e }'
 done
 echo
 echo "wrk -t$threads -c$connections -d$duration --latency, $rounds rounds (medians), idem-demo --threads $server_threads, $(nproc) cores"
+for i in "${!stores[@]}"; do echo "${labels[$i]}: ${stores[$i]}"; done
 echo "raw:"
 sort "$tmp/results" | sed 's/^/  /'
