@@ -1,10 +1,13 @@
 // The SQLite store; see sqlite_store.h for its contract and schema.
 //
-// Every call borrows a pooled connection (multi-thread mode: a connection is
-// used by one thread at a time) and runs its cached prepared statements. A
-// statement's bindings point at buffers of the calling frame (SQLITE_STATIC,
-// no copies of large records), so every statement is reset before those
-// buffers go out of scope: StatementScope does that.
+// Writes run on the one writer connection, reads on a pooled connection
+// (multi-thread mode: a connection is used by one thread at a time); each
+// connection caches its prepared statements. A statement's bindings point at
+// buffers of the calling frame (SQLITE_STATIC, no copies of large records),
+// so every statement is reset before those buffers go out of scope:
+// StatementScope does that. Writes queued behind the writer run on the
+// thread that finds it idle, while their callers wait: their frames outlive
+// the transaction.
 
 #include "idem/sqlite_store.h"
 
@@ -38,6 +41,16 @@ namespace {
 
 // Idle connections kept for reuse; more are closed when returned.
 constexpr std::size_t kMaxIdleConnections = 64;
+// Write calls that one transaction of the writer takes at most.
+constexpr std::size_t kMaxBatch = 64;
+
+// The writer counts the WAL's frames after each commit: past
+// kCheckpointFrames (SQLite's own wal_autocheckpoint default) it wakes the
+// checkpointer thread; past kInlineCheckpointFrames, when the checkpointer
+// could not keep up, it checkpoints itself, so that the WAL stays bounded
+// (~16 MiB of 4 KiB pages) and is reset from its start now and then.
+constexpr int kCheckpointFrames = 1000;
+constexpr int kInlineCheckpointFrames = 4 * kCheckpointFrames;
 // Rows one PurgeExpired transaction deletes.
 constexpr std::size_t kPurgeBatch = 1000;
 // A claim whose upsert found a live record and whose follow-up SELECT then
@@ -50,6 +63,11 @@ enum StatementId {
   kComplete,
   kRelease,
   kPurge,
+  kBegin,
+  kCommit,
+  kSavepoint,
+  kSavepointRelease,
+  kSavepointRollback,
   kStatementCount,
 };
 
@@ -81,6 +99,12 @@ constexpr const char* kSql[kStatementCount] = {
     // kPurge: ?1 now, ?2 limit.
     "DELETE FROM idem_records WHERE id IN (SELECT id FROM idem_records "
     "WHERE expires_at <= ?1 LIMIT ?2)",
+    // The writer's transactions, and one savepoint per call in them.
+    "BEGIN IMMEDIATE",
+    "COMMIT",
+    "SAVEPOINT idem_call",
+    "RELEASE idem_call",
+    "ROLLBACK TO idem_call",
 };
 
 constexpr const char* kCreateSchemaV2[] = {
@@ -186,7 +210,8 @@ std::string_view ColumnBlob(sqlite3_stmt* stmt, int column) {
   return {static_cast<const char*>(data), static_cast<std::size_t>(size)};
 }
 
-// One pooled connection and its prepared statements.
+// One connection (the writer, the checkpointer's or a pooled reader) and its
+// prepared statements.
 class Connection {
  public:
   Connection(sqlite3* db) : db_(db) {}
@@ -230,10 +255,15 @@ struct Row {
 class SqliteStore::Impl {
  public:
   Impl(const SqliteStoreOptions& options, std::shared_ptr<Clock> clock)
-      : options_(options), clock_(std::move(clock)) {}
+      : options_(options), clock_(std::move(clock)) {
+    batch_.reserve(kMaxBatch);
+  }
 
   ~Impl() {
     StopSweeper();
+    StopCheckpointer();
+    checkpoint_conn_.reset();
+    writer_.reset();
     std::lock_guard<std::mutex> lock(pool_mu_);
     idle_.clear();
   }
@@ -460,10 +490,222 @@ class SqliteStore::Impl {
     auto lease = Acquire();
     if (!lease) return Unexpected(lease.error());
     if (Status s = PrepareSchema(**lease); !s) return s;
+    if (Status s = OpenWriter(); !s) return s;
+    auto checkpoint_conn = OpenConnection();
+    if (!checkpoint_conn) return Unexpected(checkpoint_conn.error());
+    checkpoint_conn_ = std::move(*checkpoint_conn);
+    checkpointer_ = std::thread([this] { CheckpointLoop(); });
     if (options_.sweep_interval > std::chrono::seconds::zero()) {
       sweeper_ = std::thread([this] { SweepLoop(); });
     }
     return {};
+  }
+
+  // ---- The writer ----------------------------------------------------------
+  //
+  // Every write of this process goes through one connection, one call at a
+  // time, and calls that arrive while a transaction runs are committed
+  // together in the next one (group commit). See sqlite_store.h for why.
+
+  class WriteOp {
+   public:
+    virtual ~WriteOp() = default;
+    virtual void Run(Connection& conn) = 0;
+    virtual void Fail(const Error& e) = 0;
+    virtual bool ok() const = 0;
+    // Only when !ok().
+    virtual const Error& error() const = 0;
+    bool done = false;  // Guarded by write_mu_.
+  };
+
+  template <typename T, typename Fn>
+  class TypedWriteOp final : public WriteOp {
+   public:
+    TypedWriteOp(const std::string& path, Fn& fn) : path_(path), fn_(fn) {}
+    void Run(Connection& conn) override {
+      result = Boundary(path_, "write", [&] { return fn_(conn); });
+    }
+    void Fail(const Error& e) override { result = tl::unexpected(e); }
+    bool ok() const override { return result.has_value(); }
+    const Error& error() const override { return result.error(); }
+
+    Result<T> result =
+        tl::unexpected(Error(ErrorCode::kInternal, "write not run"));
+
+   private:
+    const std::string& path_;
+    Fn& fn_;
+  };
+
+  Status OpenWriter() {
+    auto conn = OpenConnection();
+    if (!conn) return Unexpected(conn.error());
+    writer_ = std::move(*conn);
+    // Replaces SQLite's automatic checkpoint, which would copy the WAL into
+    // the database file and fsync both inside the commit of whichever call
+    // crossed the threshold, while every other write of this process waits.
+    sqlite3_wal_hook(writer_->db(), &Impl::WalHook, this);
+    return {};
+  }
+
+  static int WalHook(void* arg, sqlite3* db, const char*, int frames) {
+    auto* impl = static_cast<Impl*>(arg);
+    int done = impl->checkpointed_frames_.load(std::memory_order_relaxed);
+    if (frames < done) {
+      // The WAL started again from its beginning.
+      done = 0;
+      impl->checkpointed_frames_.store(0, std::memory_order_relaxed);
+    }
+    if (frames >= kInlineCheckpointFrames) {
+      // The checkpointer fell far behind: checkpoint here, so that the WAL
+      // stays bounded.
+      sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                                nullptr);
+    } else if (frames - done >= kCheckpointFrames) {
+      bool wake = false;
+      {
+        std::lock_guard<std::mutex> lock(impl->checkpoint_mu_);
+        if (!impl->checkpoint_running_) wake = impl->checkpoint_wanted_ = true;
+      }
+      if (wake) impl->checkpoint_cv_.notify_one();
+    }
+    return SQLITE_OK;
+  }
+
+  void CheckpointLoop() {
+    std::unique_lock<std::mutex> lock(checkpoint_mu_);
+    for (;;) {
+      checkpoint_cv_.wait(
+          lock, [this] { return checkpoint_wanted_ || checkpoint_stop_; });
+      if (checkpoint_stop_) return;
+      checkpoint_wanted_ = false;
+      checkpoint_running_ = true;
+      lock.unlock();
+      // PASSIVE: never waits for readers or writers; whatever it cannot
+      // copy now is left for the next round. Errors (another process's
+      // checkpoint running, say) are left for the next round too.
+      int log = 0, copied = 0;
+      if (sqlite3_wal_checkpoint_v2(checkpoint_conn_->db(), nullptr,
+                                    SQLITE_CHECKPOINT_PASSIVE, &log,
+                                    &copied) == SQLITE_OK) {
+        checkpointed_frames_.store(copied, std::memory_order_relaxed);
+      }
+      lock.lock();
+      checkpoint_running_ = false;
+    }
+  }
+
+  void StopCheckpointer() {
+    if (!checkpointer_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(checkpoint_mu_);
+      checkpoint_stop_ = true;
+    }
+    checkpoint_cv_.notify_all();
+    checkpointer_.join();
+  }
+
+  // Runs fn(Connection&) -> Result<T> on the writer connection, in a
+  // transaction shared with the calls queued beside it; returns once that
+  // transaction committed (or failed).
+  template <typename T, typename Fn>
+  Result<T> Write(Fn&& fn) {
+    TypedWriteOp<T, Fn> op(path(), fn);
+    std::unique_lock<std::mutex> lock(write_mu_);
+    write_queue_.push_back(&op);
+    while (!op.done && writing_) write_cv_.wait(lock);
+    if (op.done) return std::move(op.result);
+    // Nobody is writing: this thread writes what is queued, its own call
+    // among them (the queue is at most kMaxBatch long when nobody writes:
+    // every writer takes up to kMaxBatch, and whoever queued beyond waits
+    // and then writes the rest).
+    writing_ = true;
+    // batch_ has room for kMaxBatch: nothing below allocates, so nothing
+    // throws while writing_ is set.
+    std::vector<WriteOp*>& batch = batch_;
+    const std::size_t n = std::min(write_queue_.size(), kMaxBatch);
+    batch.assign(write_queue_.begin(), write_queue_.begin() + n);
+    write_queue_.erase(write_queue_.begin(), write_queue_.begin() + n);
+    lock.unlock();
+    RunBatch(batch);
+    lock.lock();
+    for (WriteOp* w : batch) w->done = true;
+    batch.clear();
+    writing_ = false;
+    lock.unlock();
+    write_cv_.notify_all();
+    return std::move(op.result);
+  }
+
+  // Runs one of the writer's transaction statements; its error, or nullopt.
+  std::optional<Error> StepWriter(StatementId id, std::string_view op) {
+    int rc;
+    sqlite3_stmt* stmt = writer_->Get(id, &rc);
+    if (stmt == nullptr) return SqlError(op, writer_->db(), rc);
+    rc = sqlite3_step(stmt);
+    sqlite3_reset(stmt);
+    if (rc == SQLITE_DONE) return std::nullopt;
+    return SqlError(op, writer_->db(), rc);
+  }
+
+  void FailAll(const std::vector<WriteOp*>& batch, const Error& e) {
+    for (WriteOp* w : batch) w->Fail(e);
+  }
+
+  // One write transaction for the batch. A call that fails writes nothing
+  // (its savepoint is rolled back) and leaves the others be; an error that
+  // ends the whole transaction (SQLite rolls back on I/O errors and a full
+  // disk), or a failed COMMIT, fails every call of the batch.
+  void RunBatch(const std::vector<WriteOp*>& batch) {
+    if (writer_ == nullptr) {
+      if (Status s = OpenWriter(); !s) return FailAll(batch, s.error());
+    }
+    sqlite3* db = writer_->db();
+    // Alone, a call needs no savepoint: its failure rolls back the whole.
+    const bool savepoints = batch.size() > 1;
+    std::optional<Error> fatal = StepWriter(kBegin, "begin");
+    bool wrote = false;
+    std::size_t ran = 0;
+    for (WriteOp* w : batch) {
+      if (fatal) break;
+      if (savepoints && (fatal = StepWriter(kSavepoint, "savepoint"))) break;
+      w->Run(*writer_);
+      ++ran;
+      if (sqlite3_get_autocommit(db) != 0) {
+        fatal = w->ok()
+                    ? Error(ErrorCode::kInternal,
+                            Prefix(path()) + "write transaction ended early")
+                    : Error(w->error().code(),
+                            Prefix(path()) +
+                                "write transaction rolled back by the "
+                                "error of a call committed with this "
+                                "one: " +
+                                w->error().message());
+        break;
+      }
+      if (!savepoints) {
+        wrote = w->ok();
+      } else if (w->ok()) {
+        fatal = StepWriter(kSavepointRelease, "savepoint");
+        wrote = true;
+      } else {
+        fatal = StepWriter(kSavepointRollback, "savepoint");
+        if (!fatal) fatal = StepWriter(kSavepointRelease, "savepoint");
+      }
+    }
+    if (!fatal && wrote) fatal = StepWriter(kCommit, "commit");
+    if (fatal) {
+      // Calls that failed on their own keep their error; nothing of the
+      // others was written.
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        if (i >= ran || batch[i]->ok()) batch[i]->Fail(*fatal);
+      }
+    }
+    // After an error, or when no call wrote anything: nothing to keep.
+    if (sqlite3_get_autocommit(db) == 0 &&
+        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr) != SQLITE_OK) {
+      writer_.reset();  // Reopened by the next batch.
+    }
   }
 
   // ---- Rows ----------------------------------------------------------------
@@ -572,8 +814,8 @@ class SqliteStore::Impl {
         rc = sqlite3_step(stmt);
         if (rc == SQLITE_ROW) {
           const bool takeover = sqlite3_column_int64(stmt, 0) > 0;
-          // Step to the end: the autocommit transaction commits there, and a
-          // commit can still fail (I/O).
+          // Step to the end, so that the statement is finished before the
+          // transaction goes on.
           rc = sqlite3_step(stmt);
           if (rc != SQLITE_DONE) {
             return Unexpected(SqlError("claim", conn.db(), rc));
@@ -584,8 +826,9 @@ class SqliteStore::Impl {
           return Unexpected(SqlError("claim", conn.db(), rc));
         }
       }
-      // A live record stood in the way: read it for the outcome. If it went
-      // away in between (released, purged) or became claimable, try again.
+      // A live record stood in the way: read it for the outcome. Nothing
+      // changes it in between (this is the writer's transaction); the loop
+      // only guards against the SQL and Blocked() ever disagreeing.
       auto row = SelectRow(conn, id);
       if (!row) return Unexpected(row.error());
       if (!row->has_value()) continue;
@@ -599,18 +842,22 @@ class SqliteStore::Impl {
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) {
-    auto lease = Acquire();
-    if (!lease) return Unexpected(lease.error());
-    return ClaimWithUpsert(**lease, id, fp, now, ttl, lock_timeout);
+    return Write<ClaimResult>([&](Connection& conn) {
+      return ClaimWithUpsert(conn, id, fp, now, ttl, lock_timeout);
+    });
   }
 
   // ---- Complete, Release, Inspect, PurgeExpired ----------------------------
 
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const Response& response) {
-    auto lease = Acquire();
-    if (!lease) return Unexpected(lease.error());
-    Connection& conn = **lease;
+    return Write<bool>([&](Connection& conn) {
+      return CompleteOn(conn, id, token, response);
+    });
+  }
+
+  Result<bool> CompleteOn(Connection& conn, const RecordId& id,
+                          const Token& token, const Response& response) {
     auto row = SelectRow(conn, id);
     if (!row) return Unexpected(row.error());
     if (!row->has_value()) return false;
@@ -640,9 +887,12 @@ class SqliteStore::Impl {
   }
 
   Result<bool> Release(const RecordId& id, const Token& token) {
-    auto lease = Acquire();
-    if (!lease) return Unexpected(lease.error());
-    Connection& conn = **lease;
+    return Write<bool>(
+        [&](Connection& conn) { return ReleaseOn(conn, id, token); });
+  }
+
+  Result<bool> ReleaseOn(Connection& conn, const RecordId& id,
+                         const Token& token) {
     int rc;
     sqlite3_stmt* stmt = conn.Get(kRelease, &rc);
     if (stmt == nullptr) return Unexpected(SqlError("release", conn.db(), rc));
@@ -669,25 +919,29 @@ class SqliteStore::Impl {
 
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) {
     if (limit == 0) return std::size_t{0};
-    auto lease = Acquire();
-    if (!lease) return Unexpected(lease.error());
-    Connection& conn = **lease;
     std::size_t deleted = 0;
     while (deleted < limit) {
       const std::size_t batch = std::min(kPurgeBatch, limit - deleted);
-      int rc;
-      sqlite3_stmt* stmt = conn.Get(kPurge, &rc);
-      if (stmt == nullptr) return Unexpected(SqlError("purge", conn.db(), rc));
-      StatementScope scope(stmt);
-      sqlite3_bind_int64(stmt, 1, Ns(now));
-      sqlite3_bind_int64(stmt, 2, static_cast<sqlite3_int64>(batch));
-      rc = sqlite3_step(stmt);
-      if (rc != SQLITE_DONE) {
-        return Unexpected(SqlError("purge", conn.db(), rc));
-      }
-      const auto n = static_cast<std::size_t>(sqlite3_changes(conn.db()));
-      deleted += n;
-      if (n < batch) break;
+      // One write call per batch, so that the other writers of this process
+      // wait for one batch at most, as those of other processes do.
+      auto n = Write<std::size_t>([&](Connection& conn) -> Result<std::size_t> {
+        int rc;
+        sqlite3_stmt* stmt = conn.Get(kPurge, &rc);
+        if (stmt == nullptr) {
+          return Unexpected(SqlError("purge", conn.db(), rc));
+        }
+        StatementScope scope(stmt);
+        sqlite3_bind_int64(stmt, 1, Ns(now));
+        sqlite3_bind_int64(stmt, 2, static_cast<sqlite3_int64>(batch));
+        rc = sqlite3_step(stmt);
+        if (rc != SQLITE_DONE) {
+          return Unexpected(SqlError("purge", conn.db(), rc));
+        }
+        return static_cast<std::size_t>(sqlite3_changes(conn.db()));
+      });
+      if (!n) return Unexpected(n.error());
+      deleted += *n;
+      if (*n < batch) break;
     }
     return deleted;
   }
@@ -731,6 +985,23 @@ class SqliteStore::Impl {
 
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Connection>> idle_;
+
+  // The writer: its connection is used by the thread that set writing_.
+  std::mutex write_mu_;
+  std::condition_variable write_cv_;
+  std::vector<WriteOp*> write_queue_;  // Guarded by write_mu_.
+  bool writing_ = false;               // Guarded by write_mu_.
+  std::vector<WriteOp*> batch_;        // Used by the thread writing.
+  std::unique_ptr<Connection> writer_;
+
+  std::unique_ptr<Connection> checkpoint_conn_;
+  std::thread checkpointer_;
+  std::mutex checkpoint_mu_;
+  std::condition_variable checkpoint_cv_;
+  bool checkpoint_wanted_ = false;   // Guarded by checkpoint_mu_.
+  bool checkpoint_stop_ = false;     // Guarded by checkpoint_mu_.
+  bool checkpoint_running_ = false;  // Guarded by checkpoint_mu_.
+  std::atomic<int> checkpointed_frames_{0};
 
   std::thread sweeper_;
   std::mutex sweep_mu_;

@@ -54,10 +54,10 @@
 //   INSERT ... ON CONFLICT (id) DO UPDATE SET ... WHERE <expired, or in
 //   progress with the same fingerprint and its lock timed out>
 //   RETURNING takeovers
-// which inserts or takes over in one autocommit write transaction; when it
-// returns no row (a live record stood in the way), one SELECT reads the
-// record that decides the outcome (kInProgress, kCompleted or kMismatch), and
-// if that record went away in between the statement runs again. The
+// which inserts or takes over inside the writer's transaction (below); when
+// it returns no row (a live record stood in the way), one SELECT in the same
+// transaction reads the record that decides the outcome (kInProgress,
+// kCompleted or kMismatch). The
 // alternative, BEGIN IMMEDIATE; SELECT; decide in C++; INSERT OR REPLACE;
 // COMMIT, was built too and measured on the same workload (Claim+Complete of
 // fresh ids, synchronous=normal, files on tmpfs so that checkpoint fsyncs do
@@ -67,14 +67,35 @@
 // the file waits for, for one statement instead of a four-step transaction.
 //
 // Complete is a SELECT and then one conditional UPDATE ... WHERE id = ? AND
-// token = ? AND state = 1: a token is fresh for every claim, so if the
-// UPDATE still finds it in_progress with that token, the row is the one the
-// SELECT read. Release is one DELETE with the same condition.
+// token = ? AND state = 1, in one transaction. Release is one DELETE with
+// the same condition.
 //
-// Connections: a pool of connections in SQLite's multi-thread mode, each
-// used by one thread at a time, each with its prepared statements cached.
-// A call takes an idle connection or opens a new one, so the pool grows to
-// the number of threads calling at once (at most 64 are kept idle).
+// Writes (Claim, Complete, Release, PurgeExpired): one connection per store
+// makes them all, one transaction at a time. A call that finds the writer
+// busy queues; whoever finds it idle next runs every queued call (up to 64)
+// in one BEGIN IMMEDIATE ... COMMIT, each inside its own savepoint (group
+// commit): a call returns only after the transaction holding it committed,
+// so durability is as above, and a call that fails writes nothing and does
+// not fail the others (an error that ends the whole transaction, or a failed
+// COMMIT, fails them all). Why one writer: SQLite lets one transaction write
+// at a time anyway, and a second connection of this process that wants to
+// write meets the first in SQLite's busy handler, which sleeps (1 ms and
+// more); here it waits on a mutex instead, and the writer's page cache stays
+// valid between its transactions (another connection's commit would empty
+// it). Other processes are still kept out by SQLite's locks, and the writer
+// waits for them up to busy_timeout.
+//
+// Checkpoints: the writer does not copy the WAL into the database file
+// itself (that costs two fsyncs inside some unlucky call's commit, with
+// every other write waiting). Every 1000 WAL frames it wakes a background
+// thread that runs a PASSIVE checkpoint on a connection of its own, which
+// waits for nobody; only if the WAL reaches 4000 frames (~16 MiB) does the
+// writer checkpoint inline, which bounds the WAL and lets SQLite restart it
+// from the beginning. The thread is stopped by the destructor.
+//
+// Reads (Inspect): a pool of connections in SQLite's multi-thread mode, each
+// used by one thread at a time, each with its prepared statements cached; it
+// grows to the number of threads reading at once (at most 64 kept idle).
 //
 // Errors: SQLITE_BUSY and SQLITE_LOCKED (after busy_timeout), I/O errors,
 // a full disk, a read-only or unopenable file -> kUnavailable;
