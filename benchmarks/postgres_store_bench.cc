@@ -5,7 +5,8 @@
 //  - Postgres/ClaimComplete: Claim of a fresh id, then Complete (two).
 //  - Postgres/RawInsert: one prepared `INSERT ... ON CONFLICT (id) DO
 //    NOTHING` of a fresh row into a table with the store's schema, the row a
-//    claim writes, through a pool of as many connections as the store's.
+//    claim writes, through a pool of as many connections as the store's
+//    (raw_ops.h, shared with idem-bench).
 // Targets: Claim <= 1.2x RawInsert, Claim+Complete <= 2.5x RawInsert.
 //
 // The server is the one named by IDEM_BENCH_POSTGRES_URI, else
@@ -23,22 +24,18 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include <benchmark/benchmark.h>
 
 #include "bench_util.h"
 #include "idem/open_store.h"
-#include "idem/record.h"
-#include "idem/record_codec.h"
 #include "idem/store.h"
+#include "raw_ops.h"
 
 namespace idem {
 namespace {
@@ -68,57 +65,6 @@ std::string WithParams(const std::string& uri, const std::string& params) {
   return uri + (uri.find('?') == std::string::npos ? "?" : "&") + params;
 }
 
-// A blocking pool of raw connections, each with the insert prepared.
-class RawPool {
- public:
-  bool Open(const std::string& conninfo, const std::string& table,
-            std::string* error) {
-    const std::string insert =
-        "INSERT INTO \"" + table +
-        "\" (id, state, fingerprint, token, locked_until, expires_at, "
-        "takeover, record) VALUES ($1, 1, $2, $3, $4, $5, false, $6) "
-        "ON CONFLICT (id) DO NOTHING";
-    for (int i = 0; i < kPool; ++i) {
-      PGconn* c = PQconnectdb(conninfo.c_str());
-      all_.push_back(c);
-      if (PQstatus(c) != CONNECTION_OK) {
-        *error = PQerrorMessage(c);
-        return false;
-      }
-      PGresult* r = PQprepare(c, "raw_insert", insert.c_str(), 6, nullptr);
-      const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-      if (!ok) *error = PQresultErrorMessage(r);
-      PQclear(r);
-      if (!ok) return false;
-      free_.push_back(c);
-    }
-    return true;
-  }
-  ~RawPool() {
-    for (PGconn* c : all_) PQfinish(c);
-  }
-  PGconn* Acquire() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !free_.empty(); });
-    PGconn* c = free_.back();
-    free_.pop_back();
-    return c;
-  }
-  void Release(PGconn* c) {
-    {
-      std::lock_guard lock(mu_);
-      free_.push_back(c);
-    }
-    cv_.notify_one();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<PGconn*> all_;
-  std::vector<PGconn*> free_;
-};
-
 // Runs one statement on a fresh connection (set-up and tear-down).
 bool Exec(const std::string& conninfo, const std::string& sql,
           std::string* error) {
@@ -143,7 +89,7 @@ struct Run {
   std::string conninfo;
   std::string table;
   std::unique_ptr<Store> store;
-  std::unique_ptr<RawPool> raw;
+  std::unique_ptr<bench::RawOp> raw;
   std::atomic<std::uint64_t> next_key{0};
 };
 Run* g_run = nullptr;
@@ -162,21 +108,23 @@ void StartRun(benchmark::State& state, bool raw) {
   run->conninfo = ConnInfo(uri);
   run->table = "idem_bench_" + std::to_string(::getpid()) + "_" +
                std::to_string(++g_run_number);
-  // The store creates the table (also for the raw runs: same schema).
-  auto store = OpenStore(WithParams(
-      uri, "table=" + run->table + "&pool=" + std::to_string(kPool)));
-  if (!store) {
-    state.SkipWithError(store.error().ToString().c_str());
-    return;
-  }
-  run->store = std::move(*store);
+  // Both create the table with the store's schema.
+  const std::string run_uri =
+      WithParams(uri, "table=" + run->table + "&pool=" + std::to_string(kPool));
   if (raw) {
-    run->raw = std::make_unique<RawPool>();
-    std::string error;
-    if (!run->raw->Open(run->conninfo, run->table, &error)) {
-      state.SkipWithError(("raw connection: " + error).c_str());
+    auto op = bench::OpenRawOp(run_uri, state.threads());
+    if (!op) {
+      state.SkipWithError(op.error().ToString().c_str());
       return;
     }
+    run->raw = std::move(*op);
+  } else {
+    auto store = OpenStore(run_uri);
+    if (!store) {
+      state.SkipWithError(store.error().ToString().c_str());
+      return;
+    }
+    run->store = std::move(*store);
   }
   g_run = run.release();
 }
@@ -234,58 +182,15 @@ void BM_PostgresClaimComplete(benchmark::State& state) {
   BM_Claim(state, true);
 }
 
-// Big-endian int8, as PostgreSQL's binary format has it.
-std::string Int8(std::int64_t v) {
-  std::string out(8, '\0');
-  for (int i = 7; i >= 0; --i) {
-    out[i] = static_cast<char>(v & 0xff);
-    v >>= 8;
-  }
-  return out;
-}
-
 void BM_PostgresRawInsert(benchmark::State& state) {
   StartRun(state, /*raw=*/true);
-  // The row a claim writes: an in-progress record.
-  Record record;
-  record.state = RecordState::kInProgress;
-  record.fingerprint = bench::BenchFingerprint();
-  record.locked_until = kStart + seconds(60);
-  record.expires_at = kStart + hours(24);
-  const std::string encoded = EncodeRecord(record);
-  const std::string fp(record.fingerprint.bytes.begin(),
-                       record.fingerprint.bytes.end());
-  const std::string token(16, '\x5a');
-  const std::string locked =
-      Int8(record.locked_until.time_since_epoch().count());
-  const std::string expires =
-      Int8(record.expires_at.time_since_epoch().count());
   Run* run = nullptr;
   for (auto _ : state) {
     if (run == nullptr && (run = RunState(state)) == nullptr) break;
-    const RecordId id = IdFor(run->next_key.fetch_add(1));
-    const char* values[6] = {reinterpret_cast<const char*>(id.bytes.data()),
-                             fp.data(),
-                             token.data(),
-                             locked.data(),
-                             expires.data(),
-                             encoded.data()};
-    const int lengths[6] = {static_cast<int>(id.bytes.size()),
-                            static_cast<int>(fp.size()),
-                            static_cast<int>(token.size()),
-                            8,
-                            8,
-                            static_cast<int>(encoded.size())};
-    const int formats[6] = {1, 1, 1, 1, 1, 1};
-    PGconn* c = run->raw->Acquire();
-    PGresult* r = PQexecPrepared(c, "raw_insert", 6, values, lengths, formats,
-                                 /*resultFormat=*/1);
-    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    const std::string error = ok ? "" : PQresultErrorMessage(r);
-    PQclear(r);
-    run->raw->Release(c);
-    if (!ok) {
-      state.SkipWithError(("raw insert: " + error).c_str());
+    auto s = run->raw->Write(IdFor(run->next_key.fetch_add(1)),
+                             state.thread_index());
+    if (!s) {
+      state.SkipWithError(s.error().ToString().c_str());
       break;
     }
   }
