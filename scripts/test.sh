@@ -78,6 +78,12 @@ for stage in $stages; do
         "$b" --benchmark_min_time=0.01 --benchmark_filter='/threads:(1|2)$' >/dev/null
         summary+=("main: $(basename "$b") smoke run ok")
       done
+      # idem-bench is not *_bench: every store URI (postgres too when
+      # IDEM_TEST_POSTGRES_URI is set, its default) through every workload.
+      if [[ -x build/main/benchmarks/idem-bench ]]; then
+        build/main/benchmarks/idem-bench --benchmark_min_time=0.01 --benchmark_filter='/threads:(1|2)$' >/dev/null
+        summary+=("main: idem-bench smoke run ok")
+      fi
       ;;
     asan)
       configure build/asan -DCMAKE_BUILD_TYPE=Debug -DIDEM_SANITIZE=address,undefined -DIDEM_BUILD_BENCHMARKS=OFF
