@@ -1,0 +1,421 @@
+// idem-scale: what the stores cost as they grow (issue #6, part 3). Each
+// mode runs in its own process, because peak RSS (VmHWM) only ever grows.
+//
+//   idem-scale memory  [--records=1000000] [--body=200]
+//       Peak RSS of the memory store holding `records` completed records,
+//       each with its own response (status 201, no headers, a distinct
+//       `body`-byte body): VmHWM after filling minus VmHWM before opening
+//       the store, per record, against the payload (below).
+//   idem-scale latency [--records=10000000] [--small=10000] [--probes=100000]
+//       Memory store: Claim latency on a store holding `small` records and
+//       on one holding `records`, both with a capacity for `records` (so
+//       only the number held differs), plus a store sized for `small` only.
+//   idem-scale disk    [--records=1000000] [--small=10000] [--probes=2000]
+//                      [--body=200] [--dir=DIR]
+//       RocksDB and SQLite (default options, sync=false / synchronous=
+//       normal) under DIR (default: a fresh directory under $TMPDIR or /tmp,
+//       removed after): Claim latency with `small` records and with
+//       `records`, then the bytes on disk per record after the store is
+//       closed (RocksDB flushes its memtable then) and, for SQLite, a
+//       wal_checkpoint(TRUNCATE).
+//
+// Payload of a record: what a store cannot do without, body + id (32) +
+// fingerprint (32) + token (16) + locked_until and expires_at (8 + 8) =
+// body + 96 bytes (296 B with a 200-byte body). Status, state and header
+// bytes are not counted (the records have no headers).
+//
+// Latency probes: "claim new" claims ids never used (the insert path; the
+// probes stay in the store), "claim replay" claims uniformly random
+// completed ids (the read path). Each probe is timed alone with
+// steady_clock (its own cost, printed as clock_ns, is included); one
+// thread, nothing else running in the process. Records are filled with
+// Claim+Complete at one fixed time, so nothing expires, each with its own
+// fingerprint (a shared one would compress away on disk).
+//
+// Output: one line per result, `key=value` pairs separated by spaces.
+
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "bench_util.h"
+#include "idem/open_store.h"
+#include "idem/response.h"
+#include "idem/store.h"
+#include "idem/types.h"
+
+namespace idem {
+namespace {
+
+using bench::IdFor;
+using bench::kStart;
+using bench::Mix;
+using std::chrono::hours;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kRecordOverhead = 32 + 32 + 16 + 8 + 8;
+// Probe ids, apart from the filled ones (0, 1, 2, ...).
+constexpr std::uint64_t kProbeBase = std::uint64_t{1} << 50;
+
+// ---- Flags -----------------------------------------------------------------
+
+struct Flags {
+  std::string mode;
+  std::size_t records = 0;
+  std::size_t small = 10'000;
+  std::size_t probes = 0;
+  std::size_t body = 200;
+  std::string dir;
+};
+
+bool ParseFlags(int argc, char** argv, Flags& flags) {
+  if (argc < 2) return false;
+  flags.mode = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    const std::size_t eq = arg.find('=');
+    if (arg.substr(0, 2) != "--" || eq == std::string_view::npos) return false;
+    const std::string_view name = arg.substr(2, eq - 2);
+    const std::string value(arg.substr(eq + 1));
+    if (name == "dir") {
+      flags.dir = value;
+      continue;
+    }
+    const std::size_t n = std::strtoull(value.c_str(), nullptr, 10);
+    if (name == "records") {
+      flags.records = n;
+    } else if (name == "small") {
+      flags.small = n;
+    } else if (name == "probes") {
+      flags.probes = n;
+    } else if (name == "body") {
+      flags.body = n;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// ---- Helpers ---------------------------------------------------------------
+
+// A field of /proc/self/status in bytes (VmHWM, VmRSS), 0 when absent.
+std::size_t ProcStatusBytes(std::string_view field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.compare(0, field.size(), field) == 0 &&
+        line.size() > field.size() && line[field.size()] == ':') {
+      return std::strtoull(line.c_str() + field.size() + 1, nullptr, 10) * 1024;
+    }
+  }
+  return 0;
+}
+
+// A distinct, hardly compressible body for record `i` (base64-like
+// characters from a hash), so that neither allocation sharing nor RocksDB's
+// compression flatters the numbers.
+std::shared_ptr<const Response> BodyResponse(std::uint64_t i,
+                                             std::size_t size) {
+  static constexpr char kChars[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  auto r = std::make_shared<Response>();
+  r->status = 201;
+  r->body.resize(size);
+  std::uint64_t bits = 0;
+  for (std::size_t j = 0; j < size; ++j) {
+    if (j % 10 == 0) bits = Mix(i * 1'000'003 + j);
+    r->body[j] = kChars[bits & 63];
+    bits >>= 6;
+  }
+  return r;
+}
+
+// Record `i`'s own fingerprint: real requests differ, and a fingerprint
+// shared by every record would let RocksDB's block compression fold it away.
+Fingerprint FingerprintFor(std::uint64_t i) {
+  Fingerprint fp;
+  for (std::size_t k = 0; k < fp.bytes.size(); k += 8) {
+    const std::uint64_t v = Mix(i * 4 + k / 8 + 0x5eed);
+    std::memcpy(fp.bytes.data() + k, &v, 8);
+  }
+  return fp;
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "idem-scale: %s\n", what.c_str());
+  std::exit(1);
+}
+
+// Claims and completes ids [from, to) with their own bodies (`body` > 0) or
+// one shared response (`body` == 0: the latency runs, where only the index
+// matters), on `threads` threads.
+void Fill(Store& store, std::uint64_t from, std::uint64_t to, std::size_t body,
+          int threads) {
+  const auto shared = BodyResponse(0, 64);
+  auto work = [&](int t) {
+    for (std::uint64_t i = from + t; i < to; i += threads) {
+      const RecordId id = IdFor(i);
+      auto claim =
+          store.Claim(id, FingerprintFor(i), kStart, hours(24), seconds(60));
+      if (!claim) Die("fill claim: " + claim.error().ToString());
+      if (claim->outcome != ClaimOutcome::kAcquired) Die("fill: not acquired");
+      auto done = store.CompleteShared(
+          id, claim->token, body > 0 ? BodyResponse(i, body) : shared);
+      if (!done || !*done) Die("fill: not completed");
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (auto& th : pool) th.join();
+}
+
+double ClockCostNs() {
+  constexpr int kN = 100'000;
+  const auto start = Clock::now();
+  for (int i = 0; i < kN; ++i) {
+    auto t = Clock::now();
+    asm volatile("" : : "r"(&t) : "memory");
+  }
+  return std::chrono::duration<double, std::nano>(Clock::now() - start)
+             .count() /
+         kN;
+}
+
+struct Latency {
+  double mean_ns, p50_ns, p90_ns, p99_ns, max_ns;
+};
+
+Latency Summarize(std::vector<double>& ns) {
+  std::sort(ns.begin(), ns.end());
+  double sum = 0;
+  for (double v : ns) sum += v;
+  auto at = [&](double q) {
+    return ns[std::min(ns.size() - 1, static_cast<std::size_t>(q * ns.size()))];
+  };
+  return {sum / ns.size(), at(0.5), at(0.9), at(0.99), ns.back()};
+}
+
+// Times `probes` claims: new ids from `*next_new` on, or replays of random
+// ids in [0, held).
+Latency Probe(Store& store, bool replay, std::size_t held, std::size_t probes,
+              std::uint64_t* next_new) {
+  std::vector<double> ns;
+  ns.reserve(probes);
+  for (std::size_t i = 0; i < probes; ++i) {
+    const std::uint64_t key =
+        replay ? Mix(i * 7919 + held) % held : (*next_new)++;
+    const RecordId id = IdFor(key);
+    const Fingerprint fp = FingerprintFor(key);
+    const auto start = Clock::now();
+    auto claim = store.Claim(id, fp, kStart, hours(24), seconds(60));
+    const auto end = Clock::now();
+    if (!claim) Die("probe: " + claim.error().ToString());
+    const ClaimOutcome want =
+        replay ? ClaimOutcome::kCompleted : ClaimOutcome::kAcquired;
+    if (claim->outcome != want) Die("probe: unexpected outcome");
+    ns.push_back(std::chrono::duration<double, std::nano>(end - start).count());
+  }
+  return Summarize(ns);
+}
+
+void PrintLatency(const std::string& store, const std::string& config,
+                  std::size_t held, const char* op, const Latency& l) {
+  std::printf(
+      "latency store=%s config=%s held=%zu op=%s mean_ns=%.0f p50_ns=%.0f "
+      "p90_ns=%.0f p99_ns=%.0f max_ns=%.0f\n",
+      store.c_str(), config.c_str(), held, op, l.mean_ns, l.p50_ns, l.p90_ns,
+      l.p99_ns, l.max_ns);
+  std::fflush(stdout);
+}
+
+std::unique_ptr<Store> Open(const std::string& uri) {
+  auto store = OpenStore(uri);
+  if (!store) Die(store.error().ToString());
+  return std::move(*store);
+}
+
+// Probes both operations on a store that holds `held` records.
+void ProbeBoth(Store& store, const std::string& name, const std::string& config,
+               std::size_t held, std::size_t probes, std::uint64_t* next_new) {
+  PrintLatency(name, config, held, "claim_new",
+               Probe(store, false, held, probes, next_new));
+  PrintLatency(name, config, held, "claim_replay",
+               Probe(store, true, held, probes, next_new));
+}
+
+// ---- Modes -----------------------------------------------------------------
+
+int MemoryMode(const Flags& f) {
+  const std::size_t n = f.records != 0 ? f.records : 1'000'000;
+  const std::size_t hwm_before = ProcStatusBytes("VmHWM");
+  const auto start = Clock::now();
+  {
+    // The default capacity rounds to the same 2^20 buckets; the store is
+    // sized just for the records, as a deployment would size it.
+    auto store = Open("memory:?capacity=" + std::to_string(n));
+    Fill(*store, 0, n, f.body, 1);
+    const std::size_t hwm = ProcStatusBytes("VmHWM");
+    const std::size_t rss = ProcStatusBytes("VmRSS");
+    const double per_record = static_cast<double>(hwm - hwm_before) / n;
+    const std::size_t payload = f.body + kRecordOverhead;
+    std::printf(
+        "memory records=%zu body=%zu payload_per_record=%zu "
+        "vmhwm_before=%zu vmhwm_after=%zu vmrss_after=%zu "
+        "peak_bytes_per_record=%.1f ratio_to_payload=%.2f fill_s=%.1f\n",
+        n, f.body, payload, hwm_before, hwm, rss, per_record,
+        per_record / payload,
+        std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return 0;
+}
+
+int LatencyMode(const Flags& f) {
+  const std::size_t n = f.records != 0 ? f.records : 10'000'000;
+  const std::size_t probes = f.probes != 0 ? f.probes : 100'000;
+  std::printf("clock clock_ns=%.1f\n", ClockCostNs());
+  std::uint64_t next_new = kProbeBase;
+  {
+    // Sized for the small table only: index and records fit in cache.
+    auto store =
+        Open("memory:?capacity=" + std::to_string(f.small + 2 * probes + 1024));
+    Fill(*store, 0, f.small, 0, 1);
+    ProbeBoth(*store, "memory", "capacity_small", f.small, probes, &next_new);
+  }
+  // Room for the big table; the same store first holds the small one.
+  auto store =
+      Open("memory:?capacity=" + std::to_string(n + 4 * probes + 1024));
+  Fill(*store, 0, f.small, 0, 1);
+  ProbeBoth(*store, "memory", "capacity_big", f.small, probes, &next_new);
+  const auto start = Clock::now();
+  Fill(*store, f.small, n, 0, 2);
+  std::printf("fill records=%zu s=%.1f vmhwm=%zu\n", n - f.small,
+              std::chrono::duration<double>(Clock::now() - start).count(),
+              ProcStatusBytes("VmHWM"));
+  ProbeBoth(*store, "memory", "capacity_big", n, probes, &next_new);
+  return 0;
+}
+
+std::size_t TreeBytes(const std::filesystem::path& dir, std::string_view ext) {
+  std::size_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
+    if (!e.is_regular_file()) continue;
+    if (!ext.empty() && e.path().extension() != ext) continue;
+    total += e.file_size();
+  }
+  return total;
+}
+
+std::size_t FileBytes(const std::filesystem::path& p) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(p, ec);
+  return ec ? 0 : size;
+}
+
+int DiskMode(const Flags& f) {
+  const std::size_t n = f.records != 0 ? f.records : 1'000'000;
+  const std::size_t probes = f.probes != 0 ? f.probes : 2'000;
+  const std::size_t payload = f.body + kRecordOverhead;
+  std::filesystem::path dir = f.dir;
+  const bool temporary = dir.empty();
+  if (temporary) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        (std::filesystem::path(tmp != nullptr && *tmp ? tmp : "/tmp") /
+         "idem-scale-XXXXXX")
+            .string();
+    if (::mkdtemp(pattern.data()) == nullptr) Die("mkdtemp failed");
+    dir = pattern;
+  }
+  std::printf("clock clock_ns=%.1f dir=%s\n", ClockCostNs(), dir.c_str());
+  for (const std::string name : {"rocksdb", "sqlite"}) {
+    const std::filesystem::path path =
+        dir / (name == "rocksdb" ? "rocksdb" : "idem.db");
+    std::uint64_t next_new = kProbeBase;
+    {
+      auto store = Open(name + ":" + path.string());
+      Fill(*store, 0, f.small, f.body, 2);
+      ProbeBoth(*store, name, "default", f.small, probes, &next_new);
+      const auto start = Clock::now();
+      Fill(*store, f.small, n, f.body, 2);
+      std::printf("fill store=%s records=%zu s=%.1f\n", name.c_str(),
+                  n - f.small,
+                  std::chrono::duration<double>(Clock::now() - start).count());
+      std::fflush(stdout);
+      ProbeBoth(*store, name, "default", n, probes, &next_new);
+    }  // Closed: RocksDB flushes its memtable to a table file.
+    // Replays add nothing; the new-id probes stay (in progress, no body).
+    const std::size_t records = n + (next_new - kProbeBase);
+    if (name == "rocksdb") {
+      const std::size_t sst = TreeBytes(path, ".sst");
+      const std::size_t all = TreeBytes(path, "");
+      std::printf(
+          "disk store=rocksdb records=%zu payload_per_record=%zu "
+          "sst_bytes=%zu dir_bytes=%zu sst_bytes_per_record=%.1f "
+          "dir_bytes_per_record=%.1f sst_ratio_to_payload=%.2f\n",
+          records, payload, sst, all, static_cast<double>(sst) / records,
+          static_cast<double>(all) / records,
+          static_cast<double>(sst) / records / payload);
+    } else {
+      sqlite3* db = nullptr;
+      if (sqlite3_open(path.c_str(), &db) != SQLITE_OK ||
+          sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr,
+                       nullptr) != SQLITE_OK) {
+        Die(std::string("checkpoint: ") + sqlite3_errmsg(db));
+      }
+      sqlite3_close(db);
+      const std::size_t main = FileBytes(path);
+      const std::size_t wal = FileBytes(path.string() + "-wal");
+      std::printf(
+          "disk store=sqlite records=%zu payload_per_record=%zu "
+          "db_bytes=%zu wal_bytes=%zu bytes_per_record=%.1f "
+          "ratio_to_payload=%.2f\n",
+          records, payload, main, wal,
+          static_cast<double>(main + wal) / records,
+          static_cast<double>(main + wal) / records / payload);
+    }
+    std::fflush(stdout);
+  }
+  if (temporary) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  if (!ParseFlags(argc, argv, flags)) {
+    std::fprintf(stderr,
+                 "usage: idem-scale memory|latency|disk [--records=N] "
+                 "[--small=N] [--probes=N] [--body=BYTES] [--dir=DIR]\n");
+    return 2;
+  }
+  if (flags.mode == "memory") return MemoryMode(flags);
+  if (flags.mode == "latency") return LatencyMode(flags);
+  if (flags.mode == "disk") return DiskMode(flags);
+  std::fprintf(stderr, "idem-scale: unknown mode '%s'\n", flags.mode.c_str());
+  return 2;
+}
+
+}  // namespace
+}  // namespace idem
+
+int main(int argc, char** argv) { return idem::Main(argc, argv); }
