@@ -24,13 +24,16 @@
 // body + 96 bytes (296 B with a 200-byte body). Status, state and header
 // bytes are not counted (the records have no headers).
 //
-// Latency probes: "claim new" claims ids never used (the insert path; the
-// probes stay in the store), "claim replay" claims uniformly random
-// completed ids (the read path). Each probe is timed alone with
-// steady_clock (its own cost, printed as clock_ns, is included); one
-// thread, nothing else running in the process. Records are filled with
-// Claim+Complete at one fixed time, so nothing expires, each with its own
-// fingerprint (a shared one would compress away on disk).
+// Latency probes: claim_new claims ids never used (the insert path; the
+// probes stay in the store); claim_replay claims uniformly random completed
+// ids (the read path, a fresh random id each time); claim_replay_small_set
+// replays over a random `small`-id subset, revisited, so that the working
+// set (and so the cache misses) is the same at every table size and only
+// the table's size differs. Each probe is timed alone with steady_clock (its
+// own cost, printed as clock_ns, is included); one thread, nothing else
+// running in the process. Records are filled with Claim+Complete at one
+// fixed time, so nothing expires, each with its own fingerprint (a shared
+// one would compress away on disk).
 //
 // Output: one line per result, `key=value` pairs separated by spaces.
 
@@ -212,15 +215,16 @@ Latency Summarize(std::vector<double>& ns) {
   return {sum / ns.size(), at(0.5), at(0.9), at(0.99), ns.back()};
 }
 
-// Times `probes` claims: new ids from `*next_new` on, or replays of random
-// ids in [0, held).
+// Times `probes` claims: new ids from `*next_new` on, or (`replay`)
+// replays of random ids in [0, held), drawn from a working set of
+// `working_set` of them (revisited when smaller than `probes`).
 Latency Probe(Store& store, bool replay, std::size_t held, std::size_t probes,
-              std::uint64_t* next_new) {
+              std::size_t working_set, std::uint64_t* next_new) {
   std::vector<double> ns;
   ns.reserve(probes);
   for (std::size_t i = 0; i < probes; ++i) {
     const std::uint64_t key =
-        replay ? Mix(i * 7919 + held) % held : (*next_new)++;
+        replay ? Mix(i % working_set * 7919 + held) % held : (*next_new)++;
     const RecordId id = IdFor(key);
     const Fingerprint fp = FingerprintFor(key);
     const auto start = Clock::now();
@@ -251,13 +255,19 @@ std::unique_ptr<Store> Open(const std::string& uri) {
   return std::move(*store);
 }
 
-// Probes both operations on a store that holds `held` records.
+// Probes a store that holds `held` records: new ids, replays over all
+// records, and replays over `small` of them, so that the working set, and
+// with it the cache misses, is the same whatever the table's size.
 void ProbeBoth(Store& store, const std::string& name, const std::string& config,
-               std::size_t held, std::size_t probes, std::uint64_t* next_new) {
+               std::size_t held, std::size_t small, std::size_t probes,
+               std::uint64_t* next_new) {
   PrintLatency(name, config, held, "claim_new",
-               Probe(store, false, held, probes, next_new));
+               Probe(store, false, held, probes, probes, next_new));
   PrintLatency(name, config, held, "claim_replay",
-               Probe(store, true, held, probes, next_new));
+               Probe(store, true, held, probes, probes, next_new));
+  PrintLatency(
+      name, config, held, "claim_replay_small_set",
+      Probe(store, true, held, probes, std::min(small, held), next_new));
 }
 
 // ---- Modes -----------------------------------------------------------------
@@ -296,19 +306,21 @@ int LatencyMode(const Flags& f) {
     auto store =
         Open("memory:?capacity=" + std::to_string(f.small + 2 * probes + 1024));
     Fill(*store, 0, f.small, 0, 1);
-    ProbeBoth(*store, "memory", "capacity_small", f.small, probes, &next_new);
+    ProbeBoth(*store, "memory", "capacity_small", f.small, f.small, probes,
+              &next_new);
   }
   // Room for the big table; the same store first holds the small one.
   auto store =
       Open("memory:?capacity=" + std::to_string(n + 4 * probes + 1024));
   Fill(*store, 0, f.small, 0, 1);
-  ProbeBoth(*store, "memory", "capacity_big", f.small, probes, &next_new);
+  ProbeBoth(*store, "memory", "capacity_big", f.small, f.small, probes,
+            &next_new);
   const auto start = Clock::now();
   Fill(*store, f.small, n, 0, 2);
   std::printf("fill records=%zu s=%.1f vmhwm=%zu\n", n - f.small,
               std::chrono::duration<double>(Clock::now() - start).count(),
               ProcStatusBytes("VmHWM"));
-  ProbeBoth(*store, "memory", "capacity_big", n, probes, &next_new);
+  ProbeBoth(*store, "memory", "capacity_big", n, f.small, probes, &next_new);
   return 0;
 }
 
@@ -352,14 +364,14 @@ int DiskMode(const Flags& f) {
     {
       auto store = Open(name + ":" + path.string());
       Fill(*store, 0, f.small, f.body, 2);
-      ProbeBoth(*store, name, "default", f.small, probes, &next_new);
+      ProbeBoth(*store, name, "default", f.small, f.small, probes, &next_new);
       const auto start = Clock::now();
       Fill(*store, f.small, n, f.body, 2);
       std::printf("fill store=%s records=%zu s=%.1f\n", name.c_str(),
                   n - f.small,
                   std::chrono::duration<double>(Clock::now() - start).count());
       std::fflush(stdout);
-      ProbeBoth(*store, name, "default", n, probes, &next_new);
+      ProbeBoth(*store, name, "default", n, f.small, probes, &next_new);
     }  // Closed: RocksDB flushes its memtable to a table file.
     // Replays add nothing; the new-id probes stay (in progress, no body).
     const std::size_t records = n + (next_new - kProbeBase);
