@@ -296,6 +296,24 @@ int MemoryMode(const Flags& f) {
   return 0;
 }
 
+// Fills `store` to `small` records, then to 10x, 100x, ... and `n`,
+// probing at each size; `body` as for Fill.
+void FillAndProbe(Store& store, const std::string& name,
+                  const std::string& config, std::size_t held, std::size_t n,
+                  std::size_t small, std::size_t probes, std::size_t body,
+                  std::uint64_t* next_new) {
+  for (std::size_t target = small;; target = std::min(n, target * 10)) {
+    const auto start = Clock::now();
+    Fill(store, held, target, body, 2);
+    std::printf("fill store=%s records=%zu..%zu s=%.1f\n", name.c_str(), held,
+                target,
+                std::chrono::duration<double>(Clock::now() - start).count());
+    held = target;
+    ProbeBoth(store, name, config, held, small, probes, next_new);
+    if (held == n) return;
+  }
+}
+
 int LatencyMode(const Flags& f) {
   const std::size_t n = f.records != 0 ? f.records : 10'000'000;
   const std::size_t probes = f.probes != 0 ? f.probes : 100'000;
@@ -309,18 +327,12 @@ int LatencyMode(const Flags& f) {
     ProbeBoth(*store, "memory", "capacity_small", f.small, f.small, probes,
               &next_new);
   }
-  // Room for the big table; the same store first holds the small one.
+  // Room for the big table; the same store grows from the small one.
   auto store =
-      Open("memory:?capacity=" + std::to_string(n + 4 * probes + 1024));
-  Fill(*store, 0, f.small, 0, 1);
-  ProbeBoth(*store, "memory", "capacity_big", f.small, f.small, probes,
-            &next_new);
-  const auto start = Clock::now();
-  Fill(*store, f.small, n, 0, 2);
-  std::printf("fill records=%zu s=%.1f vmhwm=%zu\n", n - f.small,
-              std::chrono::duration<double>(Clock::now() - start).count(),
-              ProcStatusBytes("VmHWM"));
-  ProbeBoth(*store, "memory", "capacity_big", n, f.small, probes, &next_new);
+      Open("memory:?capacity=" + std::to_string(n + 12 * probes + 1024));
+  FillAndProbe(*store, "memory", "capacity_big", 0, n, f.small, probes, 0,
+               &next_new);
+  std::printf("vmhwm=%zu\n", ProcStatusBytes("VmHWM"));
   return 0;
 }
 
@@ -363,15 +375,8 @@ int DiskMode(const Flags& f) {
     std::uint64_t next_new = kProbeBase;
     {
       auto store = Open(name + ":" + path.string());
-      Fill(*store, 0, f.small, f.body, 2);
-      ProbeBoth(*store, name, "default", f.small, f.small, probes, &next_new);
-      const auto start = Clock::now();
-      Fill(*store, f.small, n, f.body, 2);
-      std::printf("fill store=%s records=%zu s=%.1f\n", name.c_str(),
-                  n - f.small,
-                  std::chrono::duration<double>(Clock::now() - start).count());
-      std::fflush(stdout);
-      ProbeBoth(*store, name, "default", n, f.small, probes, &next_new);
+      FillAndProbe(*store, name, "default", 0, n, f.small, probes, f.body,
+                   &next_new);
     }  // Closed: RocksDB flushes its memtable to a table file.
     // Replays add nothing; the new-id probes stay (in progress, no body).
     const std::size_t records = n + (next_new - kProbeBase);
