@@ -652,23 +652,35 @@ class SqliteStore::Impl {
     for (WriteOp* w : batch) w->Fail(e);
   }
 
-  // One write transaction for the batch. A call that fails writes nothing
-  // (its savepoint is rolled back) and leaves the others be; an error that
-  // ends the whole transaction (SQLite rolls back on I/O errors and a full
-  // disk), or a failed COMMIT, fails every call of the batch.
+  // One write transaction for the batch (of two calls or more). A call that
+  // fails writes nothing (its savepoint is rolled back) and leaves the
+  // others be; an error that ends the whole transaction (SQLite rolls back on
+  // I/O errors and a full disk), or a failed COMMIT, fails every call of the
+  // batch.
   void RunBatch(const std::vector<WriteOp*>& batch) {
     if (writer_ == nullptr) {
       if (Status s = OpenWriter(); !s) return FailAll(batch, s.error());
     }
     sqlite3* db = writer_->db();
-    // Alone, a call needs no savepoint: its failure rolls back the whole.
-    const bool savepoints = batch.size() > 1;
+    if (batch.size() == 1) {
+      // Alone, a call runs in autocommit mode, as it would on a connection
+      // of its own: each of its statements is a transaction, and a failed
+      // one wrote nothing. Measured cheaper than BEGIN ... COMMIT around it
+      // (~55-59 against 61-72 us of CPU per Claim+Complete, one thread).
+      batch.front()->Run(*writer_);
+      if (sqlite3_get_autocommit(db) == 0 &&
+          sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr) !=
+              SQLITE_OK) {
+        writer_.reset();
+      }
+      return;
+    }
     std::optional<Error> fatal = StepWriter(kBegin, "begin");
     bool wrote = false;
     std::size_t ran = 0;
     for (WriteOp* w : batch) {
       if (fatal) break;
-      if (savepoints && (fatal = StepWriter(kSavepoint, "savepoint"))) break;
+      if ((fatal = StepWriter(kSavepoint, "savepoint"))) break;
       w->Run(*writer_);
       ++ran;
       if (sqlite3_get_autocommit(db) != 0) {
@@ -683,9 +695,7 @@ class SqliteStore::Impl {
                                 w->error().message());
         break;
       }
-      if (!savepoints) {
-        wrote = w->ok();
-      } else if (w->ok()) {
+      if (w->ok()) {
         fatal = StepWriter(kSavepointRelease, "savepoint");
         wrote = true;
       } else {
@@ -814,8 +824,8 @@ class SqliteStore::Impl {
         rc = sqlite3_step(stmt);
         if (rc == SQLITE_ROW) {
           const bool takeover = sqlite3_column_int64(stmt, 0) > 0;
-          // Step to the end, so that the statement is finished before the
-          // transaction goes on.
+          // Step to the end: in autocommit mode the transaction commits
+          // there, and a commit can still fail (I/O).
           rc = sqlite3_step(stmt);
           if (rc != SQLITE_DONE) {
             return Unexpected(SqlError("claim", conn.db(), rc));
@@ -826,9 +836,9 @@ class SqliteStore::Impl {
           return Unexpected(SqlError("claim", conn.db(), rc));
         }
       }
-      // A live record stood in the way: read it for the outcome. Nothing
-      // changes it in between (this is the writer's transaction); the loop
-      // only guards against the SQL and Blocked() ever disagreeing.
+      // A live record stood in the way: read it for the outcome. If it went
+      // away in between (another process released or purged it; in a
+      // batch's transaction nothing can) or became claimable, try again.
       auto row = SelectRow(conn, id);
       if (!row) return Unexpected(row.error());
       if (!row->has_value()) continue;

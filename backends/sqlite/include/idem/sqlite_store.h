@@ -67,12 +67,14 @@
 // the file waits for, for one statement instead of a four-step transaction.
 //
 // Complete is a SELECT and then one conditional UPDATE ... WHERE id = ? AND
-// token = ? AND state = 1, in one transaction. Release is one DELETE with
-// the same condition.
+// token = ? AND state = 1: a token is fresh for every claim, so if the
+// UPDATE still finds it in_progress with that token, the row is the one the
+// SELECT read. Release is one DELETE with the same condition.
 //
 // Writes (Claim, Complete, Release, PurgeExpired): one connection per store
-// makes them all, one transaction at a time. A call that finds the writer
-// busy queues; whoever finds it idle next runs every queued call (up to 64)
+// makes them all, one call or one transaction at a time. A call that finds
+// the writer idle runs at once, in autocommit mode; one that finds it busy
+// queues, and whoever finds it idle next runs every queued call (up to 64)
 // in one BEGIN IMMEDIATE ... COMMIT, each inside its own savepoint (group
 // commit): a call returns only after the transaction holding it committed,
 // so durability is as above, and a call that fails writes nothing and does
