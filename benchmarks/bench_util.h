@@ -16,8 +16,13 @@
 
 namespace idem::bench {
 
-// A fixed instant (no benchmark reads the clock): 2020 or so.
-inline const TimePoint kStart{std::chrono::hours(24 * 365 * 50)};
+// The instant every benchmark claims at: the time the process started.
+// Records must be live by the real clock too (with the usual 24 h ttl), or
+// RocksDB's compaction filter, which reads the store's system clock, drops
+// them during a run and flatters it. Benchmarks never read the clock again.
+inline const TimePoint kStart =
+    std::chrono::time_point_cast<TimePoint::duration>(
+        std::chrono::system_clock::now());
 
 // Bijective 64-bit mixer (the SplitMix64 finalizer): distinct counters give
 // distinct, uniformly spread id prefixes, for a couple of nanoseconds.

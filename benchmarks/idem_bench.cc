@@ -100,11 +100,7 @@ using bench::IdFor;
 using std::chrono::hours;
 using std::chrono::seconds;
 
-// Claims are made at the time the process started, with a 24 h ttl: records
-// must be live by the real clock too, or RocksDB's compaction filter (which
-// reads the system clock) drops them during a run and flatters it.
-const TimePoint kStart = std::chrono::time_point_cast<TimePoint::duration>(
-    std::chrono::system_clock::now());
+using bench::kStart;  // The process start time (bench_util.h).
 
 constexpr int kThreadCounts[] = {1, 2, 4, 8, 32};
 constexpr std::size_t kReplayKeys = 1024;

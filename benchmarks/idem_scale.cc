@@ -71,11 +71,7 @@ using std::chrono::hours;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 
-// Every claim is made at the time the process started, with a 24 h ttl:
-// records must be live by the real clock too, or RocksDB's compaction
-// filter (which reads the system clock) drops them while they are probed.
-const TimePoint kStart = std::chrono::time_point_cast<TimePoint::duration>(
-    std::chrono::system_clock::now());
+using bench::kStart;  // The process start time (bench_util.h).
 
 constexpr std::size_t kRecordOverhead = 32 + 32 + 16 + 8 + 8;
 // Probe ids, apart from the filled ones (0, 1, 2, ...).
