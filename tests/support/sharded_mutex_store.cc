@@ -43,22 +43,9 @@ Result<ClaimResult> ShardedMutexStore::Claim(const RecordId& id,
   Record& record = it->second;
   // An expired record is treated exactly like a missing one, including for
   // the fingerprint check, and is overwritten in place.
-  if (!inserted && !record.Expired(now)) {
-    if (record.fingerprint != fp) {
-      result.outcome = ClaimOutcome::kMismatch;
-      return result;
-    }
-    if (record.state == RecordState::kCompleted) {
-      result.outcome = ClaimOutcome::kCompleted;
-      result.response = record.response;
-      return result;
-    }
-    if (record.locked_until > now) {
-      result.outcome = ClaimOutcome::kInProgress;
-      result.locked_until = record.locked_until;
-      return result;
-    }
-    result.takeover = true;
+  if (!inserted) {
+    if (auto blocked = ClaimBlockedBy(record, fp, now)) return *blocked;
+    result.takeover = !record.Expired(now);
   }
   record.state = RecordState::kInProgress;
   record.fingerprint = fp;

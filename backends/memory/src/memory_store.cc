@@ -337,8 +337,7 @@ bool MemoryStore::TryReserveSlot() {
   std::size_t r = reserved_.load(std::memory_order_relaxed);
   while (r < capacity_) {
     const std::size_t batch = std::min(credit_batch_, capacity_ - r);
-    if (reserved_.compare_exchange_weak(r, r + batch,
-                                        std::memory_order_acq_rel,
+    if (reserved_.compare_exchange_weak(r, r + batch, std::memory_order_acq_rel,
                                         std::memory_order_relaxed)) {
       if (batch > 1) {
         mine.credits.fetch_add(batch - 1, std::memory_order_acq_rel);
@@ -560,25 +559,12 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
     const Record* old = cur != nullptr && index < cur->size()
                             ? &cur->at(index).record
                             : nullptr;
-    const bool live = old != nullptr && !old->Expired(now);
-    if (live) {
-      ClaimResult result;
-      if (old->fingerprint != fp) {
-        result.outcome = ClaimOutcome::kMismatch;
-        return result;
-      }
-      if (old->state == RecordState::kCompleted) {
-        result.outcome = ClaimOutcome::kCompleted;
-        result.response = old->response;
-        return result;
-      }
-      if (old->locked_until > now) {
-        result.outcome = ClaimOutcome::kInProgress;
-        result.locked_until = old->locked_until;
-        return result;
-      }
-      // In progress with its lock timed out: take it over below.
+    if (old != nullptr) {
+      if (auto blocked = ClaimBlockedBy(*old, fp, now)) return *blocked;
     }
+    // Absent, expired, or in progress with its lock timed out (a takeover):
+    // a fresh record goes in below.
+    const bool live = old != nullptr && !old->Expired(now);
     if (!fresh.has_value()) {
       fresh.emplace();
       fresh->state = RecordState::kInProgress;

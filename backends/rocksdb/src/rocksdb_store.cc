@@ -280,24 +280,10 @@ struct RocksdbStore::Impl {
       if (current.has_value()) {
         Result<Record> old = DecodeRecord(*current);
         if (!old) return Unexpected(DataLoss(id, old.error()));
-        if (!old->Expired(now)) {
-          live = true;
-          if (old->fingerprint != fp) {
-            result.outcome = ClaimOutcome::kMismatch;
-            return result;
-          }
-          if (old->state == RecordState::kCompleted) {
-            result.outcome = ClaimOutcome::kCompleted;
-            result.response = std::move(old->response);
-            return result;
-          }
-          if (old->locked_until > now) {
-            result.outcome = ClaimOutcome::kInProgress;
-            result.locked_until = old->locked_until;
-            return result;
-          }
-          // In progress with its lock timed out: taken over below.
-        }
+        if (auto blocked = ClaimBlockedBy(*old, fp, now)) return *blocked;
+        // Expired (as if absent), or in progress with its lock timed out:
+        // taken over below.
+        live = !old->Expired(now);
       }
       Record fresh;
       fresh.state = RecordState::kInProgress;

@@ -777,30 +777,6 @@ class SqliteStore::Impl {
     return result;
   }
 
-  // The outcome a live record gives a claim, or nullopt when the claim may
-  // take the record (expired, or in progress with its lock timed out).
-  static std::optional<ClaimResult> Blocked(const Record& old,
-                                            const Fingerprint& fp,
-                                            TimePoint now) {
-    if (old.Expired(now)) return std::nullopt;
-    ClaimResult result;
-    if (old.fingerprint != fp) {
-      result.outcome = ClaimOutcome::kMismatch;
-      return result;
-    }
-    if (old.state == RecordState::kCompleted) {
-      result.outcome = ClaimOutcome::kCompleted;
-      result.response = old.response;
-      return result;
-    }
-    if (old.locked_until > now) {
-      result.outcome = ClaimOutcome::kInProgress;
-      result.locked_until = old.locked_until;
-      return result;
-    }
-    return std::nullopt;
-  }
-
   Result<ClaimResult> ClaimWithUpsert(Connection& conn, const RecordId& id,
                                       const Fingerprint& fp, TimePoint now,
                                       Duration ttl, Duration lock_timeout) {
@@ -842,7 +818,8 @@ class SqliteStore::Impl {
       auto row = SelectRow(conn, id);
       if (!row) return Unexpected(row.error());
       if (!row->has_value()) continue;
-      if (auto blocked = Blocked((*row)->record, fp, now)) return *blocked;
+      if (auto blocked = ClaimBlockedBy((*row)->record, fp, now))
+        return *blocked;
     }
     return MakeError(ErrorCode::kUnavailable,
                      Prefix(path()) + "claim: the record kept changing under " +

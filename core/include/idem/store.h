@@ -52,6 +52,16 @@ struct ClaimResult {
   std::shared_ptr<const Response> response;
 };
 
+// The claim table (SEMANTICS.md) for the record a claim finds under its id:
+// the answer when that record stands in the way — kMismatch (another
+// fingerprint), kCompleted (with its response) or kInProgress (with its
+// locked_until) — or nullopt when the claim may write a fresh record over
+// it: expired (treated as absent, whatever its fingerprint), or in progress
+// with its lock timed out (a takeover; then `existing.Expired(now)` is
+// false). Every backend decides a claim with this one function.
+std::optional<ClaimResult> ClaimBlockedBy(const Record& existing,
+                                          const Fingerprint& fp, TimePoint now);
+
 // What OpenStore and the backends' typed Open functions take besides the URI.
 struct StoreOptions {
   // Time source for background work (sweepers). Defaults to SystemClock.
