@@ -89,9 +89,10 @@ const StatementSpec& Spec(StatementId id) {
 std::array<std::string, kStatementCount> BuildSql(const std::string& t) {
   std::array<std::string, kStatementCount> sql;
   // $1 id, $2 fingerprint, $3 token, $4 locked_until, $5 expires_at,
-  // $6 record, $7 now. Columns: claimed, takeover, then the existing row.
+  // $6 record, $7 now. One row (takeover) when the claim is acquired, none
+  // when a live record stood in the way.
   sql[kClaim] =
-      "WITH claimed AS (INSERT INTO " + t +
+      "INSERT INTO " + t +
       " AS r (id, state, fingerprint, token, locked_until, expires_at, "
       "takeover, record) VALUES ($1, 1, $2, $3, $4, $5, false, $6) "
       "ON CONFLICT (id) DO UPDATE SET state = 1, "
@@ -101,13 +102,7 @@ std::array<std::string, kStatementCount> BuildSql(const std::string& t) {
       "record = excluded.record "
       "WHERE r.expires_at <= $7 OR (r.state = 1 AND "
       "r.fingerprint = excluded.fingerprint AND r.locked_until <= $7) "
-      "RETURNING r.takeover) "
-      "SELECT true, takeover, NULL::smallint, NULL::bytea, NULL::bytea, "
-      "NULL::bigint, NULL::bigint, NULL::bytea FROM claimed "
-      "UNION ALL "
-      "SELECT false, false, state, fingerprint, token, locked_until, "
-      "expires_at, record FROM " +
-      t + " WHERE id = $1 AND NOT EXISTS (SELECT FROM claimed)";
+      "RETURNING r.takeover";
   // $1 id.
   sql[kSelect] =
       "SELECT state, fingerprint, token, locked_until, expires_at, record "
@@ -822,32 +817,24 @@ class PostgresStore::Impl {
     for (int attempt = 0; attempt < PostgresStore::kClaimAttempts; ++attempt) {
       auto r = Run(c, kClaim, params, "claim");
       if (!r) return Unexpected(r.error());
-      const PGresult* res = r->get();
-      std::optional<Record> existing;
-      if (PQntuples(res) == 1) {
-        if (Cell(res, 0, 0) == std::string_view("\x01", 1)) {
-          ClaimResult result;
-          result.outcome = ClaimOutcome::kAcquired;
-          result.token = fresh.token;
-          result.takeover = Cell(res, 0, 1) == std::string_view("\x01", 1);
-          result.locked_until = fresh.locked_until;
-          Remember(fresh.token, {id, fp, fresh.locked_until, fresh.expires_at});
-          return result;
-        }
-        auto record = DecodeRow(res, 0, 2, id);
-        if (!record) return Unexpected(record.error());
-        existing = std::move(*record);
-      } else {
-        // The blocking row is newer than the statement's snapshot (or was
-        // deleted meanwhile): read it with a fresh one.
-        auto row = SelectRecord(c, id, "claim");
-        if (!row) return Unexpected(row.error());
-        existing = std::move(*row);
+      if (PQntuples(r->get()) == 1) {
+        ClaimResult result;
+        result.outcome = ClaimOutcome::kAcquired;
+        result.token = fresh.token;
+        result.takeover = Cell(r->get(), 0, 0) == std::string_view("\x01", 1);
+        result.locked_until = fresh.locked_until;
+        Remember(fresh.token, {id, fp, fresh.locked_until, fresh.expires_at});
+        return result;
       }
-      if (existing.has_value()) {
-        if (auto blocked = Blocked(*existing, fp, now)) return *blocked;
+      // A live record stood in the way. A new statement has a fresh
+      // snapshot, so this also sees a row a concurrent claim committed
+      // after the upsert started.
+      auto row = SelectRecord(c, id, "claim");
+      if (!row) return Unexpected(row.error());
+      if (row->has_value()) {
+        if (auto blocked = Blocked(**row, fp, now)) return *blocked;
       }
-      // Gone or claimable by now: try again.
+      // Gone (released, purged) or claimable by now: try again.
     }
     ClaimResult busy;
     busy.outcome = ClaimOutcome::kInProgress;
