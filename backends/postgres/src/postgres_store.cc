@@ -765,30 +765,6 @@ class PostgresStore::Impl {
 
   // ---- Claim -----------------------------------------------------------
 
-  // The outcome a live record gives a claim, or nullopt when the claim may
-  // take the record (expired, or in progress with its lock timed out).
-  static std::optional<ClaimResult> Blocked(const Record& old,
-                                            const Fingerprint& fp,
-                                            TimePoint now) {
-    if (old.Expired(now)) return std::nullopt;
-    ClaimResult result;
-    if (old.fingerprint != fp) {
-      result.outcome = ClaimOutcome::kMismatch;
-      return result;
-    }
-    if (old.state == RecordState::kCompleted) {
-      result.outcome = ClaimOutcome::kCompleted;
-      result.response = old.response;
-      return result;
-    }
-    if (old.locked_until > now) {
-      result.outcome = ClaimOutcome::kInProgress;
-      result.locked_until = old.locked_until;
-      return result;
-    }
-    return std::nullopt;
-  }
-
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) {
@@ -832,7 +808,7 @@ class PostgresStore::Impl {
       auto row = SelectRecord(c, id, "claim");
       if (!row) return Unexpected(row.error());
       if (row->has_value()) {
-        if (auto blocked = Blocked(**row, fp, now)) return *blocked;
+        if (auto blocked = ClaimBlockedBy(**row, fp, now)) return *blocked;
       }
       // Gone (released, purged) or claimable by now: try again.
     }
