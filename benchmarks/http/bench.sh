@@ -10,7 +10,9 @@
 #
 # Environment: STORES (space-separated store URIs, default "memory:"; {tmp}
 # stands for a fresh directory removed at exit), ROUNDS (3), DURATION (10s),
-# THREADS (2), CONNECTIONS (32), SERVER_THREADS (idem-demo --threads, 2).
+# THREADS (2), CONNECTIONS (32), SERVER_THREADS (idem-demo --threads, 2),
+# DEMO_FLAGS (more idem-demo flags for the stores' servers, e.g.
+# "--store-calls inline").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build/release}
@@ -54,7 +56,8 @@ for i in "${!stores[@]}"; do
   label=${stores[$i]%%:*}
   [[ " ${labels[*]} " == *" $label "* ]] && label=$label$i
   labels+=("$label")
-  start "s$i" --store "${stores[$i]//\{tmp\}/$tmp}"
+  # shellcheck disable=SC2086  # DEMO_FLAGS is a list of flags.
+  start "s$i" --store "${stores[$i]//\{tmp\}/$tmp}" ${DEMO_FLAGS:-}
 done
 start plain --no-idem
 key="bench-replay-$$"

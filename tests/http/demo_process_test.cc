@@ -313,6 +313,7 @@ TEST(DemoProcessTest, BadFlagsExit2) {
                                              {"--ttl", "soon"},
                                              {"--ttl", "0"},
                                              {"--threads", "0"},
+                                             {"--store-calls", "sometimes"},
                                              {"--lock-wait", "-1"}}) {
     DemoProcess demo(args);
     EXPECT_EQ(demo.Wait(), 2) << args[0];
@@ -324,6 +325,7 @@ TEST(DemoProcessTest, BadFlagsExit2) {
   // The help names the default store.
   const std::string text = help.Stdout();
   EXPECT_NE(text.find("rocksdb:./var/idem"), std::string::npos) << text;
+  EXPECT_NE(text.find("--store-calls"), std::string::npos) << text;
 }
 
 TEST(DemoProcessTest, StoreThatCannotOpenIsAClearError) {

@@ -58,6 +58,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
 
   beast::IdempotentHandlerOptions handler_options;
   handler_options.store_threads = options.store_threads;
+  handler_options.store_calls = options.store_calls;
   // The demo does no authentication: the bearer token's text is the scope.
   handler_options.scope =
       [](const beast::RequestHeader& header) -> std::optional<std::string> {

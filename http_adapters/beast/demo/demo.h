@@ -35,6 +35,9 @@ struct DemoOptions {
   int threads = 2;
   // Threads for store calls (unused with the in-memory store).
   std::size_t store_threads = 4;
+  // Where store calls run (IdempotentHandlerOptions::store_calls): kAuto
+  // runs the memory store's inline and every other store's on the pool.
+  beast::StoreCalls store_calls = beast::StoreCalls::kAuto;
   std::string instance = "demo";
   // false: the same server without idem (the benchmark baseline).
   bool idem = true;

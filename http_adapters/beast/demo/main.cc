@@ -2,7 +2,8 @@
 //
 //   idem-demo [--listen 127.0.0.1:8080] [--store URI] [--ttl SECONDS]
 //             [--lock-timeout SECONDS] [--lock-wait MILLISECONDS]
-//             [--threads N] [--instance NAME]
+//             [--threads N] [--store-calls auto|inline|pool]
+//             [--instance NAME]
 //
 // Prints "listening on HOST:PORT" once it accepts connections and exits
 // cleanly (in-flight requests answered) on SIGINT or SIGTERM. The store is
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
   long long ttl = options.ttl.count();
   long long lock_timeout = options.lock_timeout.count();
   long long lock_wait = options.lock_wait.count();
+  std::string store_calls = "auto";
 
   const std::string store_help =
       "idempotency store URI (default: $IDEM_STORE, else " +
@@ -89,6 +91,9 @@ int main(int argc, char** argv) {
        "how long a duplicate waits for the first request before 409 (default 0)")
       ("threads", po::value(&options.threads)->value_name("N"),
        "I/O threads (default 2)")
+      ("store-calls", po::value(&store_calls)->value_name("MODE"),
+       "where store calls run: inline on the I/O threads, on a pool of 4 "
+       "threads, or auto = inline for memory:, else pool (default auto)")
       ("instance", po::value(&options.instance)->value_name("NAME"),
        "instance name, sent as X-Demo-Instance and part of order ids (default demo)")
       ("no-idem", "serve without idem (the benchmark baseline)");
@@ -114,6 +119,16 @@ int main(int argc, char** argv) {
   if (lock_wait < 0) return BadFlags("--lock-wait must not be negative");
   if (options.threads <= 0 || options.threads > 1024) {
     return BadFlags("--threads must be between 1 and 1024");
+  }
+  if (store_calls == "auto") {
+    options.store_calls = idem::beast::StoreCalls::kAuto;
+  } else if (store_calls == "inline") {
+    options.store_calls = idem::beast::StoreCalls::kInline;
+  } else if (store_calls == "pool") {
+    options.store_calls = idem::beast::StoreCalls::kPool;
+  } else {
+    return BadFlags("--store-calls wants auto, inline or pool, got '" +
+                    store_calls + "'");
   }
   options.ttl = std::chrono::seconds(ttl);
   options.lock_timeout = std::chrono::seconds(lock_timeout);
