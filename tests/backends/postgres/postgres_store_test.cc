@@ -38,6 +38,7 @@
 #include "idem/postgres_store.h"
 #include "idem/store.h"
 #include "postgres_test_util.h"
+#include "support/secret_request.h"
 
 namespace idem {
 namespace {
@@ -474,41 +475,21 @@ TEST_F(PostgresStoreTest, ADamagedRecordIsDataLossNeverAMiss) {
 }
 
 TEST_F(PostgresStoreTest, TheClientKeyNeverReachesTheTable) {
-  constexpr std::string_view kKey = "zebra-kite-7f3a9c-unmistakable";
-  constexpr std::string_view kScope = "tenant-orca-91b2";
   std::shared_ptr<Store> store = Open();
   ASSERT_NE(store, nullptr);
-  GuardSetup setup;
-  setup.store = store;
-  setup.clock = std::make_shared<ManualClock>(kT0);
-  auto guard = Guard::Create(std::move(setup));
-  ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
-  const HeaderView headers[] = {{"Idempotency-Key", kKey}};
-  RequestView request;
-  request.method = "POST";
-  request.target = "/orders";
-  request.headers = headers;
-  request.body = "{\"secret-body\":1}";
-  request.scope = kScope;
-  int runs = 0;
-  auto handler = [&] {
-    ++runs;
-    return Created("made-response");
-  };
-  (*guard)->Run(request, handler);
-  const Response replay = (*guard)->Run(request, handler);
-  EXPECT_EQ(runs, 1);
-  EXPECT_EQ(replay.FindHeader("Idempotent-Replayed"), "true");
+  auto guard = idem::testing::RunSecretRequestTwice(
+      store, std::make_shared<ManualClock>(kT0));
+  ASSERT_NE(guard, nullptr);
 
   // Every column of every row, as bytes.
   const std::string everything =
       "SELECT count(*) FROM \"" + table_ +
       "\" WHERE position(convert_to($1, 'UTF8') IN id || fingerprint || "
       "token || record || int8send(locked_until) || int8send(expires_at)) > 0";
-  EXPECT_EQ(Query(everything, {std::string(kKey)})[0][0], "0");
-  EXPECT_EQ(Query(everything, {std::string(kScope)})[0][0], "0");
-  EXPECT_EQ(Query(everything, {"secret-body"})[0][0], "0");
-  EXPECT_EQ(Query(everything, {"made-response"})[0][0], "1")
+  EXPECT_EQ(Query(everything, {std::string(testing::kSecretKey)})[0][0], "0");
+  EXPECT_EQ(Query(everything, {std::string(testing::kSecretScope)})[0][0], "0");
+  EXPECT_EQ(Query(everything, {std::string(testing::kSecretBody)})[0][0], "0");
+  EXPECT_EQ(Query(everything, {std::string(testing::kStoredBody)})[0][0], "1")
       << "no record written?";
 }
 

@@ -44,6 +44,7 @@
 #include "idem/record_codec.h"
 #include "idem/sqlite_store.h"
 #include "idem/store.h"
+#include "support/secret_request.h"
 
 extern char** environ;
 
@@ -625,55 +626,26 @@ TEST_F(SqliteStoreTest, BadUrisAreInvalidArguments) {
   }
 }
 
-std::string ReadAllFiles(const std::filesystem::path& dir) {
-  std::string all;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
-    if (!entry.is_regular_file()) continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    all.append(std::istreambuf_iterator<char>(in), {});
-  }
-  return all;
-}
-
 TEST_F(SqliteStoreTest, TheClientKeyNeverReachesTheFiles) {
-  constexpr std::string_view kKey = "zebra-kite-7f3a9c-unmistakable";
-  constexpr std::string_view kScope = "tenant-orca-91b2";
   std::shared_ptr<Store> store = OpenStore();
   ASSERT_NE(store, nullptr);
-  GuardSetup setup;
-  setup.store = store;
-  setup.clock = clock_;
-  auto guard = Guard::Create(std::move(setup));
-  ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
-  const HeaderView headers[] = {{"Idempotency-Key", kKey}};
-  RequestView request;
-  request.method = "POST";
-  request.target = "/orders";
-  request.headers = headers;
-  request.body = "{}";
-  request.scope = kScope;
-  int runs = 0;
-  auto handler = [&] {
-    ++runs;
-    return Response{201, {{"Content-Type", "text/plain"}}, "made"};
-  };
-  (*guard)->Run(request, handler);
-  const Response replay = (*guard)->Run(request, handler);
-  EXPECT_EQ(runs, 1);
-  EXPECT_EQ(replay.FindHeader("Idempotent-Replayed"), "true");
-
+  auto guard = idem::testing::RunSecretRequestTwice(store, clock_);
+  ASSERT_NE(guard, nullptr);
   // In the WAL while open, in the main file after the last connection
   // closes (and checkpoints).
-  std::string files = ReadAllFiles(dir_.path());
-  EXPECT_EQ(files.find(kKey), std::string::npos);
-  EXPECT_EQ(files.find(kScope), std::string::npos);
-  EXPECT_NE(files.find("made"), std::string::npos) << "no record written?";
-  guard->reset();
-  store.reset();
-  files = ReadAllFiles(dir_.path());
-  EXPECT_EQ(files.find(kKey), std::string::npos);
-  EXPECT_EQ(files.find(kScope), std::string::npos);
-  EXPECT_NE(files.find("made"), std::string::npos);
+  for (const bool closed : {false, true}) {
+    SCOPED_TRACE(closed ? "closed" : "open");
+    if (closed) {
+      guard.reset();
+      store.reset();
+    }
+    const std::string files = idem::testing::ReadAllFiles(dir_.path());
+    EXPECT_EQ(files.find(idem::testing::kSecretKey), std::string::npos);
+    EXPECT_EQ(files.find(idem::testing::kSecretScope), std::string::npos);
+    EXPECT_EQ(files.find(idem::testing::kSecretBody), std::string::npos);
+    EXPECT_NE(files.find(idem::testing::kStoredBody), std::string::npos)
+        << "no record written?";
+  }
 }
 
 // ---------------------------------------------------------------------------
