@@ -40,6 +40,7 @@
 
 namespace {
 
+using idem::testing::TempDir;
 using idem::testing::proc::Connect;
 using idem::testing::proc::DemoProcess;
 using idem::testing::proc::Describe;
@@ -49,7 +50,6 @@ using idem::testing::proc::RawRequest;
 using idem::testing::proc::ReadFile;
 using idem::testing::proc::ReadResponse;
 using idem::testing::proc::Send;
-using idem::testing::proc::TempDir;
 using idem::testing::proc::WaitFor;
 using idem::testing::proc::WriteAll;
 using std::chrono::milliseconds;

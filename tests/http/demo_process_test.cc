@@ -25,6 +25,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/temp_dir.h"
+
 #include "http_test_util.h"
 #include "idem/open_store.h"
 
@@ -34,26 +36,6 @@ namespace idem::testing {
 namespace {
 
 constexpr char kBody[] = R"({"item":"book"})";
-
-// A fresh directory under $TMPDIR, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "idem-demo-test-XXXXXX")
-            .string();
-    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 bool HaveRocksdb() {
   for (const std::string& scheme : AvailableStoreSchemes()) {
@@ -211,7 +193,7 @@ TEST(DemoProcessTest, ServesTheContractAndStopsOnSigterm) {
 // so a demo started again on the same ./var/idem replays it.
 TEST(DemoProcessTest, SigintFinishesTheRequestInFlight) {
   if (!HaveRocksdb()) GTEST_SKIP() << "the default store needs RocksDB";
-  TempDir dir;
+  TempDir dir{"idem-demo-test"};
   std::string first_body;
   {
     DemoProcess demo({"--listen", "127.0.0.1:0", "--instance", "proc-b"}, {},
@@ -250,7 +232,7 @@ TEST(DemoProcessTest, SigintFinishesTheRequestInFlight) {
 // default, each in its own directory): their ids still differ.
 TEST(DemoProcessTest, OrderIdsAreUniqueAcrossInstances) {
   if (!HaveRocksdb()) GTEST_SKIP() << "the default store needs RocksDB";
-  TempDir dir_a, dir_b;
+  TempDir dir_a{"idem-demo-test"}, dir_b{"idem-demo-test"};
   DemoProcess a({"--listen", "127.0.0.1:0", "--instance", "same"}, {},
                 dir_a.path());
   DemoProcess b({"--listen", "127.0.0.1:0", "--instance", "same"}, {},
@@ -269,7 +251,7 @@ TEST(DemoProcessTest, OrderIdsAreUniqueAcrossInstances) {
 // and the first keeps serving.
 TEST(DemoProcessTest, SecondDemoOnTheDefaultStoreIsAClearError) {
   if (!HaveRocksdb()) GTEST_SKIP() << "the default store needs RocksDB";
-  TempDir dir;
+  TempDir dir{"idem-demo-test"};
   DemoProcess first({"--listen", "127.0.0.1:0"}, {}, dir.path());
   const std::uint16_t port = first.WaitListening();
   ASSERT_NE(port, 0);

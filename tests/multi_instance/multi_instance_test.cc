@@ -37,7 +37,6 @@ using proc::HandlerRuns;
 using proc::HttpResponse;
 using proc::ReadFile;
 using proc::Send;
-using proc::TempDir;
 
 constexpr int kRequests = 50;
 constexpr char kTarget[] = "/orders?delay_ms=300";

@@ -25,18 +25,6 @@ namespace idem::testing::proc {
 
 using std::chrono::milliseconds;
 
-TempDir::TempDir() {
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / "idem-proc-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 std::string HttpResponse::Header(std::string_view name) const {
   std::size_t pos = head.find("\r\n");
   while (pos != std::string::npos && pos + 2 < head.size()) {

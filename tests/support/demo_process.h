@@ -23,22 +23,11 @@
 #include <string_view>
 #include <vector>
 
+#include "support/temp_dir.h"
+
 namespace idem::testing::proc {
 
 using SteadyClock = std::chrono::steady_clock;
-
-// A fresh directory under the system temp dir, removed with its contents.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 struct HttpResponse {
   int status = 0;

@@ -36,6 +36,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/temp_dir.h"
+
 #include "idem/clock.h"
 #include "idem/guard.h"
 #include "idem/open_store.h"
@@ -49,6 +51,8 @@ extern char** environ;
 
 namespace idem {
 namespace {
+
+using testing::TempDir;
 
 using std::chrono::hours;
 using std::chrono::seconds;
@@ -90,25 +94,6 @@ Response SomeResponse() {
                               {"Location", "/orders/7"}},
                   .body = std::string("{\"id\":7}\0\xff", 10)};
 }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "idem-rocksdb-XXXXXX")
-            .string();
-    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 class RocksdbStoreTest : public ::testing::Test {
  protected:
@@ -154,7 +139,7 @@ class RocksdbStoreTest : public ::testing::Test {
     return n;
   }
 
-  TempDir dir_;
+  TempDir dir_{"idem-rocksdb"};
   std::shared_ptr<ManualClock> clock_;
 };
 

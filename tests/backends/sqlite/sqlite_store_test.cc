@@ -38,6 +38,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/temp_dir.h"
+
 #include "idem/clock.h"
 #include "idem/guard.h"
 #include "idem/open_store.h"
@@ -50,6 +52,8 @@ extern char** environ;
 
 namespace idem {
 namespace {
+
+using testing::TempDir;
 
 using std::chrono::hours;
 using std::chrono::milliseconds;
@@ -87,25 +91,6 @@ Response SomeResponse() {
                               {"Location", "/orders/7"}},
                   .body = std::string("{\"id\":7}\0\xff", 10)};
 }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "idem-sqlite-XXXXXX")
-            .string();
-    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 // A raw connection for looking at (and damaging) the file behind a store.
 class RawDb {
@@ -197,7 +182,7 @@ class SqliteStoreTest : public ::testing::Test {
     return std::stoll(raw.QueryText("SELECT count(*) FROM idem_records"));
   }
 
-  TempDir dir_;
+  TempDir dir_{"idem-sqlite"};
   std::shared_ptr<ManualClock> clock_;
 };
 
