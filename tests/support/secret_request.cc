@@ -36,6 +36,13 @@ std::shared_ptr<Guard> RunSecretRequestTwice(std::shared_ptr<Store> store,
   return std::move(*guard);
 }
 
+void ExpectNoSecretIn(const std::string& bytes) {
+  EXPECT_EQ(bytes.find(kSecretKey), std::string::npos);
+  EXPECT_EQ(bytes.find(kSecretScope), std::string::npos);
+  EXPECT_EQ(bytes.find(kSecretBody), std::string::npos);
+  EXPECT_NE(bytes.find(kStoredBody), std::string::npos) << "no record written?";
+}
+
 std::string ReadAllFiles(const std::filesystem::path& dir) {
   std::string all;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {

@@ -30,6 +30,10 @@ inline constexpr std::string_view kStoredBody = "made-response";
 std::shared_ptr<Guard> RunSecretRequestTwice(std::shared_ptr<Store> store,
                                              std::shared_ptr<Clock> clock);
 
+// Expects (gtest) that `bytes` (a store's files or rows) hold the stored
+// response body but none of the secret key, scope and request body.
+void ExpectNoSecretIn(const std::string& bytes);
+
 // Every byte of every regular file under `dir`, concatenated.
 std::string ReadAllFiles(const std::filesystem::path& dir);
 

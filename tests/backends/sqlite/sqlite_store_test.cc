@@ -624,12 +624,7 @@ TEST_F(SqliteStoreTest, TheClientKeyNeverReachesTheFiles) {
       guard.reset();
       store.reset();
     }
-    const std::string files = idem::testing::ReadAllFiles(dir_.path());
-    EXPECT_EQ(files.find(idem::testing::kSecretKey), std::string::npos);
-    EXPECT_EQ(files.find(idem::testing::kSecretScope), std::string::npos);
-    EXPECT_EQ(files.find(idem::testing::kSecretBody), std::string::npos);
-    EXPECT_NE(files.find(idem::testing::kStoredBody), std::string::npos)
-        << "no record written?";
+    idem::testing::ExpectNoSecretIn(idem::testing::ReadAllFiles(dir_.path()));
   }
 }
 
