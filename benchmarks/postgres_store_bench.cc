@@ -1,5 +1,5 @@
 // The PostgreSQL store beside the one statement it is built on (issue #5;
-// results in docs/BENCHMARKS.md).
+// results in docs/PERFORMANCE_NOTES.md).
 //
 //  - Postgres/Claim: PostgresStore::Claim of a fresh id (one round trip).
 //  - Postgres/ClaimComplete: Claim of a fresh id, then Complete (two).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns idem_store_bench JSON output into the tables of docs/BENCHMARKS.md.
+"""Turns idem_store_bench JSON output into the tables of docs/PERFORMANCE_NOTES.md.
 
 Usage:
   idem_store_bench --benchmark_repetitions=5 \
