@@ -12,7 +12,11 @@
 # stands for a fresh directory removed at exit), ROUNDS (3), DURATION (10s),
 # THREADS (2), CONNECTIONS (32), SERVER_THREADS (idem-demo --threads, 2),
 # DEMO_FLAGS (more idem-demo flags for the stores' servers, e.g.
-# "--store-calls inline").
+# "--store-calls inline"), RESULTS_JSON (a file to write the same figures
+# to as JSON, for benchmarks/report/make_report.py: the configuration, the
+# medians per load and every round's raw figures; the Markdown is printed
+# as well).
+# shellcheck disable=SC2154  # port_<name> are set by start(), by printf -v.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build/release}
@@ -35,6 +39,8 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 start() {  # name, flags... -> sets port_<name>
   local name=$1; shift
@@ -80,7 +86,7 @@ run() {  # name, port, script, round
   p50=$(to_us "$(awk '$1 == "50%" {print $2}' "$out")")
   p99=$(to_us "$(awk '$1 == "99%" {print $2}' "$out")")
   errors=$(awk '/Non-2xx or 3xx responses:/ {print $5}' "$out")
-  echo "$1 $rps $p50 $p99 ${errors:-0}" >>"$tmp/results"
+  echo "$1 $rps $p50 $p99 ${errors:-0} $4" >>"$tmp/results"
 }
 
 for round in $(seq "$rounds"); do
@@ -115,3 +121,34 @@ echo "wrk -t$threads -c$connections -d$duration --latency, $rounds rounds (media
 for i in "${!stores[@]}"; do echo "${labels[$i]}: ${stores[$i]}"; done
 echo "raw:"
 sort "$tmp/results" | sed 's/^/  /'
+
+if [[ -n ${RESULTS_JSON:-} ]]; then
+  # Every value is a number or a plain word, but for the store URIs
+  # (escaped: backslash and double quote).
+  json_str() { local v=${1//\\/\\\\}; printf '"%s"' "${v//\"/\\\"}"; }
+  {
+    printf '{\n  "config": {"wrk_threads": %d, "connections": %d, "duration": %s, "rounds": %d, ' \
+      "$threads" "$connections" "$(json_str "$duration")" "$rounds"
+    printf '"server_threads": %d, "demo_flags": %s, "cores": %d},\n' \
+      "$server_threads" "$(json_str "${DEMO_FLAGS:-}")" "$(nproc)"
+    printf '  "stores": {'
+    for i in "${!stores[@]}"; do
+      ((i == 0)) || printf ', '
+      printf '%s: %s' "$(json_str "${labels[$i]}")" "$(json_str "${stores[$i]}")"
+    done
+    printf '},\n  "loads": [\n'
+    first=1
+    for name in "${names[@]}"; do
+      ((first)) || printf ',\n'
+      first=0
+      errors=$(awk -v n="$name" '$1 == n {s += $5} END {print s + 0}' "$tmp/results")
+      printf '    {"name": "%s", "requests_per_s": %s, "p50_us": %s, "p99_us": %s, "non2xx": %d}' \
+        "$name" "$(median "$name" 2)" "$(median "$name" 3)" "$(median "$name" 4)" "$errors"
+    done
+    printf '\n  ],\n  "raw": [\n'
+    awk 'NR > 1 {printf ",\n"}
+         {printf "    {\"name\": \"%s\", \"round\": %d, \"requests_per_s\": %s, \"p50_us\": %s, \"p99_us\": %s, \"non2xx\": %d}", $1, $6, $2, $3, $4, $5}' \
+      "$tmp/results"
+    printf '\n  ]\n}\n'
+  } >"$RESULTS_JSON"
+fi

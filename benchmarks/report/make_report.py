@@ -1,0 +1,649 @@
+#!/usr/bin/env python3
+"""The generated benchmark page (docs/BENCHMARKS.md) and its plots.
+
+scripts/bench.sh runs it twice:
+
+  make_report.py machine --command CMD [--quick 0|1] > OUT/machine.json
+      The machine and the commit the figures come from (CPU model, cores,
+      RAM, kernel, OS, compiler, engine versions, date, git commit, load
+      average), taken before the runs.
+  make_report.py report --results OUT --markdown docs/BENCHMARKS.md \
+                        [--plots docs/bench] [--elapsed S] [--build-seconds S]
+      Reads OUT/machine.json, OUT/idem-bench.json (Google Benchmark JSON of
+      idem-bench), OUT/http.json (benchmarks/http/bench.sh RESULTS_JSON) and
+      OUT/scale-{memory,latency,disk}.txt (idem-scale's key=value lines);
+      every input but machine.json may be missing, its section then says
+      so. Writes the page: ratios to the baselines first (each store against
+      its engine's raw write, memory against the sharded-mutex map, HTTP
+      against the plain Beast server), then the absolute figures. With
+      --plots, also throughput.png (ops/s against threads, one panel per
+      workload) and http.png (requests/s and p99 per store), which need
+      matplotlib (Debian's python3-matplotlib); without it, no plots.
+
+Python 3 standard library only, but for the plots.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+
+STORES = ["memory", "rocksdb", "sqlite", "postgresql"]
+WORKLOADS = ["Claim", "ClaimComplete", "Replay", "HotKeyInProgress",
+             "HotKeyCompleted", "Zipf"]
+WORKLOAD_TEXT = {
+    "Claim": "Claim of a new key",
+    "ClaimComplete": "Claim of a new key, then Complete",
+    "Replay": "Claim of a completed key",
+    "HotKeyInProgress": "all threads claim one key held in progress",
+    "HotKeyCompleted": "all threads claim one completed key",
+    "Zipf": "Zipf(0.99) over 10,000 keys: claim, complete if acquired",
+    "RawWrite": "the engine's own write",
+}
+RAW_TEXT = {
+    "rocksdb": "RocksDB Put",
+    "sqlite": "autocommit SQLite INSERT",
+    "postgresql": "INSERT .. ON CONFLICT DO NOTHING",
+}
+NAME = re.compile(r"^(?P<workload>[^/]+)/(?P<label>[^/]+)"
+                  r"(/iterations:\d+)?(/real_time)?/threads:(?P<threads>\d+)$")
+
+
+# ---- machine ----------------------------------------------------------------
+
+def _run(args, cwd=None):
+    try:
+        return subprocess.run(args, cwd=cwd, capture_output=True, text=True,
+                              check=True).stdout.rstrip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def _proc_field(path, field):
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(field):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def machine(args):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    mem_kb = _proc_field("/proc/meminfo", "MemTotal").split()
+    os_name = ""
+    try:
+        with open("/etc/os-release") as f:
+            for line in f:
+                if line.startswith("PRETTY_NAME="):
+                    os_name = line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"],
+                 cwd=root)
+    packages = {}
+    for p in ("librocksdb-dev", "libsqlite3-dev", "libpq-dev", "postgresql",
+              "libboost1.74-dev", "libbenchmark-dev", "wrk"):
+        v = _run(["dpkg-query", "-W", "-f=${Version}", p])
+        if v:
+            packages[p] = v
+    info = {
+        "cpu_model": _proc_field("/proc/cpuinfo", "model name"),
+        "cores": os.cpu_count(),
+        "ram_gib": round(int(mem_kb[0]) / 1024 / 1024, 1) if mem_kb else None,
+        "kernel": platform.release(),
+        "os": os_name,
+        "compiler": _run(["c++", "--version"]).split("\n")[0],
+        "packages": packages,
+        "date": datetime.datetime.now(datetime.timezone.utc)
+                .strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": _run(["git", "rev-parse", "HEAD"], cwd=root),
+        "commit_subject": _run(["git", "log", "-1", "--format=%s"], cwd=root),
+        "dirty_files": [l[3:] for l in dirty.splitlines()],
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "command": args.command,
+        "quick": args.quick == "1",
+        "postgres_fsync": os.environ.get("IDEM_PG_FSYNC", "off"),
+    }
+    json.dump(info, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+# ---- inputs -----------------------------------------------------------------
+
+def load_bench(path):
+    """{(workload, label, threads): row} and the context; errors apart.
+
+    With repetitions, the median aggregate; several plain runs of one name
+    fold to the one with the median time.
+    """
+    with open(path) as f:
+        data = json.load(f)
+    plain, medians, errors = {}, {}, {}
+    for b in data.get("benchmarks", []):
+        m = NAME.match(b.get("run_name", b["name"]))
+        if not m:
+            continue
+        key = (m["workload"], m["label"], int(m["threads"]))
+        if b.get("error_occurred"):
+            errors[key] = b.get("error_message", "error")
+            continue
+        if b.get("time_unit", "ns") != "ns":
+            sys.exit(f"{b['name']}: time unit {b['time_unit']}, expected ns")
+        agg = b.get("aggregate_name")
+        if agg == "median":
+            medians[key] = b
+        elif not agg:
+            plain.setdefault(key, []).append(b)
+    rows = {}
+    for key, runs in plain.items():
+        runs.sort(key=lambda r: r["real_time"])
+        rows[key] = runs[(len(runs) - 1) // 2]
+    rows.update(medians)
+    return rows, errors, data.get("context", {})
+
+
+def load_kv(path):
+    """idem-scale's output: one dict per line, the first word as 'kind'."""
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            words = line.split()
+            if not words:
+                continue
+            row = {"kind": words[0]}
+            for w in words[1:]:
+                if "=" in w:
+                    k, v = w.split("=", 1)
+                    try:
+                        row[k] = float(v)
+                    except ValueError:
+                        row[k] = v
+            if "=" in words[0]:  # a bare key=value line (vmhwm=...)
+                k, v = words[0].split("=", 1)
+                row = {"kind": k, k: float(v)}
+            out.append(row)
+    return out
+
+
+# ---- formatting -------------------------------------------------------------
+
+def rate(x):
+    for unit, scale in (("M", 1e6), ("k", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def duration_ns(ns):
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3g} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.3g} µs"
+    return f"{ns:.3g} ns"
+
+
+def ratio(x):
+    return f"{x:.2f}×"
+
+
+def table(header, rows, align=None):
+    align = align or ["---"] + ["---:"] * (len(header) - 1)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+# ---- sections ---------------------------------------------------------------
+
+def section_machine(m, elapsed, build_s, results):
+    lines = ["## Machine and run", ""]
+    dirty = m.get("dirty_files") or []
+    commit = m.get("commit", "")[:12] or "unknown"
+    commit_text = f"`{commit}` ({m.get('commit_subject', '')})"
+    if dirty:
+        commit_text += (f", plus uncommitted changes to {len(dirty)} "
+                        f"file(s): {', '.join(dirty[:5])}")
+    rows = [
+        ["CPU", f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores"],
+        ["RAM", f"{m.get('ram_gib', '?')} GiB"],
+        ["OS, kernel", f"{m.get('os', '?')}, Linux {m.get('kernel', '?')}"],
+        ["compiler", m.get("compiler", "?") + ", CMake Release (-O3)"],
+        ["engines", ", ".join(f"{k} {v}" for k, v in
+                              sorted(m.get("packages", {}).items()))],
+        ["date", m.get("date", "?")],
+        ["commit", commit_text],
+        ["load average at start",
+         " / ".join(str(x) for x in m.get("load_average", []))
+         + " (1 / 5 / 15 min)"],
+        ["command", f"`{m.get('command', '?')}`"
+         + (" (QUICK: a smoke run, not figures to quote)"
+            if m.get("quick") else "")],
+    ]
+    if elapsed:
+        rows.append(["elapsed", f"{int(elapsed) // 60} min {int(elapsed) % 60} s"
+                     + (f" (build {build_s} s)" if build_s is not None else "")
+                     + ", until this page was written"])
+    lines.append(table(["", ""], rows, ["---", "---"]))
+    lines.append("")
+    return lines
+
+
+def _threads(rows):
+    return sorted({k[2] for k in rows if k[0] in WORKLOADS})
+
+
+def _stores(rows):
+    present = {k[1] for k in rows}
+    labels = [s for s in STORES if s in present]
+    extra = sorted({k[1] for k in rows if k[0] in WORKLOADS
+                    and k[1] not in STORES and k[1] != "sharded_mutex"})
+    return labels + extra
+
+
+def section_ratios(rows, threads):
+    lines = ["## Stores against their baselines", "",
+             "Time per operation of the store divided by the baseline's, "
+             "in the same run (1.00× = as fast as the baseline; 2.00× = "
+             "half its throughput). The baselines: for `memory:`, the "
+             "sharded-mutex map (`ShardedMutexStore`, tests/support), the "
+             "bar the lock-free store has to beat; for the durable stores, "
+             "the engine's own write through the same connection setup ("
+             + "; ".join(f"{k}: {v}" for k, v in RAW_TEXT.items())
+             + "). Claim is one write, Claim+Complete two, so about 1× and "
+             "2× the raw write are the floors.", ""]
+    out = []
+    for label in _stores(rows):
+        pairs = []
+        if label == "memory":
+            pairs = [("ClaimComplete", "ClaimComplete", "sharded_mutex",
+                      "sharded-mutex map, Claim+Complete")]
+        elif ("RawWrite", label, threads[0]) in rows or any(
+                k[0] == "RawWrite" and k[1] == label for k in rows):
+            raw = RAW_TEXT.get(label.split("_")[0], "raw write")
+            pairs = [("Claim", "RawWrite", label, raw),
+                     ("ClaimComplete", "RawWrite", label, raw)]
+        for workload, base_w, base_l, base_text in pairs:
+            cells = []
+            for t in threads:
+                a, b = rows.get((workload, label, t)), rows.get((base_w, base_l, t))
+                cells.append(ratio(a["real_time"] / b["real_time"])
+                             if a and b else "–")
+            out.append([f"`{label}`", workload, base_text] + cells)
+    if not out:
+        return lines + ["No baseline rows in this run.", ""]
+    lines.append(table(["store", "workload", "baseline"]
+                       + [f"{t} thr" for t in threads], out,
+                       ["---", "---", "---"] + ["---:"] * len(threads)))
+    lines.append("")
+    return lines
+
+
+def section_relative(rows, threads):
+    """Every store's throughput as a share of memory:'s, per workload."""
+    if not any(k[1] == "memory" for k in rows):
+        return []
+    pick = [t for t in (1, 8) if t in threads] or threads[:1]
+    lines = ["### Against the memory store", "",
+             "Throughput as a share of `memory:`'s in the same run, at "
+             + " and ".join(f"{t}" for t in pick) + " thread(s).", ""]
+    stores = [s for s in _stores(rows) if s != "memory"]
+    out = []
+    for w in WORKLOADS:
+        cells = []
+        for s in stores:
+            parts = []
+            for t in pick:
+                a, m = rows.get((w, s, t)), rows.get((w, "memory", t))
+                parts.append(f"{100 * m['real_time'] / a['real_time']:.2g}%"
+                             if a and m else "–")
+            cells.append(" / ".join(parts))
+        out.append([w] + cells)
+    lines.append(table(["workload"] + [f"`{s}`" for s in stores], out))
+    lines.append("")
+    return lines
+
+
+def section_throughput(rows, errors, threads, plots):
+    lines = ["## Throughput per workload", "",
+             "Operations per second over all threads (`items_per_second`, "
+             "wall clock), and the time per operation it implies. A store "
+             "gets a fresh database for every run.", ""]
+    if plots:
+        lines += ["![ops/s against threads, one panel per workload]"
+                  "(bench/throughput.png)", ""]
+    labels = _stores(rows) + ["sharded_mutex"]
+    for w in WORKLOADS + ["RawWrite"]:
+        cols = [l for l in labels if any(k[0] == w and k[1] == l for k in rows)
+                or any(k[0] == w and k[1] == l for k in errors)]
+        if not cols:
+            continue
+        lines += [f"### {w}: {WORKLOAD_TEXT[w]}", ""]
+        out = []
+        for t in threads:
+            cells = []
+            for l in cols:
+                r = rows.get((w, l, t))
+                if r:
+                    cell = (f"{rate(r['items_per_second'])}/s "
+                            f"({duration_ns(r['real_time'])})")
+                    if w in ("Zipf",) and "conflicts" in r:
+                        cell += f", {100 * r['conflicts']:.2g}% conflicts"
+                    cells.append(cell)
+                else:
+                    cells.append("skipped" if (w, l, t) in errors else "–")
+            out.append([str(t)] + cells)
+        lines.append(table(["threads"] + [f"`{l}`" for l in cols], out))
+        lines.append("")
+    if errors:
+        lines += ["Rows skipped with an error:", ""]
+        for (w, l, t), e in sorted(errors.items()):
+            lines.append(f"- `{w}/{l}` at {t} threads: {e}")
+        lines.append("")
+    return lines
+
+
+def section_hashing(rows):
+    out = []
+    for size in ("64B", "1KiB", "64KiB"):
+        cells = []
+        for h in ("Fingerprint", "RecordId", "Sha256"):
+            r = rows.get((h, size, 1))
+            cells.append(duration_ns(r["real_time"]) if r else "–")
+        if any(c != "–" for c in cells):
+            out.append([size] + cells)
+    if not out:
+        return []
+    return ["## Hashing per request", "",
+            "One thread: the request fingerprint, the record id of a key, "
+            "and a bare SHA-256 of the same bytes (the floor).", "",
+            table(["bytes", "fingerprint", "record id", "SHA-256"], out), ""]
+
+
+def section_http(http, plots):
+    lines = ["## HTTP: idem-demo on each store against the plain server", ""]
+    if not http:
+        return lines + ["Not run (no http.json).", ""]
+    c = http["config"]
+    lines += [
+        f"`wrk -t{c['wrk_threads']} -c{c['connections']} -d{c['duration']} "
+        f"--latency`, {c['rounds']} round(s) interleaved (medians), "
+        f"`idem-demo --threads {c['server_threads']}`"
+        + (f" {c['demo_flags']}" if c.get("demo_flags") else "")
+        + f", wrk and server on the same {c['cores']} cores. `plain` is "
+        "`idem-demo --no-idem` (the same Beast server and handler, no "
+        "idem); `fresh:` loads send a new key with every request (a claim, "
+        "the handler, a completion), `replay:` the same completed key.", ""]
+    loads = {l["name"]: l for l in http["loads"]}
+    plain = loads.get("plain")
+    out = []
+    for l in http["loads"]:
+        rps, p99 = l["requests_per_s"], l["p99_us"]
+        out.append([
+            f"`{l['name']}`",
+            f"{100 * rps / plain['requests_per_s']:.0f}%" if plain else "–",
+            ratio(p99 / plain["p99_us"]) if plain else "–",
+            f"{rps:,.0f}", f"{l['p50_us'] / 1000:.2f}",
+            f"{p99 / 1000:.2f}", str(l["non2xx"])])
+    lines.append(table(["load", "req/s vs plain", "p99 vs plain", "requests/s",
+                        "p50 (ms)", "p99 (ms)", "non-2xx"], out))
+    lines += ["", "Stores: " + ", ".join(
+        f"`{k}` = `{v}`" for k, v in http["stores"].items())
+        + " (`{tmp}`: a fresh directory).", ""]
+    if plots:
+        lines += ["![HTTP requests/s and p99 per store](bench/http.png)", ""]
+    return lines
+
+
+def section_scale(mem, lat, disk):
+    if not (mem or lat or disk):
+        return []
+    lines = ["## Memory and scale (idem-scale, reduced sizes)", "",
+             "Payload of a record: body + 96 bytes (id, fingerprint, token, "
+             "two times). See PERFORMANCE_NOTES.md for the full-size runs "
+             "(1 M and 10 M records).", ""]
+    for r in (x for x in mem if x["kind"] == "memory"):
+        lines += [f"- `memory:` peak RSS with {int(r['records']):,} completed "
+                  f"records of {int(r['body'])}-byte bodies: "
+                  f"**{r['peak_bytes_per_record']:.0f} B per record**, "
+                  f"{r['ratio_to_payload']:.2f}× the "
+                  f"{int(r['payload_per_record'])}-byte payload "
+                  "(issue #6's target: ≤ 2×)."]
+    for r in (x for x in disk if x["kind"] == "disk"):
+        if r.get("store") == "rocksdb":
+            lines.append(f"- `rocksdb:` on disk after close, "
+                         f"{int(r['records']):,} records: "
+                         f"{r['sst_bytes_per_record']:.0f} B per record in "
+                         f"SST files ({r['sst_ratio_to_payload']:.2f}× the "
+                         "payload).")
+        elif r.get("store") == "sqlite":
+            lines.append(f"- `sqlite:` on disk after a checkpoint, "
+                         f"{int(r['records']):,} records: "
+                         f"{r['bytes_per_record']:.0f} B per record "
+                         f"({r['ratio_to_payload']:.2f}× the payload).")
+    lines.append("")
+    lat_rows = [x for x in lat + disk if x["kind"] == "latency"]
+    if lat_rows:
+        lines += ["Claim latency against the records held, one thread, each "
+                  "probe timed alone: p50 / p99 in µs. `claim_new`: a new "
+                  "key (insert); `claim_replay`: a random completed key; "
+                  "`claim_replay_small_set`: replays over the same "
+                  "subset of keys at every size (the smallest size's count: "
+                  "the same working set).", ""]
+        out = []
+        ops = ["claim_new", "claim_replay", "claim_replay_small_set"]
+        seen = []
+        for r in lat_rows:
+            k = (r["store"], r["config"], int(r["held"]))
+            if k not in seen:
+                seen.append(k)
+        for store, config, held in seen:
+            cells = []
+            for op in ops:
+                r = next((x for x in lat_rows if x["store"] == store and
+                          x["config"] == config and int(x["held"]) == held
+                          and x["op"] == op), None)
+                cells.append(f"{r['p50_ns'] / 1000:.2f} / "
+                             f"{r['p99_ns'] / 1000:.2f}" if r else "–")
+            out.append([f"`{store}`", config, f"{held:,}"] + cells)
+        lines.append(table(["store", "store sized", "records held"] + ops, out,
+                           ["---", "---"] + ["---:"] * 4))
+        lines.append("")
+    return lines
+
+
+def section_summary(rows, threads, http):
+    """One line per store: the figures a reader compares first."""
+    t_hi = 8 if 8 in threads else (threads[-1] if threads else None)
+    loads = {l["name"]: l for l in http["loads"]} if http else {}
+    plain = loads.get("plain")
+    out = []
+    for s in _stores(rows):
+        def ops(w, t):
+            r = rows.get((w, s, t))
+            return f"{rate(r['items_per_second'])}/s" if r else "–"
+        base = (rows.get(("ClaimComplete", "sharded_mutex", t_hi))
+                if s == "memory" else rows.get(("RawWrite", s, t_hi)))
+        cc = rows.get(("ClaimComplete", s, t_hi))
+        vs = ratio(cc["real_time"] / base["real_time"]) if cc and base else "–"
+        h = loads.get(f"fresh:{s}")
+        out.append([f"`{s}`", ops("ClaimComplete", 1), ops("ClaimComplete", t_hi),
+                    vs, ops("Replay", t_hi),
+                    f"{h['requests_per_s']:,.0f} ({100 * h['requests_per_s'] / plain['requests_per_s']:.0f}%)"
+                    if h and plain else "–",
+                    f"{h['p99_us'] / 1000:.2f}" if h else "–"])
+    if not out:
+        return []
+    return ["## Summary", "",
+            f"Claim+Complete on new keys at 1 and {t_hi} threads; its cost "
+            f"against the baseline at {t_hi} threads (memory: the "
+            "sharded-mutex map; the others: their engine's raw write); "
+            f"replays at {t_hi} threads; HTTP requests/s on fresh keys (share "
+            "of the plain server's) and p99.", "",
+            table(["store", "Claim+Complete 1 thr", f"Claim+Complete {t_hi} thr",
+                   "vs baseline", f"Replay {t_hi} thr", "HTTP req/s (vs plain)",
+                   "HTTP p99 (ms)"], out), ""]
+
+
+# ---- plots ------------------------------------------------------------------
+
+def plot(rows, http, directory):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("make_report.py: no matplotlib (apt-get install "
+              "python3-matplotlib): no plots", file=sys.stderr)
+        return False
+    os.makedirs(directory, exist_ok=True)
+    meta = {"Software": None}  # Same bytes for the same figures.
+    threads = _threads(rows)
+    stores = _stores(rows)
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7.5), constrained_layout=True)
+    for ax, w in zip(axes.flat, WORKLOADS):
+        for s in stores:
+            pts = [(t, rows[(w, s, t)]["items_per_second"]) for t in threads
+                   if (w, s, t) in rows]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=s)
+        if w == "ClaimComplete":
+            pts = [(t, rows[(w, "sharded_mutex", t)]["items_per_second"])
+                   for t in threads if (w, "sharded_mutex", t) in rows]
+            if pts:
+                ax.plot(*zip(*pts), marker="x", linestyle=":", color="grey",
+                        label="sharded-mutex map")
+        if w in ("Claim", "ClaimComplete"):
+            for i, s in enumerate(stores):
+                pts = [(t, rows[("RawWrite", s, t)]["items_per_second"])
+                       for t in threads if ("RawWrite", s, t) in rows]
+                if pts:
+                    ax.plot(*zip(*pts), linestyle="--", linewidth=0.8,
+                            color=f"C{i}", label=f"{s} raw write")
+        ax.set_title(w)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(threads)
+        ax.set_xticklabels([str(t) for t in threads])
+        ax.set_yscale("log")
+        ax.set_xlabel("threads")
+        ax.set_ylabel("ops/s")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("idem-bench: throughput against threads (higher is better)")
+    fig.savefig(os.path.join(directory, "throughput.png"), dpi=80,
+                metadata=meta)
+    plt.close(fig)
+    if http:
+        names = [l["name"] for l in http["loads"]]
+        fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4),
+                                   constrained_layout=True)
+        colors = ["grey" if n == "plain" else
+                  ("C1" if n.startswith("replay") else "C0") for n in names]
+        a.bar(names, [l["requests_per_s"] for l in http["loads"]],
+              color=colors)
+        a.set_ylabel("requests/s")
+        a.set_title("requests/s (higher is better)")
+        b.bar(names, [l["p99_us"] / 1000 for l in http["loads"]],
+              color=colors)
+        b.set_ylabel("ms")
+        b.set_title("p99 latency (lower is better)")
+        for ax in (a, b):
+            ax.tick_params(axis="x", rotation=30, labelsize=8)
+            ax.grid(True, axis="y", alpha=0.3)
+        fig.suptitle("idem-demo with wrk, per store, against the plain server")
+        fig.savefig(os.path.join(directory, "http.png"), dpi=80, metadata=meta)
+        plt.close(fig)
+    return True
+
+
+# ---- report -----------------------------------------------------------------
+
+def report(args):
+    res = args.results
+    with open(os.path.join(res, "machine.json")) as f:
+        m = json.load(f)
+    rows, errors, context = {}, {}, {}
+    bench_path = os.path.join(res, "idem-bench.json")
+    if os.path.exists(bench_path):
+        rows, errors, context = load_bench(bench_path)
+    http = None
+    http_path = os.path.join(res, "http.json")
+    if os.path.exists(http_path):
+        with open(http_path) as f:
+            http = json.load(f)
+    mem = load_kv(os.path.join(res, "scale-memory.txt"))
+    lat = load_kv(os.path.join(res, "scale-latency.txt"))
+    disk = load_kv(os.path.join(res, "scale-disk.txt"))
+
+    plots = bool(args.plots) and plot(rows, http, args.plots)
+    threads = _threads(rows)
+    doc = ["# Benchmarks", "",
+           f"*Generated by `{m.get('command', 'scripts/bench.sh')}` "
+           f"({m.get('date', '')}); do not edit: run `scripts/bench.sh` "
+           "again to regenerate this page and the plots under "
+           "[bench/](bench/). For the analysis behind these figures, the "
+           "per-issue targets and earlier measurements, see "
+           "[PERFORMANCE_NOTES.md](PERFORMANCE_NOTES.md); for choosing a "
+           "store, [WHICH_STORE.md](WHICH_STORE.md).*", "",
+           "One run on the machine below, which other jobs may have shared "
+           "(see the load average): compare figures within this page, "
+           "where every ratio comes from the same run, and re-run on your "
+           "own hardware before relying on a single digit.", ""]
+    doc += section_machine(m, args.elapsed, args.build_seconds, res)
+    if rows:
+        stores = {k.split(":", 1)[1]: v for k, v in context.items()
+                  if k.startswith("idem_store:")}
+        doc += section_summary(rows, threads, http)
+        doc += section_ratios(rows, threads)
+        doc += section_relative(rows, threads)
+        doc += section_throughput(rows, errors, threads, plots)
+        if stores:
+            doc += ["Store URIs of idem-bench: " + ", ".join(
+                f"`{k}` = `{v}`" for k, v in sorted(stores.items()))
+                + " (each run in its own fresh directory, file or table)."
+                + (" PostgreSQL: a local throwaway server "
+                   "(scripts/postgres.sh), fsync "
+                   + ("on." if m.get("postgres_fsync") == "on"
+                      else "off: a commit costs no disk flush.")
+                   if "postgresql" in stores else ""), ""]
+        doc += section_hashing(rows)
+    else:
+        doc += ["No idem-bench results (no idem-bench.json).", ""]
+    doc += section_http(http, plots)
+    doc += section_scale(mem, lat, disk)
+    os.makedirs(os.path.dirname(os.path.abspath(args.markdown)), exist_ok=True)
+    with open(args.markdown, "w") as f:
+        f.write("\n".join(doc).rstrip("\n") + "\n")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="mode", required=True)
+    pm = sub.add_parser("machine")
+    pm.add_argument("--command", default="scripts/bench.sh")
+    pm.add_argument("--quick", default="0")
+    pr = sub.add_parser("report")
+    pr.add_argument("--results", required=True)
+    pr.add_argument("--markdown", required=True)
+    pr.add_argument("--plots", default="")
+    pr.add_argument("--elapsed", type=int, default=0)
+    pr.add_argument("--build-seconds", type=int, default=None)
+    args = p.parse_args()
+    if args.mode == "machine":
+        machine(args)
+    else:
+        report(args)
+
+
+if __name__ == "__main__":
+    main()

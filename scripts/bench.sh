@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# One command for the benchmark report (issue #6): installs what is missing,
+# builds Release, starts a throwaway PostgreSQL, runs idem-bench over the
+# memory, RocksDB, SQLite and PostgreSQL stores, idem-scale at reduced
+# sizes, the HTTP comparison (wrk against idem-demo on each store and the
+# plain Beast server), then regenerates docs/BENCHMARKS.md and the plots
+# under docs/bench/ (benchmarks/report/make_report.py). About 10 minutes on
+# 2 cores from a warm ccache; QUICK=1 for a smoke run of about a minute.
+#
+#   scripts/bench.sh              # full run; rewrites docs/BENCHMARKS.md, docs/bench/
+#   QUICK=1 OUT=/tmp/b DOCS=/tmp/b scripts/bench.sh
+#
+# Environment:
+#   QUICK=1        short runs (fewer thread counts, 3 s wrk rounds, small
+#                  scale); the report says so
+#   OUT=DIR        raw results: machine.json, idem-bench.json, http.json,
+#                  http.md, scale-*.txt, logs (default build/bench/results)
+#   DOCS=DIR       where BENCHMARKS.md and bench/*.png go (default docs)
+#   BUILD_DIR=DIR  the Release tree (default build/bench)
+#   JOBS=N         build jobs (default 2)
+#   MIN_TIME=S     idem-bench --benchmark_min_time (default 0.4; QUICK 0.05)
+#   REPETITIONS=N  idem-bench --benchmark_repetitions (default 1)
+#   ROUNDS=N, DURATION=Ns   the HTTP rounds (default 3 x 10s; QUICK 1 x 3s)
+#   SCALE=0        skip idem-scale
+#   IDEM_PG_FSYNC=on   PostgreSQL with fsync (default off, as in the tests)
+# Every process it starts (PostgreSQL, idem-bench, idem-demo, wrk) is
+# stopped at exit, on failure and on Ctrl-C too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+started=$SECONDS
+command_line="scripts/bench.sh"
+for v in QUICK OUT DOCS BUILD_DIR MIN_TIME REPETITIONS ROUNDS DURATION SCALE IDEM_PG_FSYNC; do
+  [[ -n ${!v:-} ]] && command_line="$v=${!v} $command_line"
+done
+
+quick=${QUICK:-0}
+build=${BUILD_DIR:-build/bench}
+out=${OUT:-$build/results}
+docs=${DOCS:-docs}
+jobs=${JOBS:-2}
+if [[ $quick == 1 ]]; then
+  min_time=${MIN_TIME:-0.05}
+  filter='/threads:(1|8)$'
+  rounds=${ROUNDS:-1}
+  duration=${DURATION:-3s}
+  scale_memory=(--records=100000)
+  scale_latency=(--records=100000 --small=10000 --probes=5000)
+  scale_disk=(--records=20000 --small=2000 --probes=200)
+else
+  min_time=${MIN_TIME:-0.4}
+  filter='.'
+  rounds=${ROUNDS:-3}
+  duration=${DURATION:-10s}
+  scale_memory=(--records=1000000)
+  scale_latency=(--records=1000000 --small=10000 --probes=20000)
+  scale_disk=(--records=100000 --small=10000 --probes=1000)
+fi
+repetitions=${REPETITIONS:-1}
+
+log() { printf '[bench.sh %3ds] %s\n' $((SECONDS - started)) "$*"; }
+
+# ---- Dependencies ------------------------------------------------------------
+scripts/deps.sh
+# A plot tool: Debian's python3-matplotlib (apt-get only when missing),
+# for Debian's python3 (another python3 first in PATH may lack it).
+py=python3
+if ! python3 -c 'import matplotlib' 2>/dev/null; then
+  py=/usr/bin/python3
+  if ! $py -c 'import matplotlib' 2>/dev/null; then
+    log "installing python3-matplotlib"
+    sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends python3 python3-matplotlib
+  fi
+fi
+
+# ---- Cleanup -------------------------------------------------------------------
+mkdir -p "$out" "$build"
+out=$(cd "$out" && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/idem-bench.XXXXXX")
+pg_state=$root/$build/postgres/state
+child=
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [[ -n $child ]]; then kill "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi
+  IDEM_PG_STATE=$pg_state scripts/postgres.sh stop || true
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# Runs a step in the background and waits for it, so that a signal reaches
+# the trap at once (and the trap stops the step).
+step() {
+  local rc=0
+  "$@" &
+  child=$!
+  wait "$child" || rc=$?
+  child=
+  return "$rc"
+}
+
+# ---- Build ---------------------------------------------------------------------
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}  # hits from another checkout too
+log "configure + build $build (Release, -j$jobs)"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DIDEM_BUILD_TESTS=OFF \
+  -DIDEM_BUILD_BENCHMARKS=ON -DIDEM_WITH_POSTGRES=ON -DIDEM_WITH_BEAST=ON \
+  -DIDEM_BUILD_FUZZERS=OFF >"$out/configure.log" 2>&1 || { cat "$out/configure.log"; exit 1; }
+step cmake --build "$build" -j "$jobs" --target idem-bench idem-scale idem-demo >"$out/build.log" 2>&1 ||
+  { tail -40 "$out/build.log"; exit 1; }
+built_s=$((SECONDS - started))
+
+# The machine and the commit, before the runs (load average included).
+"$py" benchmarks/report/make_report.py machine --command "$command_line" \
+  --quick "$quick" >"$out/machine.json"
+
+# ---- PostgreSQL ----------------------------------------------------------------
+# IDEM_PG_OWNER_PID: should this script die by SIGKILL, the server's
+# watchdog still stops it.
+pg_url=
+if pg_url=$(IDEM_PG_STATE=$pg_state IDEM_PG_OWNER_PID=$$ scripts/postgres.sh start); then
+  log "PostgreSQL at $pg_url (fsync ${IDEM_PG_FSYNC:-off})"
+else
+  pg_url=
+  log "PostgreSQL did not start: its rows are left out"
+fi
+
+# ---- idem-bench ----------------------------------------------------------------
+uris="memory:,rocksdb:$tmp/rocksdb,sqlite:$tmp/sqlite.db"
+[[ -n $pg_url ]] && uris+=",$pg_url"
+log "idem-bench (min_time $min_time s, repetitions $repetitions)"
+bench_flags=(--benchmark_min_time="$min_time" --benchmark_filter="$filter")
+if ((repetitions > 1)); then
+  bench_flags+=(--benchmark_repetitions="$repetitions" --benchmark_enable_random_interleaving=true
+    --benchmark_report_aggregates_only=true)
+fi
+step env TMPDIR="$tmp" "$build/benchmarks/idem-bench" --idem_store_uris="$uris" "${bench_flags[@]}" \
+  --benchmark_out="$out/idem-bench.json" --benchmark_out_format=json >"$out/idem-bench.txt" 2>&1 ||
+  { tail -20 "$out/idem-bench.txt"; exit 1; }
+
+# ---- idem-scale ----------------------------------------------------------------
+rm -f "$out"/scale-*.txt
+if [[ ${SCALE:-1} != 0 ]]; then
+  log "idem-scale memory ${scale_memory[*]}"
+  step "$build/benchmarks/idem-scale" memory "${scale_memory[@]}" >"$out/scale-memory.txt"
+  log "idem-scale latency ${scale_latency[*]}"
+  step "$build/benchmarks/idem-scale" latency "${scale_latency[@]}" >"$out/scale-latency.txt"
+  log "idem-scale disk ${scale_disk[*]}"
+  step "$build/benchmarks/idem-scale" disk "${scale_disk[@]}" --dir="$tmp/scale" >"$out/scale-disk.txt"
+fi
+
+# ---- HTTP ----------------------------------------------------------------------
+stores="memory: rocksdb:{tmp}/db sqlite:{tmp}/idem.db"
+[[ -n $pg_url ]] && stores+=" $pg_url"
+log "HTTP: wrk, $rounds x $duration per load"
+step env STORES="$stores" ROUNDS="$rounds" DURATION="$duration" RESULTS_JSON="$out/http.json" \
+  benchmarks/http/bench.sh "$build" >"$out/http.md"
+
+# ---- Report --------------------------------------------------------------------
+log "report: $docs/BENCHMARKS.md, $docs/bench/"
+"$py" benchmarks/report/make_report.py report --results "$out" \
+  --markdown "$docs/BENCHMARKS.md" --plots "$docs/bench" \
+  --elapsed "$((SECONDS - started))" --build-seconds "$built_s"
+log "done in $((SECONDS - started)) s ($(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s); raw results in $out"
