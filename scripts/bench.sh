@@ -85,7 +85,7 @@ pg_state=$root/$build/postgres/state
 child=
 cleanup() {
   local rc=$?
-  trap - EXIT INT TERM
+  trap - EXIT INT TERM HUP
   if [[ -n $child ]]; then kill "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi
   IDEM_PG_STATE=$pg_state scripts/postgres.sh stop || true
   rm -rf "$tmp"
@@ -94,6 +94,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+trap 'exit 129' HUP
 # Runs a step in the background and waits for it, so that a signal reaches
 # the trap at once (and the trap stops the step).
 step() {
