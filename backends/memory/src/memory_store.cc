@@ -4,8 +4,8 @@
 // are short). A bucket points to an immutable Chain: a small array of
 // {id, record} entries, records inline. Every change builds a new chain,
 // publishes it with one CAS on the bucket, and on success retires the old
-// chain to the epoch scheme (epoch.h). Readers run inside an
-// epoch::Guard, so whatever they loaded stays valid until they return.
+// chain to the hazard-pointer scheme (hazard.h). Readers protect the chain
+// they load with a hazard::Pointer, so it stays valid until they return.
 //
 // Capacity is counted in slots (see reserved_ and the stripes): a claim
 // reserves a slot before publishing a new record, a removal frees it after
@@ -15,12 +15,15 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <limits>
 #include <new>
 #include <string>
 #include <utility>
 
-#include "epoch.h"
+#include <sys/mman.h>
+
+#include "hazard.h"
 #include "idem/token.h"
 
 // ASAN_POISON_MEMORY_REGION is a no-op unless built with AddressSanitizer,
@@ -39,9 +42,6 @@ constexpr std::size_t kMinBuckets = 16;
 // Buckets examined by one reclaiming claim: bounds the latency a full store
 // adds to a claim, while successive claims cover the whole table.
 constexpr std::size_t kSweepBatch = 1024;
-// Buckets PurgeExpired examines per epoch guard, so that a long purge does
-// not hold back reclamation for other threads.
-constexpr std::size_t kPurgeChunk = 1024;
 // How often a claim that found no free slot looks at its bucket and the
 // count again before reporting the store full.
 constexpr int kFullAttempts = 3;
@@ -70,15 +70,16 @@ tl::unexpected<Error> OutOfMemory() {
 
 // A per-thread cache of freed blocks for chains of one and two entries (the
 // usual sizes: buckets >= capacity). Every change allocates a chain and
-// frees an old one a little later, after its epoch; through malloc that was
-// half of a claim's cost (free-list consolidation of the cold blocks), from
-// this cache it is a few loads and stores. Blocks are plain memory, so a
-// block freed by one store may serve another. Bounded: beyond kCached blocks
-// per size, blocks go back to the allocator.
+// frees an old one a little later, in a batch once no hazard pointer holds
+// it; through malloc that was half of a claim's cost (free-list
+// consolidation of the cold blocks), from this cache it is a few loads and
+// stores. Blocks are plain memory, so a block freed by one store may serve
+// another. Bounded: beyond kCached blocks per size (about two scan batches
+// of hazard.cc), blocks go back to the allocator.
 class BlockCache {
  public:
   static constexpr std::size_t kSizes = 2;  // Chains of 1 and 2 entries.
-  static constexpr std::size_t kCached = 64;
+  static constexpr std::size_t kCached = 256;
 
   // A block for a chain of `entries` entries, `bytes` long, or null.
   static void* Take(std::size_t entries, std::size_t bytes) {
@@ -107,7 +108,8 @@ class BlockCache {
     std::size_t count;
   };
   // Trivially destructible, so usable during thread exit after the drainer
-  // below ran (epoch teardown may free chains then: they bypass the cache).
+  // below ran (the hazard scheme's teardown may free chains then: they bypass
+  // the cache).
   struct State {
     Bin bins[kSizes];
     bool closed;
@@ -151,7 +153,7 @@ class MemoryStore::Chain {
     if (mem == nullptr) mem = ::operator new(Bytes(size));
     return ::new (mem) Chain(size);
   }
-  // A Deleter for epoch::Retire and for chains that were never published.
+  // A Deleter for hazard::Retire and for chains that were never published.
   static void Free(void* p) {
     auto* chain = static_cast<Chain*>(p);
     const std::size_t size = chain->size_;
@@ -232,6 +234,42 @@ struct MemoryStore::SweepResult {
   TimePoint min_kept_expiry = TimePoint::max();
 };
 
+namespace {
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+}  // namespace
+
+// Claims on a large table touch a random bucket each: with 4 KiB pages that
+// is a TLB miss as well as a cache miss. Asking for transparent huge pages
+// (Linux, when THP is in "madvise" or "always" mode; a hint, ignored
+// elsewhere) makes most of those lookups hit the TLB.
+std::atomic<MemoryStore::Chain*>* MemoryStore::AllocateBuckets(
+    std::size_t count) {
+  const std::size_t bytes = count * sizeof(std::atomic<Chain*>);
+  void* mem = nullptr;
+  if (bytes >= kHugePage) {
+    mem = std::aligned_alloc(kHugePage,
+                             (bytes + kHugePage - 1) & ~(kHugePage - 1));
+#ifdef MADV_HUGEPAGE
+    if (mem != nullptr) ::madvise(mem, bytes, MADV_HUGEPAGE);
+#endif
+  } else {
+    mem = std::malloc(bytes);
+  }
+  if (mem == nullptr) throw std::bad_alloc();
+  auto* buckets = static_cast<std::atomic<Chain*>*>(mem);
+  for (std::size_t i = 0; i < count; ++i) {
+    ::new (&buckets[i]) std::atomic<Chain*>(nullptr);
+  }
+  return buckets;
+}
+
+void MemoryStore::FreeBuckets::operator()(std::atomic<Chain*>* buckets) const {
+  // std::atomic<Chain*> is trivially destructible.
+  std::free(buckets);
+}
+
 Result<std::unique_ptr<MemoryStore>> MemoryStore::Open(
     const MemoryStoreOptions& options) {
   if (options.capacity == 0 || options.capacity > kMaxCapacity) {
@@ -281,7 +319,7 @@ MemoryStore::MemoryStore(std::size_t capacity, std::size_t bucket_count)
     : capacity_(capacity),
       bucket_count_(bucket_count),
       bucket_shift_(64 - std::countr_zero(bucket_count)),
-      buckets_(new std::atomic<Chain*>[bucket_count]()),
+      buckets_(AllocateBuckets(bucket_count)),
       // A small store keeps its capacity in the shared count, so that a
       // scan for parked credits is rare.
       credit_batch_(std::clamp<std::size_t>(capacity / (4 * kStripes), 1,
@@ -290,7 +328,7 @@ MemoryStore::MemoryStore(std::size_t capacity, std::size_t bucket_count)
 MemoryStore::~MemoryStore() {
   // No concurrent callers (documented), so everything still linked is ours
   // alone and the count is exact: stop once every record is freed. Retired
-  // objects belong to the epoch scheme and never point back into the store.
+  // objects belong to the hazard scheme and never point back into the store.
   std::size_t left = size();
   for (std::size_t i = 0; i < bucket_count_ && left > 0; ++i) {
     Chain* chain = buckets_[i].load(std::memory_order_acquire);
@@ -412,12 +450,12 @@ StoreInfo MemoryStore::Info() const {
 }
 
 // Removes up to `limit` records of `bucket` that have expired at `now`.
-// Must run inside an epoch::Guard.
 MemoryStore::SweepResult MemoryStore::SweepBucket(std::atomic<Chain*>& bucket,
                                                   TimePoint now,
                                                   std::size_t limit) {
+  hazard::Pointer hp;
   for (;;) {
-    Chain* cur = bucket.load(std::memory_order_seq_cst);
+    Chain* cur = hp.Protect(bucket);
     SweepResult result;
     if (cur == nullptr) return result;
     // The first `limit` expired entries go; the rule is applied again when
@@ -455,7 +493,7 @@ MemoryStore::SweepResult MemoryStore::SweepBucket(std::atomic<Chain*>& bucket,
     if (bucket.compare_exchange_strong(expected, next,
                                        std::memory_order_seq_cst,
                                        std::memory_order_relaxed)) {
-      epoch::Retire(cur, &Chain::Free);
+      hazard::Retire(cur, &Chain::Free);
       ReleaseSlots(result.removed);
       return result;
     }
@@ -463,8 +501,8 @@ MemoryStore::SweepResult MemoryStore::SweepBucket(std::atomic<Chain*>& bucket,
   }
 }
 
-// Runs inside the claim's epoch::Guard. At most one claim sweeps at a time
-// (others return at once rather than wait), which also lets the sweep keep
+// Called by a claim (holding one hazard pointer). At most one claim sweeps at a
+// time (others return at once rather than wait), which also lets the sweep keep
 // its cycle bookkeeping in plain fields.
 //
 // The skip hint: a cycle is one pass over every bucket during which the
@@ -549,12 +587,22 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
                                            const Fingerprint& fp, TimePoint now,
                                            Duration ttl,
                                            Duration lock_timeout) {
-  epoch::Guard guard;
   std::atomic<Chain*>& bucket = BucketFor(id);
-  std::optional<Record> fresh;
+  // The bucket is usually a cache (and TLB) miss, the largest single cost of
+  // a claim on a big table: start loading it, and build the record a claim
+  // would insert meanwhile (a replay wastes that small work).
+  __builtin_prefetch(&bucket);
+  Record fresh;
+  fresh.state = RecordState::kInProgress;
+  fresh.fingerprint = fp;
+  fresh.token = NewToken();
+  fresh.expires_at = AddSaturated(now, ttl);
+  fresh.locked_until =
+      std::min(AddSaturated(now, lock_timeout), fresh.expires_at);
+  hazard::Pointer hp;
   int full_attempts = 0;
   for (;;) {
-    Chain* cur = bucket.load(std::memory_order_seq_cst);
+    Chain* cur = hp.Protect(bucket);
     const std::size_t index = cur == nullptr ? 0 : cur->Find(id);
     const Record* old = cur != nullptr && index < cur->size()
                             ? &cur->at(index).record
@@ -565,17 +613,8 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
     // Absent, expired, or in progress with its lock timed out (a takeover):
     // a fresh record goes in below.
     const bool live = old != nullptr && !old->Expired(now);
-    if (!fresh.has_value()) {
-      fresh.emplace();
-      fresh->state = RecordState::kInProgress;
-      fresh->fingerprint = fp;
-      fresh->token = NewToken();
-      fresh->expires_at = AddSaturated(now, ttl);
-      fresh->locked_until =
-          std::min(AddSaturated(now, lock_timeout), fresh->expires_at);
-    }
-    Chain* next = old != nullptr ? Chain::WithReplaced(cur, index, *fresh)
-                                 : Chain::WithAdded(cur, id, *fresh);
+    Chain* next = old != nullptr ? Chain::WithReplaced(cur, index, fresh)
+                                 : Chain::WithAdded(cur, id, fresh);
     // A new id needs a slot. It is reserved right before the CAS so that
     // claims racing on the same new id hold extra slots only for an instant.
     const bool needs_slot = old == nullptr;
@@ -601,11 +640,11 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
     }
     ClaimResult result;
     result.outcome = ClaimOutcome::kAcquired;
-    result.token = fresh->token;
+    result.token = fresh.token;
     result.takeover = live;
-    result.locked_until = fresh->locked_until;
+    result.locked_until = fresh.locked_until;
     // `old` lives in `cur`: retired together.
-    if (cur != nullptr) epoch::Retire(cur, &Chain::Free);
+    if (cur != nullptr) hazard::Retire(cur, &Chain::Free);
     BumpGeneration();  // A new expiry is published: see ReclaimForClaim.
     return result;
   }
@@ -639,10 +678,10 @@ Result<bool> MemoryStore::CompleteShared(
 bool MemoryStore::CompleteImpl(const RecordId& id, const Token& token,
                                const Response* response,
                                std::shared_ptr<const Response> stored) {
-  epoch::Guard guard;
+  hazard::Pointer hp;
   std::atomic<Chain*>& bucket = BucketFor(id);
   for (;;) {
-    Chain* cur = bucket.load(std::memory_order_seq_cst);
+    Chain* cur = hp.Protect(bucket);
     if (cur == nullptr) return false;
     const std::size_t index = cur->Find(id);
     if (index == cur->size()) return false;
@@ -659,7 +698,7 @@ bool MemoryStore::CompleteImpl(const RecordId& id, const Token& token,
     if (bucket.compare_exchange_strong(expected, next,
                                        std::memory_order_seq_cst,
                                        std::memory_order_relaxed)) {
-      epoch::Retire(cur, &Chain::Free);
+      hazard::Retire(cur, &Chain::Free);
       return true;
     }
     Chain::Free(next);
@@ -675,10 +714,10 @@ Result<bool> MemoryStore::Release(const RecordId& id, const Token& token) {
 }
 
 bool MemoryStore::ReleaseImpl(const RecordId& id, const Token& token) {
-  epoch::Guard guard;
+  hazard::Pointer hp;
   std::atomic<Chain*>& bucket = BucketFor(id);
   for (;;) {
-    Chain* cur = bucket.load(std::memory_order_seq_cst);
+    Chain* cur = hp.Protect(bucket);
     if (cur == nullptr) return false;
     const std::size_t index = cur->Find(id);
     if (index == cur->size()) return false;
@@ -691,7 +730,7 @@ bool MemoryStore::ReleaseImpl(const RecordId& id, const Token& token) {
     if (bucket.compare_exchange_strong(expected, next,
                                        std::memory_order_seq_cst,
                                        std::memory_order_relaxed)) {
-      epoch::Retire(cur, &Chain::Free);
+      hazard::Retire(cur, &Chain::Free);
       ReleaseSlots(1);
       return true;
     }
@@ -702,8 +741,8 @@ bool MemoryStore::ReleaseImpl(const RecordId& id, const Token& token) {
 Result<std::optional<Record>> MemoryStore::Inspect(const RecordId& id,
                                                    TimePoint now) {
   try {
-    epoch::Guard guard;
-    const Chain* cur = BucketFor(id).load(std::memory_order_seq_cst);
+    hazard::Pointer hp;
+    const Chain* cur = hp.Protect(BucketFor(id));
     if (cur == nullptr) return std::nullopt;
     const std::size_t index = cur->Find(id);
     if (index == cur->size()) return std::nullopt;
@@ -735,16 +774,12 @@ std::size_t MemoryStore::PurgeImpl(TimePoint now, std::size_t limit) {
   std::size_t removed = 0;
   std::size_t seen = 0;
   std::size_t examined = 0;
-  while (examined < bucket_count_ && removed < limit && seen < held) {
-    epoch::Guard guard;
-    const std::size_t chunk_end =
-        std::min(bucket_count_, examined + kPurgeChunk);
-    for (; examined < chunk_end && removed < limit && seen < held; ++examined) {
-      const SweepResult r = SweepBucket(buckets_[(start + examined) & mask],
-                                        now, limit - removed);
-      removed += r.removed;
-      seen += r.removed + r.kept;
-    }
+  for (; examined < bucket_count_ && removed < limit && seen < held;
+       ++examined) {
+    const SweepResult r =
+        SweepBucket(buckets_[(start + examined) & mask], now, limit - removed);
+    removed += r.removed;
+    seen += r.removed + r.kept;
   }
   // Stopping on the limit may leave expired records in the last bucket
   // examined: start there next time.

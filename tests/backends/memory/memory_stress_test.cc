@@ -1,7 +1,7 @@
 // Concurrency tests of the memory store: many threads on few ids, a full
 // store with expiring records, and threads that come and go. Their main
 // value is under ASan and TSan (use-after-free or a race in the lock-free
-// paths or in epoch reclamation); the asserted invariants catch lost
+// paths or in hazard-pointer reclamation); the asserted invariants catch lost
 // updates. Loops are bounded so each test stays well under a second or two
 // in a debug build.
 
@@ -19,7 +19,7 @@
 
 #include <gtest/gtest.h>
 
-#include "epoch.h"
+#include "hazard.h"
 #include "idem/memory_store.h"
 #include "memory_test_util.h"
 
@@ -280,13 +280,13 @@ TEST(MemoryStoreStressTest, CapacityIsExactAcrossThreads) {
   EXPECT_EQ(store->size(), kCapacity);
 }
 
-// Threads that live for a few calls each: their epoch registrations must be
+// Threads that live for a few calls each: their hazard registrations must be
 // reused and what they retired must be freed after they exit.
 TEST(MemoryStoreStressTest, ShortLivedThreadsReuseRegistrations) {
   constexpr int kRounds = 30;
   constexpr int kPerRound = 8;
   auto store = OpenStore(32);
-  const epoch::DomainStats before = epoch::GetStats();
+  const hazard::DomainStats before = hazard::GetStats();
   std::atomic<int> errors{0};
 
   for (int round = 0; round < kRounds; ++round) {
@@ -307,14 +307,14 @@ TEST(MemoryStoreStressTest, ShortLivedThreadsReuseRegistrations) {
   }
   EXPECT_EQ(errors.load(), 0);
 
-  const epoch::DomainStats after = epoch::GetStats();
+  const hazard::DomainStats after = hazard::GetStats();
   // At most kPerRound threads plus this one were registered at once.
   EXPECT_LE(after.thread_records,
             std::max<std::size_t>(before.thread_records, kPerRound + 1));
   EXPECT_LE(after.thread_records_in_use, 1u);
-  // Nobody is pinned now: a few collections free every orphan.
-  for (int i = 0; i < 4; ++i) epoch::Collect();
-  EXPECT_EQ(epoch::GetStats().orphan_batches, 0u);
+  // Nothing is protected now: one collection frees every orphan.
+  hazard::Collect();
+  EXPECT_EQ(hazard::GetStats().orphans, 0u);
 }
 
 // Destroying a store while other threads' retired objects are still pending

@@ -11,7 +11,9 @@
 // wait-free: a call retries a compare-and-swap only when another call changed
 // the same hash bucket (or its capacity stripe) in between, so some call always
 // completes, but one unlucky call may retry under heavy contention on one
-// key. Memory of replaced records is reclaimed with epoch-based reclamation;
+// key. Memory of replaced records is reclaimed with hazard pointers, so a
+// thread descheduled in the middle of a call holds back at most the one
+// record chain it is reading, never the reclamation of everything else;
 // threads are registered automatically on their first call and unregistered
 // when they exit, nothing is asked of the application.
 //
@@ -166,6 +168,7 @@ class MemoryStore final : public Store {
 
   MemoryStore(std::size_t capacity, std::size_t bucket_count);
 
+  static std::atomic<Chain*>* AllocateBuckets(std::size_t count);
   std::atomic<Chain*>& BucketFor(const RecordId& id);
   bool TryReserveSlot();
   void ReleaseSlots(std::size_t n);
@@ -188,7 +191,10 @@ class MemoryStore final : public Store {
   const int bucket_shift_;          // 64 - log2(bucket_count_).
   // Each bucket points to an immutable chain of the records hashed to it
   // (null when empty); every change publishes a new chain with one CAS.
-  const std::unique_ptr<std::atomic<Chain*>[]> buckets_;
+  struct FreeBuckets {
+    void operator()(std::atomic<Chain*>* buckets) const;
+  };
+  const std::unique_ptr<std::atomic<Chain*>[], FreeBuckets> buckets_;
 
   // Capacity accounting, striped so that claims on different threads do not
   // write one shared cache line (a single shared counter cost a 2-thread
