@@ -1,4 +1,4 @@
-// Store and fingerprint micro-benchmarks (docs/BENCHMARKS.md has the results).
+// Store and fingerprint micro-benchmarks (results: docs/PERFORMANCE_NOTES.md).
 //
 // Store workloads, each on the lock-free MemoryStore and on the
 // ShardedMutexStore baseline, at 1, 2, 8 and 32 threads:

@@ -1,5 +1,9 @@
 #include "idem/store.h"
 
+#include <algorithm>
+
+#include "idem/token.h"
+
 namespace idem {
 
 std::string_view ClaimOutcomeName(ClaimOutcome outcome) {
@@ -36,6 +40,27 @@ std::optional<ClaimResult> ClaimBlockedBy(const Record& existing,
     return result;
   }
   return std::nullopt;
+}
+
+namespace {
+
+TimePoint AddSaturated(TimePoint now, Duration d) {
+  if (now.time_since_epoch() > Duration::max() - d) return TimePoint::max();
+  return now + d;
+}
+
+}  // namespace
+
+Record NewClaimRecord(const Fingerprint& fp, TimePoint now, Duration ttl,
+                      Duration lock_timeout) {
+  Record fresh;
+  fresh.state = RecordState::kInProgress;
+  fresh.fingerprint = fp;
+  fresh.token = NewToken();
+  fresh.expires_at = AddSaturated(now, ttl);
+  fresh.locked_until =
+      std::min(AddSaturated(now, lock_timeout), fresh.expires_at);
+  return fresh;
 }
 
 }  // namespace idem

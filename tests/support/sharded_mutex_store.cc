@@ -12,13 +12,6 @@ namespace {
 static_assert(ShardedMutexStore::kShards == 64,
               "ShardFor takes the top 6 bits of the id");
 
-// now + d without signed overflow: a huge ttl means "never expires", not a
-// time in the past.
-TimePoint SaturatingAdd(TimePoint now, Duration d) {
-  if (d > TimePoint::max() - now) return TimePoint::max();
-  return now + d;
-}
-
 }  // namespace
 
 ShardedMutexStore::ShardedMutexStore(std::size_t expected_records) {
@@ -47,13 +40,7 @@ Result<ClaimResult> ShardedMutexStore::Claim(const RecordId& id,
     if (auto blocked = ClaimBlockedBy(record, fp, now)) return *blocked;
     result.takeover = !record.Expired(now);
   }
-  record.state = RecordState::kInProgress;
-  record.fingerprint = fp;
-  record.token = NewToken();
-  record.expires_at = SaturatingAdd(now, ttl);
-  record.locked_until =
-      std::min(SaturatingAdd(now, lock_timeout), record.expires_at);
-  record.response.reset();
+  record = NewClaimRecord(fp, now, ttl, lock_timeout);
   result.outcome = ClaimOutcome::kAcquired;
   result.token = record.token;
   result.locked_until = record.locked_until;

@@ -161,12 +161,6 @@ std::int64_t Ns(TimePoint t) {
       .count();
 }
 
-// now + d for d > 0, saturating instead of overflowing.
-TimePoint AddSaturated(TimePoint now, Duration d) {
-  if (now.time_since_epoch() > Duration::max() - d) return TimePoint::max();
-  return now + d;
-}
-
 // Binary-format integers are big-endian.
 std::array<char, 8> BigEndian64(std::int64_t v) {
   std::array<char, 8> out;
@@ -768,13 +762,7 @@ class PostgresStore::Impl {
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) {
-    Record fresh;
-    fresh.state = RecordState::kInProgress;
-    fresh.fingerprint = fp;
-    fresh.token = NewToken();
-    fresh.expires_at = AddSaturated(now, ttl);
-    fresh.locked_until =
-        std::min(AddSaturated(now, lock_timeout), fresh.expires_at);
+    const Record fresh = NewClaimRecord(fp, now, ttl, lock_timeout);
     const std::string blob = EncodeRecord(fresh);
     const auto locked_until = BigEndian64(Ns(fresh.locked_until));
     const auto expires_at = BigEndian64(Ns(fresh.expires_at));

@@ -74,12 +74,6 @@ std::optional<std::int64_t> PeekExpiresAtNs(std::string_view value) {
   return static_cast<std::int64_t>(u);
 }
 
-// now + d for d > 0, saturating instead of overflowing.
-TimePoint AddSaturated(TimePoint now, Duration d) {
-  if (now.time_since_epoch() > Duration::max() - d) return TimePoint::max();
-  return now + d;
-}
-
 rocksdb::Slice KeyOf(const RecordId& id) {
   return rocksdb::Slice(reinterpret_cast<const char*>(id.bytes.data()),
                         RecordId::kSize);
@@ -285,13 +279,7 @@ struct RocksdbStore::Impl {
         // taken over below.
         live = !old->Expired(now);
       }
-      Record fresh;
-      fresh.state = RecordState::kInProgress;
-      fresh.fingerprint = fp;
-      fresh.token = NewToken();
-      fresh.expires_at = AddSaturated(now, ttl);
-      fresh.locked_until =
-          std::min(AddSaturated(now, lock_timeout), fresh.expires_at);
+      const Record fresh = NewClaimRecord(fp, now, ttl, lock_timeout);
       write.kind = Write::Kind::kPut;
       write.value = EncodeRecord(fresh);
       result.outcome = ClaimOutcome::kAcquired;

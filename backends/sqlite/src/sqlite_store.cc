@@ -126,12 +126,6 @@ std::int64_t Ns(TimePoint t) {
       .count();
 }
 
-// now + d for d > 0, saturating instead of overflowing.
-TimePoint AddSaturated(TimePoint now, Duration d) {
-  if (now.time_since_epoch() > Duration::max() - d) return TimePoint::max();
-  return now + d;
-}
-
 std::string Prefix(const std::string& path) {
   return "sqlite store '" + path + "': ";
 }
@@ -756,18 +750,6 @@ class SqliteStore::Impl {
   // ---- Claim
   // -----------------------------------------------------------------
 
-  static Record FreshRecord(const Fingerprint& fp, TimePoint now, Duration ttl,
-                            Duration lock_timeout) {
-    Record fresh;
-    fresh.state = RecordState::kInProgress;
-    fresh.fingerprint = fp;
-    fresh.token = NewToken();
-    fresh.expires_at = AddSaturated(now, ttl);
-    fresh.locked_until =
-        std::min(AddSaturated(now, lock_timeout), fresh.expires_at);
-    return fresh;
-  }
-
   static ClaimResult Acquired(const Record& fresh, bool takeover) {
     ClaimResult result;
     result.outcome = ClaimOutcome::kAcquired;
@@ -780,7 +762,7 @@ class SqliteStore::Impl {
   Result<ClaimResult> ClaimWithUpsert(Connection& conn, const RecordId& id,
                                       const Fingerprint& fp, TimePoint now,
                                       Duration ttl, Duration lock_timeout) {
-    const Record fresh = FreshRecord(fp, now, ttl, lock_timeout);
+    const Record fresh = NewClaimRecord(fp, now, ttl, lock_timeout);
     const std::string blob = EncodeRecord(fresh);
     for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
       {

@@ -62,6 +62,14 @@ struct ClaimResult {
 std::optional<ClaimResult> ClaimBlockedBy(const Record& existing,
                                           const Fingerprint& fp, TimePoint now);
 
+// The record a claim that acquires writes: in progress, `fp`, a new token,
+// expiring at now + ttl and locked until now + lock_timeout but never past
+// its expiry. Both sums saturate instead of overflowing, so a ttl of
+// Duration::max() means "never expires", not a time in the past. `ttl` and
+// `lock_timeout` must be positive. Every backend claims with this function.
+Record NewClaimRecord(const Fingerprint& fp, TimePoint now, Duration ttl,
+                      Duration lock_timeout);
+
 // What OpenStore and the backends' typed Open functions take besides the URI.
 struct StoreOptions {
   // Time source for background work (sweepers). Defaults to SystemClock.
