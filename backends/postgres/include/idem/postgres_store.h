@@ -66,11 +66,11 @@
 // Complete is one conditional UPDATE ... WHERE id = $1 AND token = $2 AND
 // state = 1 that writes the completed record. Encoding that record needs its
 // fingerprint, locked_until and expires_at; the store remembers them from
-// the claims it made itself (a bounded in-memory map by token, dropped on
+// the claims it made itself (a fixed in-memory table by token, cleared on
 // Complete and Release), so the usual Claim-then-Complete on one store is
 // one round trip. A token is fresh for every claim, so a row that still has
 // it in progress has exactly the fields that claim wrote. A claim made by
-// another store instance (or forgotten: the map keeps kMaxRememberedClaims)
+// another store instance (or forgotten: the table has kRememberedClaims slots)
 // costs a SELECT first. Release is one DELETE with the same condition.
 //
 // PurgeExpired deletes in batches of kPurgeBatch rows:
@@ -203,8 +203,10 @@ class PostgresStore final : public Store {
   static constexpr int kClaimAttempts = 4;
   // Rows per PurgeExpired statement.
   static constexpr std::size_t kPurgeBatch = 1000;
-  // Claims whose fields a store remembers for a one-statement Complete.
-  static constexpr std::size_t kMaxRememberedClaims = 65536;
+  // Slots of the table of claims whose fields a store remembers for a
+  // one-statement Complete (about 100 bytes each, allocated at Open). A
+  // claim takes the slot its token maps to, evicting the claim there.
+  static constexpr std::size_t kRememberedClaims = 16384;
   // Added to statement_timeout for the client-side deadline, so that the
   // server's own timeout (a clean error) normally fires first.
   static constexpr std::chrono::milliseconds kClientGrace{2000};
