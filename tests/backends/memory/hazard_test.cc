@@ -55,28 +55,52 @@ class Latch {
   bool open_ = false;
 };
 
+// A reader thread that protects what `link` points to and stays inside its
+// Pointer, as a thread descheduled in the middle of a store call does, until
+// Leave(). Constructed once the protection is in place.
+class StalledReader {
+ public:
+  explicit StalledReader(std::atomic<Probe*>& link)
+      : thread_([this, &link] {
+          Pointer hp;
+          Probe* p = hp.Protect(link);
+          protecting_.Open();
+          leave_.Wait();
+          // Still alive (ASan would report a use after free otherwise).
+          if (p != nullptr) alive_ = p->freed != nullptr;
+        }) {
+    protecting_.Wait();
+  }
+  ~StalledReader() { Leave(); }
+
+  // Lets the reader drop its protection and exit; returns whether what it
+  // protected was still intact when it left.
+  bool Leave() {
+    if (thread_.joinable()) {
+      leave_.Open();
+      thread_.join();
+    }
+    return alive_;
+  }
+
+ private:
+  Latch protecting_;
+  Latch leave_;
+  bool alive_ = true;
+  std::thread thread_;  // Last: starts once the members above exist.
+};
+
 TEST(HazardTest, ProtectedObjectWaitsForItsReader) {
   std::atomic<int> freed{0};
   std::atomic<Probe*> link{new Probe(&freed)};
-  Latch protecting;
-  Latch leave;
-  std::thread reader([&] {
-    Pointer hp;
-    Probe* p = hp.Protect(link);
-    ASSERT_NE(p, nullptr);
-    protecting.Open();
-    leave.Wait();
-    EXPECT_EQ(p->freed, &freed);  // Still alive: ASan would report otherwise.
-  });
-  protecting.Wait();
+  StalledReader reader(link);
 
   UnlinkAndRetire(link);
   Collect();
   Collect();
   EXPECT_EQ(freed.load(), 0) << "freed while a reader protected it";
 
-  leave.Open();
-  reader.join();
+  EXPECT_TRUE(reader.Leave());
   Collect();
   EXPECT_EQ(freed.load(), 1);
 }
@@ -86,15 +110,7 @@ TEST(HazardTest, ProtectedObjectWaitsForItsReader) {
 TEST(HazardTest, AStalledReaderHoldsBackOnlyWhatItProtects) {
   std::atomic<int> freed{0};
   std::atomic<Probe*> link{new Probe(&freed)};
-  Latch protecting;
-  Latch leave;
-  std::thread reader([&] {
-    Pointer hp;
-    hp.Protect(link);
-    protecting.Open();
-    leave.Wait();
-  });
-  protecting.Wait();
+  StalledReader reader(link);
 
   for (int i = 0; i < 1000; ++i) RetireProbe(freed);
   Collect();
@@ -103,8 +119,7 @@ TEST(HazardTest, AStalledReaderHoldsBackOnlyWhatItProtects) {
   UnlinkAndRetire(link);
   Collect();
   EXPECT_EQ(freed.load(), 1000);
-  leave.Open();
-  reader.join();
+  EXPECT_TRUE(reader.Leave());
   Collect();
   EXPECT_EQ(freed.load(), 1001);
 }
@@ -165,17 +180,9 @@ TEST(HazardTest, PointersNest) {
 TEST(HazardTest, ObjectsRetiredByAnExitedThreadAreFreed) {
   std::atomic<int> freed{0};
   std::atomic<Probe*> link{new Probe(&freed)};
-  Latch protecting;
-  Latch leave;
   // A reader protects the object while its retirer exits: the retirer
   // leaves it as an orphan, which a later scan frees once unprotected.
-  std::thread reader([&] {
-    Pointer hp;
-    hp.Protect(link);
-    protecting.Open();
-    leave.Wait();
-  });
-  protecting.Wait();
+  StalledReader reader(link);
   std::thread retirer([&] {
     UnlinkAndRetire(link);
     for (int i = 0; i < 5; ++i) RetireProbe(freed);
@@ -183,8 +190,7 @@ TEST(HazardTest, ObjectsRetiredByAnExitedThreadAreFreed) {
   retirer.join();
   EXPECT_EQ(freed.load(), 5);
   EXPECT_EQ(GetStats().orphans, 1u);
-  leave.Open();
-  reader.join();
+  EXPECT_TRUE(reader.Leave());
   Collect();
   EXPECT_EQ(freed.load(), 6);
   EXPECT_EQ(GetStats().orphans, 0u);
