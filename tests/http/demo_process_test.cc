@@ -296,6 +296,7 @@ TEST(DemoProcessTest, BadFlagsExit2) {
                                              {"--ttl", "0"},
                                              {"--threads", "0"},
                                              {"--store-calls", "sometimes"},
+                                             {"--store-threads", "0"},
                                              {"--lock-wait", "-1"}}) {
     DemoProcess demo(args);
     EXPECT_EQ(demo.Wait(), 2) << args[0];
@@ -308,6 +309,7 @@ TEST(DemoProcessTest, BadFlagsExit2) {
   const std::string text = help.Stdout();
   EXPECT_NE(text.find("rocksdb:./var/idem"), std::string::npos) << text;
   EXPECT_NE(text.find("--store-calls"), std::string::npos) << text;
+  EXPECT_NE(text.find("--store-threads"), std::string::npos) << text;
 }
 
 TEST(DemoProcessTest, StoreThatCannotOpenIsAClearError) {

@@ -3,6 +3,7 @@
 //   idem-demo [--listen 127.0.0.1:8080] [--store URI] [--ttl SECONDS]
 //             [--lock-timeout SECONDS] [--lock-wait MILLISECONDS]
 //             [--threads N] [--store-calls auto|inline|pool]
+//             [--store-threads N]
 //             [--instance NAME]
 //
 // Prints "listening on HOST:PORT" once it accepts connections and exits
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   long long lock_timeout = options.lock_timeout.count();
   long long lock_wait = options.lock_wait.count();
   std::string store_calls = "auto";
+  int store_threads = 4;
 
   const std::string store_help =
       "idempotency store URI (default: $IDEM_STORE, else " +
@@ -92,8 +94,11 @@ int main(int argc, char** argv) {
       ("threads", po::value(&options.threads)->value_name("N"),
        "I/O threads (default 2)")
       ("store-calls", po::value(&store_calls)->value_name("MODE"),
-       "where store calls run: inline on the I/O threads, on a pool of 4 "
-       "threads, or auto = inline for memory:, else pool (default auto)")
+       "where store calls run: inline on the I/O threads, on a pool of "
+       "--store-threads threads, or auto = inline for memory:, else pool "
+       "(default auto)")
+      ("store-threads", po::value(&store_threads)->value_name("N"),
+       "threads of the store-call pool (default 4)")
       ("instance", po::value(&options.instance)->value_name("NAME"),
        "instance name, sent as X-Demo-Instance and part of order ids (default demo)")
       ("no-idem", "serve without idem (the benchmark baseline)");
@@ -120,6 +125,10 @@ int main(int argc, char** argv) {
   if (options.threads <= 0 || options.threads > 1024) {
     return BadFlags("--threads must be between 1 and 1024");
   }
+  if (store_threads <= 0 || store_threads > 1024) {
+    return BadFlags("--store-threads must be between 1 and 1024");
+  }
+  options.store_threads = static_cast<std::size_t>(store_threads);
   if (store_calls == "auto") {
     options.store_calls = idem::beast::StoreCalls::kAuto;
   } else if (store_calls == "inline") {
