@@ -53,4 +53,18 @@ std::string ReadAllFiles(const std::filesystem::path& dir) {
   return all;
 }
 
+void ExpectNoSecretInFilesOpenAndClosed(std::shared_ptr<Store> store,
+                                        std::shared_ptr<Clock> clock,
+                                        const std::filesystem::path& dir) {
+  ASSERT_NE(store, nullptr);
+  std::shared_ptr<Guard> guard =
+      RunSecretRequestTwice(std::move(store), std::move(clock));
+  ASSERT_NE(guard, nullptr);
+  for (const bool closed : {false, true}) {
+    SCOPED_TRACE(closed ? "closed" : "open");
+    if (closed) guard.reset();  // The last reference: closes the store.
+    ExpectNoSecretIn(ReadAllFiles(dir));
+  }
+}
+
 }  // namespace idem::testing

@@ -37,6 +37,15 @@ void ExpectNoSecretIn(const std::string& bytes);
 // Every byte of every regular file under `dir`, concatenated.
 std::string ReadAllFiles(const std::filesystem::path& dir);
 
+// For an embedded store keeping its files under `dir`: runs the secret
+// request twice over `store` and expects (gtest) no secret in the files
+// while the store is open (logs: RocksDB's write-ahead log, SQLite's WAL),
+// then again after it is closed (releases `store`; the data then sits in
+// its final files).
+void ExpectNoSecretInFilesOpenAndClosed(std::shared_ptr<Store> store,
+                                        std::shared_ptr<Clock> clock,
+                                        const std::filesystem::path& dir);
+
 }  // namespace idem::testing
 
 #endif  // IDEM_TESTS_SUPPORT_SECRET_REQUEST_H_

@@ -493,19 +493,9 @@ TEST_F(RocksdbStoreTest, BadUrisAreInvalidArguments) {
 }
 
 TEST_F(RocksdbStoreTest, TheClientKeyNeverReachesTheFiles) {
-  std::shared_ptr<Store> store = OpenStore();
-  ASSERT_NE(store, nullptr);
-  auto guard = idem::testing::RunSecretRequestTwice(store, clock_);
-  ASSERT_NE(guard, nullptr);
   // In the write-ahead log while open, in a table file after closing.
-  for (const bool closed : {false, true}) {
-    SCOPED_TRACE(closed ? "closed" : "open");
-    if (closed) {
-      guard.reset();
-      store.reset();
-    }
-    idem::testing::ExpectNoSecretIn(idem::testing::ReadAllFiles(dir_.path()));
-  }
+  idem::testing::ExpectNoSecretInFilesOpenAndClosed(OpenStore(), clock_,
+                                                    dir_.path());
 }
 
 }  // namespace

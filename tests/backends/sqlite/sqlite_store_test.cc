@@ -612,20 +612,10 @@ TEST_F(SqliteStoreTest, BadUrisAreInvalidArguments) {
 }
 
 TEST_F(SqliteStoreTest, TheClientKeyNeverReachesTheFiles) {
-  std::shared_ptr<Store> store = OpenStore();
-  ASSERT_NE(store, nullptr);
-  auto guard = idem::testing::RunSecretRequestTwice(store, clock_);
-  ASSERT_NE(guard, nullptr);
   // In the WAL while open, in the main file after the last connection
   // closes (and checkpoints).
-  for (const bool closed : {false, true}) {
-    SCOPED_TRACE(closed ? "closed" : "open");
-    if (closed) {
-      guard.reset();
-      store.reset();
-    }
-    idem::testing::ExpectNoSecretIn(idem::testing::ReadAllFiles(dir_.path()));
-  }
+  idem::testing::ExpectNoSecretInFilesOpenAndClosed(OpenStore(), clock_,
+                                                    dir_.path());
 }
 
 // ---------------------------------------------------------------------------
