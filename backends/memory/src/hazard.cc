@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdlib>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -86,18 +87,27 @@ void AdoptOrphans(ThreadRecord* rec) {
   OrphanBatch* list = g_orphans.exchange(nullptr, std::memory_order_acquire);
   while (list != nullptr) {
     OrphanBatch* next = list->next;
-    rec->retired.insert(rec->retired.end(), list->objects.begin(),
-                        list->objects.end());
+    try {
+      rec->retired.insert(rec->retired.end(), list->objects.begin(),
+                          list->objects.end());
+    } catch (const std::bad_alloc&) {
+      // Out of memory: the batches not adopted go back for a later scan.
+      while (list != nullptr) {
+        next = list->next;
+        PushOrphans(list);
+        list = next;
+      }
+      throw;
+    }
     delete list;
     list = next;
   }
 }
 
 // Frees the retired objects of `rec` (and the adopted orphans) that no slot
-// protects; keeps the others for a later scan.
-void Scan(ThreadRecord* rec) {
-  if (rec->scanning) return;  // A deleter retired something: next time.
-  rec->scanning = true;
+// protects; keeps the others for a later scan. Throws std::bad_alloc having
+// freed nothing it should not have: at worst some objects are leaked.
+void ScanOnce(ThreadRecord* rec) {
   AdoptOrphans(rec);
 
   std::vector<void*>& hazards = rec->hazards;
@@ -126,6 +136,19 @@ void Scan(ThreadRecord* rec) {
   examined.resize(kept);
   rec->retired.insert(rec->retired.end(), examined.begin(), examined.end());
   examined.clear();
+}
+
+// ScanOnce, unless a scan is already running in this thread (a deleter
+// retired something: it waits for the next scan). Never throws: out of
+// memory, the scan stops and the next one tries again; Retire's callers have
+// already made their change and must not see it fail.
+void Scan(ThreadRecord* rec) {
+  if (rec->scanning) return;
+  rec->scanning = true;
+  try {
+    ScanOnce(rec);
+  } catch (const std::bad_alloc&) {
+  }
   rec->scanning = false;
 }
 
@@ -166,9 +189,12 @@ void ReleaseRecord(ThreadRecord* rec) {
   }
   Scan(rec);
   if (!rec->retired.empty()) {
-    auto* batch = new OrphanBatch;
-    batch->objects.swap(rec->retired);
-    PushOrphans(batch);
+    // Out of memory (this may run at thread exit, where throwing would
+    // terminate), the objects still protected are leaked instead.
+    if (auto* batch = new (std::nothrow) OrphanBatch) {
+      batch->objects.swap(rec->retired);
+      PushOrphans(batch);
+    }
   }
   // The buffers would otherwise stay allocated in an idle record.
   std::vector<RetiredObject>().swap(rec->retired);
@@ -236,7 +262,15 @@ Pointer::~Pointer() {
 void Retire(void* object, Deleter deleter) {
   ThreadRecord* rec = tls_record;
   assert(rec != nullptr && rec->depth > 0);
-  rec->retired.push_back({object, deleter});
+  try {
+    rec->retired.push_back({object, deleter});
+  } catch (const std::bad_alloc&) {
+    // Out of memory with `object` already unlinked: freeing it now is not
+    // safe, and the change that unlinked it has happened, so the object is
+    // leaked rather than the caller's successful call reported as failed.
+    // (The list keeps its capacity between scans: this needs a new peak.)
+    return;
+  }
   if (rec->retired.size() >= ScanBatch()) Scan(rec);
 }
 

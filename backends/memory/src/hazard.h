@@ -99,7 +99,8 @@ using Deleter = void (*)(void*);
 // Schedules `deleter(object)` for when no thread protects `object`. Must be
 // called while the calling thread holds a Pointer, after `object` was made
 // unreachable for new readers (its unlinking seq_cst CAS succeeded). Never
-// blocks; may run deleters of objects retired earlier.
+// blocks and never throws (out of memory, the object is leaked); may run
+// deleters of objects retired earlier.
 void Retire(void* object, Deleter deleter);
 
 template <typename T>
