@@ -127,25 +127,25 @@ TEST(HazardTest, AStalledReaderHoldsBackOnlyWhatItProtects) {
 TEST(HazardTest, ProtectFollowsALinkThatChanges) {
   std::atomic<int> freed{0};
   std::atomic<Probe*> link{new Probe(&freed)};
-  std::atomic<Probe*> second_link{nullptr};
   {
     Pointer hp;
     Probe* first = hp.Protect(link);
     Probe* second = new Probe(&freed);
     link.store(second, std::memory_order_seq_cst);
     EXPECT_EQ(hp.Protect(link), second);
-    // `first` is no longer protected (the slot moved on): a scan frees it
-    // while `second` stays protected.
+    // The slot moved on from `first` to `second`: both retired, a scan
+    // frees `first` only.
     Retire(first);
-    std::thread([] { Collect(); }).join();  // Adopts nothing of ours...
-    second_link.store(link.exchange(nullptr));
-    Retire(second_link.load());
-    hp.Reset();
+    Retire(link.exchange(nullptr, std::memory_order_seq_cst));
+    Collect();
+    EXPECT_EQ(freed.load(), 1);
+    // Protecting null (nothing to protect) and Reset release `second`.
     std::atomic<Probe*> empty{nullptr};
     EXPECT_EQ(hp.Protect(empty), nullptr);
+    hp.Reset();
+    Collect();
+    EXPECT_EQ(freed.load(), 2);
   }
-  Collect();  // ...this thread's scan frees both, now unprotected.
-  EXPECT_EQ(freed.load(), 2);
 }
 
 TEST(HazardTest, UnprotectedObjectsAreFreedByCollection) {
