@@ -2,7 +2,8 @@
 // Store interface. Records survive reopening; corrupted values are kDataLoss;
 // the compaction filter really drops expired records from the files; a held
 // directory is kUnavailable (also when another process holds it); URI
-// parameters; the client key never reaches the files.
+// parameters; the block cache serves repeated replays; the client key never
+// reaches the files.
 //
 // The tests look at the files through RocksDB itself (a raw DB opened on the
 // store's directory after the store is closed), never through the store.
@@ -17,6 +18,8 @@
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
+#include <rocksdb/perf_context.h>
+#include <rocksdb/perf_level.h>
 
 #include <chrono>
 #include <cstdint>
@@ -105,6 +108,16 @@ class RocksdbStoreTest : public ::testing::Test {
     StoreOptions options;
     options.clock = clock_;
     auto store = RocksdbStore::Open({.path = DbPath(), .sync = sync}, options);
+    EXPECT_TRUE(store.has_value()) << store.error().ToString();
+    return store ? std::move(*store) : nullptr;
+  }
+
+  // OpenStore with other options; options.path is set here.
+  std::unique_ptr<RocksdbStore> OpenStoreWith(RocksdbStoreOptions options) {
+    options.path = DbPath();
+    StoreOptions store_options;
+    store_options.clock = clock_;
+    auto store = RocksdbStore::Open(options, store_options);
     EXPECT_TRUE(store.has_value()) << store.error().ToString();
     return store ? std::move(*store) : nullptr;
   }
@@ -489,6 +502,111 @@ TEST_F(RocksdbStoreTest, BadUrisAreInvalidArguments) {
     EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
     EXPECT_THAT(store.error().message(), HasSubstr("rocksdb:"));
     EXPECT_THAT(store.error().message(), ::testing::Not(HasSubstr("secret")));
+  }
+}
+
+TEST_F(RocksdbStoreTest, OpensFromUriWithAnyBlockCacheSizeInRange) {
+  for (const std::string size : {"0", "16", "1048576"}) {
+    SCOPED_TRACE(size);
+    auto store = idem::OpenStore("rocksdb:" + DbPath() +
+                                 "?sync=false&block_cache_mb=" + size);
+    ASSERT_TRUE(store.has_value()) << store.error().ToString();
+    // A fresh id in each pass: the directory is the same.
+    const RecordId id = Id(std::stoull(size) + 1);
+    auto claim = (*store)->Claim(id, Fp(1), kT0, kTtl, kLock);
+    ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+    ASSERT_EQ(claim->outcome, ClaimOutcome::kAcquired);
+    ASSERT_EQ((*store)->Complete(id, claim->token, SomeResponse()), true);
+    auto replay = (*store)->Claim(id, Fp(1), kT0 + seconds(1), kTtl, kLock);
+    ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
+    ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+    ASSERT_NE(replay->response, nullptr);
+    EXPECT_EQ(*replay->response, SomeResponse());
+  }
+}
+
+TEST_F(RocksdbStoreTest, BadBlockCacheSizesAreInvalidArgumentsNamingIt) {
+  for (const std::string size : {"-1", "abc", "1048577", "", "16MB"}) {
+    SCOPED_TRACE(size);
+    auto store =
+        idem::OpenStore("rocksdb:" + DbPath() + "?block_cache_mb=" + size);
+    ASSERT_FALSE(store.has_value());
+    EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(store.error().message(), HasSubstr("block_cache_mb"));
+    EXPECT_THAT(store.error().message(), HasSubstr("rocksdb:"));
+  }
+  // Nothing was created for a URI that was turned down.
+  EXPECT_FALSE(std::filesystem::exists(DbPath()));
+
+  auto store = RocksdbStore::Open(
+      {.path = DbPath(),
+       .block_cache_mb = RocksdbStoreOptions::kMaxBlockCacheMb + 1});
+  ASSERT_FALSE(store.has_value());
+  EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(store.error().message(), HasSubstr("block_cache_mb"));
+  EXPECT_THAT(store.error().message(), HasSubstr(DbPath()));
+}
+
+// Blocks one replay (a Claim of a completed id) found in the block cache and
+// read from a table file, as RocksDB's per-thread perf context counts them:
+// the store reads on the calling thread.
+struct BlockReads {
+  std::uint64_t from_cache = 0;
+  std::uint64_t from_file = 0;
+};
+
+BlockReads CountedReplay(RocksdbStore& store, const RecordId& id,
+                         const Fingerprint& fp) {
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
+  rocksdb::get_perf_context()->Reset();
+  auto replay = store.Claim(id, fp, kT0 + seconds(1), kTtl, kLock);
+  const rocksdb::PerfContext& perf = *rocksdb::get_perf_context();
+  const BlockReads reads{.from_cache = perf.block_cache_hit_count,
+                         .from_file = perf.block_read_count};
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+  if (replay) {
+    EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+  } else {
+    ADD_FAILURE() << replay.error().ToString();
+  }
+  return reads;
+}
+
+TEST_F(RocksdbStoreTest, ASecondReplayIsServedFromTheBlockCacheUnlessItIsOff) {
+  constexpr int kRecords = 20000;
+  const RecordId replayed = Id(kRecords / 2);
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    for (int i = 0; i < kRecords; ++i) {
+      auto claim = store->Claim(Id(i), Fp(i), kT0, kTtl, kLock);
+      ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+      if (Id(i) == replayed) {
+        ASSERT_EQ(store->Complete(Id(i), claim->token, SomeResponse()), true);
+      }
+    }
+  }  // Closing flushes the memtable: below, every read is of a table file.
+
+  for (const std::size_t cache_mb :
+       {RocksdbStoreOptions::kDefaultBlockCacheMb, std::size_t{16}}) {
+    SCOPED_TRACE(cache_mb);
+    auto store = OpenStoreWith({.block_cache_mb = cache_mb});
+    ASSERT_NE(store, nullptr);
+    const BlockReads first = CountedReplay(*store, replayed, Fp(kRecords / 2));
+    EXPECT_GE(first.from_file, 1u);
+    const BlockReads second = CountedReplay(*store, replayed, Fp(kRecords / 2));
+    EXPECT_EQ(second.from_file, 0u);
+    EXPECT_GE(second.from_cache, 1u);
+  }
+
+  // Without a cache every replay reads its data block again.
+  auto store = OpenStoreWith({.block_cache_mb = 0});
+  ASSERT_NE(store, nullptr);
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    const BlockReads reads = CountedReplay(*store, replayed, Fp(kRecords / 2));
+    EXPECT_GE(reads.from_file, 1u);
+    EXPECT_EQ(reads.from_cache, 0u);
   }
 }
 

@@ -1,5 +1,5 @@
-// The embedded RocksDB store: `rocksdb:/path/dir?sync=false` (SEMANTICS.md,
-// "Stores, chosen by URI").
+// The embedded RocksDB store: `rocksdb:/path/dir?sync=false&block_cache_mb=64`
+// (SEMANTICS.md, "Stores, chosen by URI").
 //
 // Records live in the directory's `idempotency` column family, keyed by the
 // 32-byte record id, each value one record in the record codec's layout
@@ -19,6 +19,13 @@
 //    Claim, Complete and Release.
 // Closing the store (the destructor) flushes the column family to a table
 // file, so the next open does not have to replay the log.
+//
+// Memory: the record column family reads its table files through an LRU
+// block cache of RocksdbStoreOptions::block_cache_mb (default 64 MiB, 0 =
+// none), so a replay of a recently read record is served from memory instead
+// of from a table file. The cache grows only as blocks are read; its size is
+// an upper bound, not an allocation. Index and filter blocks are not in it
+// (RocksDB's default): each open table file holds its own in memory.
 //
 // Processes: one process owns a RocksDB directory (Info():
 // shared_across_processes = false). RocksDB takes a LOCK file in it; opening
@@ -94,6 +101,24 @@ struct RocksdbStoreOptions {
   // loss). URI parameter `sync` (true/false/1/0/yes/no/on/off).
   // Default: false.
   bool sync = false;
+
+  // The LRU block cache of the record column family, in MiB (2^20 bytes),
+  // shared by all of its table files. 0 means no block cache at all: every
+  // read of a record that is not in the memtable reads its data block from
+  // the table file (from the OS page cache at best). RocksDB's implicit
+  // default would be 8 MiB; 64 MiB is chosen so that the hot records of a
+  // busy server (the ones clients retry, i.e. replays) are served from
+  // memory: 8 MiB holds under 3% of a table of 1 M records with 200-byte
+  // responses (~300 MB of table files, PERFORMANCE_NOTES.md), and a replay
+  // that misses the cache reads its data block from the OS page cache (or
+  // disk), with a checksum, on every Get. Raise it to the working set of
+  // replayed records (docs/STORES.md). At most kMaxBlockCacheMb. URI
+  // parameter `block_cache_mb` (0 to 1048576). Default: 64.
+  std::size_t block_cache_mb = kDefaultBlockCacheMb;
+
+  static constexpr std::size_t kDefaultBlockCacheMb = 64;
+  // 1 TiB: anything larger is a typo, not a cache.
+  static constexpr std::size_t kMaxBlockCacheMb = 1048576;
 };
 
 class RocksdbStore final : public Store {
@@ -105,20 +130,23 @@ class RocksdbStore final : public Store {
   // compaction filter takes time from store_options.clock (SystemClock when
   // null).
   // Errors: kInvalidArgument when options.path is empty or names something
-  // that is not a directory; kUnavailable naming the path when the directory
-  // is held by another process or another open store (RocksDB's LOCK file),
-  // or cannot be created or read; kDataLoss when RocksDB reports the
-  // database corrupt; kInternal otherwise.
+  // that is not a directory, or when options.block_cache_mb is above
+  // RocksdbStoreOptions::kMaxBlockCacheMb; kUnavailable naming the path when
+  // the directory is held by another process or another open store (RocksDB's
+  // LOCK file), or cannot be created or read; kDataLoss when RocksDB reports
+  // the database corrupt; kInternal otherwise.
   static Result<std::unique_ptr<RocksdbStore>> Open(
       const RocksdbStoreOptions& options,
       const StoreOptions& store_options = {});
 
   // Opens the store a parsed `rocksdb:` URI names, as OpenStore does: the
-  // path is the URI's path, parameter `sync` is RocksdbStoreOptions::sync.
+  // path is the URI's path, parameters `sync` and `block_cache_mb` are
+  // RocksdbStoreOptions::sync and ::block_cache_mb.
   // Errors: kInvalidArgument naming the URI when the scheme is not
   // "rocksdb", when it has a host, user or port, when the path is empty,
-  // when `sync` is not a boolean or another parameter is present; otherwise
-  // what Open returns.
+  // when `sync` is not a boolean, when `block_cache_mb` is not an integer
+  // from 0 to 1048576 (the message names the parameter) or another
+  // parameter is present; otherwise what Open returns.
   static Result<std::unique_ptr<Store>> OpenFromUri(
       StoreUri& uri, const StoreOptions& options);
 
