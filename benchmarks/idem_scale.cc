@@ -11,13 +11,16 @@
 //       on one holding `records`, both with a capacity for `records` (so
 //       only the number held differs), plus a store sized for `small` only.
 //   idem-scale disk    [--records=1000000] [--small=10000] [--probes=2000]
-//                      [--body=200] [--dir=DIR]
+//                      [--body=200] [--dir=DIR] [--stores=rocksdb,sqlite]
+//                      [--rocksdb=PARAMS] [--sqlite=PARAMS]
 //       RocksDB and SQLite (default options, sync=false / synchronous=
-//       normal) under DIR (default: a fresh directory under $TMPDIR or /tmp,
-//       removed after): Claim latency with `small` records and with
-//       `records`, then the bytes on disk per record after the store is
-//       closed (RocksDB flushes its memtable then) and, for SQLite, a
-//       wal_checkpoint(TRUNCATE).
+//       normal, unless PARAMS, a URI query such as `block_cache_mb=0` or
+//       `cache_mb=0&synchronous=full`, says otherwise) under DIR (default: a
+//       fresh directory under $TMPDIR or /tmp, removed after): Claim latency
+//       with `small` records and with `records`, then the bytes on disk per
+//       record after the store is closed (RocksDB flushes its memtable then)
+//       and, for SQLite, a wal_checkpoint(TRUNCATE). `--stores` picks which
+//       of the two run.
 //
 // Payload of a record: what a store cannot do without, body + id (32) +
 // fingerprint (32) + token (16) + locked_until and expires_at (8 + 8) =
@@ -86,6 +89,9 @@ struct Flags {
   std::size_t probes = 0;
   std::size_t body = 200;
   std::string dir;
+  std::string stores = "rocksdb,sqlite";
+  std::string rocksdb_params;
+  std::string sqlite_params;
 };
 
 bool ParseFlags(int argc, char** argv, Flags& flags) {
@@ -97,8 +103,12 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
     if (arg.substr(0, 2) != "--" || eq == std::string_view::npos) return false;
     const std::string_view name = arg.substr(2, eq - 2);
     const std::string value(arg.substr(eq + 1));
-    if (name == "dir") {
-      flags.dir = value;
+    if (name == "dir" || name == "stores" || name == "rocksdb" ||
+        name == "sqlite") {
+      (name == "dir"       ? flags.dir
+       : name == "stores"  ? flags.stores
+       : name == "rocksdb" ? flags.rocksdb_params
+                           : flags.sqlite_params) = value;
       continue;
     }
     const std::size_t n = std::strtoull(value.c_str(), nullptr, 10);
@@ -372,13 +382,19 @@ int DiskMode(const Flags& f) {
   }
   std::printf("clock clock_ns=%.1f dir=%s\n", ClockCostNs(), dir.c_str());
   for (const std::string name : {"rocksdb", "sqlite"}) {
+    if (("," + f.stores + ",").find("," + name + ",") == std::string::npos) {
+      continue;
+    }
     const std::filesystem::path path =
         dir / (name == "rocksdb" ? "rocksdb" : "idem.db");
+    const std::string& params =
+        name == "rocksdb" ? f.rocksdb_params : f.sqlite_params;
     std::uint64_t next_new = kProbeBase;
     {
-      auto store = Open(name + ":" + path.string());
-      FillAndProbe(*store, name, "default", 0, n, f.small, probes, f.body,
-                   &next_new);
+      auto store = Open(name + ":" + path.string() +
+                        (params.empty() ? "" : "?" + params));
+      FillAndProbe(*store, name, params.empty() ? "default" : params, 0, n,
+                   f.small, probes, f.body, &next_new);
     }  // Closed: RocksDB flushes its memtable to a table file.
     // Replays add nothing; the new-id probes stay (in progress, no body).
     const std::size_t records = n + (next_new - kProbeBase);
@@ -424,7 +440,9 @@ int Main(int argc, char** argv) {
   if (!ParseFlags(argc, argv, flags)) {
     std::fprintf(stderr,
                  "usage: idem-scale memory|latency|disk [--records=N] "
-                 "[--small=N] [--probes=N] [--body=BYTES] [--dir=DIR]\n");
+                 "[--small=N] [--probes=N] [--body=BYTES] [--dir=DIR] "
+                 "[--stores=rocksdb,sqlite] [--rocksdb=PARAMS] "
+                 "[--sqlite=PARAMS]\n");
     return 2;
   }
   if (flags.mode == "memory") return MemoryMode(flags);

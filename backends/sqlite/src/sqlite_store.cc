@@ -51,6 +51,9 @@ constexpr std::size_t kMaxBatch = 64;
 // (~16 MiB of 4 KiB pages) and is reset from its start now and then.
 constexpr int kCheckpointFrames = 1000;
 constexpr int kInlineCheckpointFrames = 4 * kCheckpointFrames;
+// The largest page cache `cache_mb` takes (1 TiB), far above any machine's
+// memory but well inside what PRAGMA cache_size's KiB count holds.
+constexpr std::uint64_t kMaxCacheMb = 1 << 20;
 // Rows one PurgeExpired transaction deletes.
 constexpr std::size_t kPurgeBatch = 1000;
 // A claim whose upsert found a live record and whose follow-up SELECT then
@@ -535,6 +538,15 @@ class SqliteStore::Impl {
     auto conn = OpenConnection();
     if (!conn) return Unexpected(conn.error());
     writer_ = std::move(*conn);
+    if (options_.cache_mb > 0) {
+      // Negative: a size in KiB rather than in pages.
+      const std::string pragma =
+          "PRAGMA cache_size = -" + std::to_string(options_.cache_mb * 1024);
+      if (Status s = Exec(*writer_, pragma.c_str(), "open"); !s) {
+        writer_.reset();
+        return s;
+      }
+    }
     // Replaces SQLite's automatic checkpoint, which would copy the WAL into
     // the database file and fsync both inside the commit of whichever call
     // crossed the threshold, while every other write of this process waits.
@@ -996,6 +1008,11 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     return MakeError(ErrorCode::kInvalidArgument,
                      Prefix(path) + "busy_timeout out of range");
   }
+  if (options.cache_mb > kMaxCacheMb) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     Prefix(path) + "cache_mb out of range (at most " +
+                         std::to_string(kMaxCacheMb) + ")");
+  }
   if (sqlite3_threadsafe() == 0) {
     return MakeError(ErrorCode::kInternal,
                      Prefix(path) + "SQLite was built without thread support");
@@ -1057,6 +1074,9 @@ Result<std::unique_ptr<Store>> SqliteStore::OpenFromUri(
   if (busy->has_value()) {
     sqlite_options.busy_timeout = std::chrono::milliseconds(**busy);
   }
+  auto cache = uri.TakeUint("cache_mb", 0, kMaxCacheMb);
+  if (!cache) return tl::unexpected(cache.error());
+  if (cache->has_value()) sqlite_options.cache_mb = **cache;
   auto sweep = uri.TakeUint("sweep_interval_s", 0, 86'400);
   if (!sweep) return tl::unexpected(sweep.error());
   if (sweep->has_value()) {

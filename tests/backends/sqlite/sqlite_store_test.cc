@@ -572,7 +572,9 @@ TEST_F(SqliteStoreTest, OpensFromUri) {
         "sqlite:" + DbPath() +
             "?synchronous=NORMAL&busy_timeout_ms=250&sweep_interval_s=0",
         "sqlite:" + DbPath() + "?synchronous=off&sweep_interval_s=60",
-        "sqlite:" + DbPath() + "?synchronous=extra"}) {
+        "sqlite:" + DbPath() + "?synchronous=extra",
+        "sqlite:" + DbPath() + "?cache_mb=0",
+        "sqlite:" + DbPath() + "?cache_mb=256&synchronous=normal"}) {
     SCOPED_TRACE(uri);
     auto store = idem::OpenStore(uri);
     ASSERT_TRUE(store.has_value()) << store.error().ToString();
@@ -600,6 +602,9 @@ TEST_F(SqliteStoreTest, BadUrisAreInvalidArguments) {
         "sqlite:" + DbPath() + "?busy_timeout_ms=-1",
         "sqlite:" + DbPath() + "?busy_timeout_ms=99999999",
         "sqlite:" + DbPath() + "?sweep_interval_s=x",
+        "sqlite:" + DbPath() + "?cache_mb=-1",
+        "sqlite:" + DbPath() + "?cache_mb=lots",
+        "sqlite:" + DbPath() + "?cache_mb=1048577",
         "sqlite:" + DbPath() + "?journal=delete", "sqlite://host/" + DbPath(),
         std::string("sqlite://user:secret@host:1/x")}) {
     SCOPED_TRACE(uri);
@@ -609,6 +614,54 @@ TEST_F(SqliteStoreTest, BadUrisAreInvalidArguments) {
     EXPECT_THAT(store.error().message(), HasSubstr("sqlite:"));
     EXPECT_THAT(store.error().message(), ::testing::Not(HasSubstr("secret")));
   }
+}
+
+TEST_F(SqliteStoreTest, CacheMbOutOfRangeNamesTheParameter) {
+  auto uri = idem::OpenStore("sqlite:" + DbPath() + "?cache_mb=1048577");
+  ASSERT_FALSE(uri.has_value());
+  EXPECT_THAT(uri.error().message(), HasSubstr("cache_mb"));
+  auto direct = SqliteStore::Open({.path = DbPath(), .cache_mb = 1u << 21});
+  ASSERT_FALSE(direct.has_value());
+  EXPECT_EQ(direct.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(direct.error().message(), HasSubstr("cache_mb"));
+}
+
+// How much SQLite holds in memory in this process (every connection's page
+// cache included) after writing ~8 MiB of records through a store with
+// `cache_mb`, less what it held before.
+std::int64_t SqliteMemoryAfterWriting(SqliteStore& store, ManualClock& clock) {
+  const std::int64_t before = sqlite3_memory_used();
+  Response big = SomeResponse();
+  big.body.assign(3000, 'x');
+  for (std::uint64_t i = 0; i < 2800; ++i) {
+    auto claim = store.Claim(Id(i), Fp(i), clock.Now(), kTtl, kLock);
+    EXPECT_TRUE(claim.has_value());
+    if (!claim) break;
+    EXPECT_EQ(store.Complete(Id(i), claim->token, big), true);
+  }
+  return sqlite3_memory_used() - before;
+}
+
+TEST_F(SqliteStoreTest, CacheMbSizesTheWritersPageCache) {
+  // The pages a write touched stay in the writer's cache up to cache_mb; a
+  // small cache gives them back. Other connections (the checkpointer's,
+  // readers') are the same in both runs.
+  std::int64_t small = 0;
+  {
+    auto store = OpenStore({.cache_mb = 1});
+    ASSERT_NE(store, nullptr);
+    small = SqliteMemoryAfterWriting(*store, *clock_);
+  }
+  std::filesystem::remove_all(dir_.path());
+  std::filesystem::create_directories(dir_.path());
+  std::int64_t large = 0;
+  {
+    auto store = OpenStore({.cache_mb = 64});
+    ASSERT_NE(store, nullptr);
+    large = SqliteMemoryAfterWriting(*store, *clock_);
+  }
+  EXPECT_LT(small, std::int64_t{3} << 20) << "cache_mb=1: " << small << " B";
+  EXPECT_GT(large, std::int64_t{6} << 20) << "cache_mb=64: " << large << " B";
 }
 
 TEST_F(SqliteStoreTest, TheClientKeyNeverReachesTheFiles) {
