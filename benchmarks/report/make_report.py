@@ -19,6 +19,11 @@ scripts/bench.sh runs it twice:
       --plots, also throughput.png (ops/s against threads, one panel per
       workload) and http.png (requests/s and p99 per store), which need
       matplotlib (Debian's python3-matplotlib); without it, no plots.
+      Then the measured table of WHICH_STORE.md in the same directory as
+      the page: the lines between BLOCK_BEGIN and BLOCK_END (below) are
+      replaced, the rest of the file is left as it is. No WHICH_STORE.md
+      there (say DOCS=/tmp/x): a one-line note; no markers in it: a
+      warning, and the file is left unchanged.
 
 Python 3 standard library only, but for the plots.
 """
@@ -206,17 +211,33 @@ def table(header, rows, align=None):
 
 # ---- sections ---------------------------------------------------------------
 
+def _cpu(m):
+    return f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores"
+
+
+def _ram(m):
+    return f"{m.get('ram_gib', '?')} GiB"
+
+
+def _commit(m):
+    return m.get("commit", "")[:12] or "unknown"
+
+
+def _quick_note(m):
+    return (" (QUICK: a smoke run, not figures to quote)"
+            if m.get("quick") else "")
+
+
 def section_machine(m, elapsed, build_s, results):
     lines = ["## Machine and run", ""]
     dirty = m.get("dirty_files") or []
-    commit = m.get("commit", "")[:12] or "unknown"
-    commit_text = f"`{commit}` ({m.get('commit_subject', '')})"
+    commit_text = f"`{_commit(m)}` ({m.get('commit_subject', '')})"
     if dirty:
         commit_text += (f", plus uncommitted changes to {len(dirty)} "
                         f"file(s): {', '.join(dirty[:5])}")
     rows = [
-        ["CPU", f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores"],
-        ["RAM", f"{m.get('ram_gib', '?')} GiB"],
+        ["CPU", _cpu(m)],
+        ["RAM", _ram(m)],
         ["OS, kernel", f"{m.get('os', '?')}, Linux {m.get('kernel', '?')}"],
         ["compiler", m.get("compiler", "?") + ", CMake Release (-O3)"],
         ["engines", ", ".join(f"{k} {v}" for k, v in
@@ -226,9 +247,7 @@ def section_machine(m, elapsed, build_s, results):
         ["load average at start",
          " / ".join(str(x) for x in m.get("load_average", []))
          + " (1 / 5 / 15 min)"],
-        ["command", f"`{m.get('command', '?')}`"
-         + (" (QUICK: a smoke run, not figures to quote)"
-            if m.get("quick") else "")],
+        ["command", f"`{m.get('command', '?')}`" + _quick_note(m)],
     ]
     if elapsed:
         rows.append(["elapsed", f"{int(elapsed) // 60} min {int(elapsed) % 60} s"
@@ -405,6 +424,22 @@ def section_http(http, plots):
     return lines
 
 
+def footprints(mem, disk):
+    """idem-scale's bytes per record, in its order: (store, row, bytes per
+    record, ratio to the payload); memory: peak RSS, rocksdb: SST files
+    after close, sqlite: the file after a checkpoint."""
+    out = [("memory", r, r["peak_bytes_per_record"], r["ratio_to_payload"])
+           for r in mem if r["kind"] == "memory"]
+    for r in (x for x in disk if x["kind"] == "disk"):
+        if r.get("store") == "rocksdb":
+            out.append(("rocksdb", r, r["sst_bytes_per_record"],
+                        r["sst_ratio_to_payload"]))
+        elif r.get("store") == "sqlite":
+            out.append(("sqlite", r, r["bytes_per_record"],
+                        r["ratio_to_payload"]))
+    return out
+
+
 def section_scale(mem, lat, disk):
     if not (mem or lat or disk):
         return []
@@ -412,25 +447,24 @@ def section_scale(mem, lat, disk):
              "Payload of a record: body + 96 bytes (id, fingerprint, token, "
              "two times). See PERFORMANCE_NOTES.md for the full-size runs "
              "(1 M and 10 M records).", ""]
-    for r in (x for x in mem if x["kind"] == "memory"):
-        lines += [f"- `memory:` peak RSS with {int(r['records']):,} completed "
-                  f"records of {int(r['body'])}-byte bodies: "
-                  f"**{r['peak_bytes_per_record']:.0f} B per record**, "
-                  f"{r['ratio_to_payload']:.2f}× the "
-                  f"{int(r['payload_per_record'])}-byte payload "
-                  "(issue #6's target: ≤ 2×)."]
-    for r in (x for x in disk if x["kind"] == "disk"):
-        if r.get("store") == "rocksdb":
+    for store, r, per_record, to_payload in footprints(mem, disk):
+        if store == "memory":
+            lines += [f"- `memory:` peak RSS with {int(r['records']):,} "
+                      f"completed records of {int(r['body'])}-byte bodies: "
+                      f"**{per_record:.0f} B per record**, "
+                      f"{to_payload:.2f}× the "
+                      f"{int(r['payload_per_record'])}-byte payload "
+                      "(issue #6's target: ≤ 2×)."]
+        elif store == "rocksdb":
             lines.append(f"- `rocksdb:` on disk after close, "
                          f"{int(r['records']):,} records: "
-                         f"{r['sst_bytes_per_record']:.0f} B per record in "
-                         f"SST files ({r['sst_ratio_to_payload']:.2f}× the "
-                         "payload).")
-        elif r.get("store") == "sqlite":
+                         f"{per_record:.0f} B per record in "
+                         f"SST files ({to_payload:.2f}× the payload).")
+        else:
             lines.append(f"- `sqlite:` on disk after a checkpoint, "
                          f"{int(r['records']):,} records: "
-                         f"{r['bytes_per_record']:.0f} B per record "
-                         f"({r['ratio_to_payload']:.2f}× the payload).")
+                         f"{per_record:.0f} B per record "
+                         f"({to_payload:.2f}× the payload).")
     lines.append("")
     lat_rows = [x for x in lat + disk if x["kind"] == "latency"]
     if lat_rows:
@@ -462,26 +496,60 @@ def section_scale(mem, lat, disk):
     return lines
 
 
+def _t_hi(threads):
+    """The thread count the summaries quote besides 1."""
+    return 8 if 8 in threads else (threads[-1] if threads else None)
+
+
+def _http_loads(http):
+    return {l["name"]: l for l in http["loads"]} if http else {}
+
+
+def store_figures(rows, t_hi, loads, s):
+    """The figures a reader compares first, for store s (the Summary of
+    BENCHMARKS.md and the measured table of WHICH_STORE.md); None where the
+    run has none. cc_1, cc_hi, replay_hi: ops/s; vs_baseline: time per
+    Claim+Complete over the baseline's at t_hi threads (memory: the
+    sharded-mutex map; the others: their engine's raw write); http_*: fresh
+    keys, share of the plain server's requests/s, p99 in ms."""
+    def ops(w, t):
+        r = rows.get((w, s, t))
+        return r["items_per_second"] if r else None
+    base = (rows.get(("ClaimComplete", "sharded_mutex", t_hi))
+            if s == "memory" else rows.get(("RawWrite", s, t_hi)))
+    cc = rows.get(("ClaimComplete", s, t_hi))
+    h, plain = loads.get(f"fresh:{s}"), loads.get("plain")
+    return {
+        "cc_1": ops("ClaimComplete", 1),
+        "cc_hi": ops("ClaimComplete", t_hi),
+        "vs_baseline": cc["real_time"] / base["real_time"]
+        if cc and base else None,
+        "replay_hi": ops("Replay", t_hi),
+        "http_rps": h["requests_per_s"] if h else None,
+        "http_share": h["requests_per_s"] / plain["requests_per_s"]
+        if h and plain else None,
+        "http_p99_ms": h["p99_us"] / 1000 if h else None,
+    }
+
+
 def section_summary(rows, threads, http):
     """One line per store: the figures a reader compares first."""
-    t_hi = 8 if 8 in threads else (threads[-1] if threads else None)
-    loads = {l["name"]: l for l in http["loads"]} if http else {}
-    plain = loads.get("plain")
+    t_hi = _t_hi(threads)
+    loads = _http_loads(http)
     out = []
     for s in _stores(rows):
-        def ops(w, t):
-            r = rows.get((w, s, t))
-            return f"{rate(r['items_per_second'])}/s" if r else "–"
-        base = (rows.get(("ClaimComplete", "sharded_mutex", t_hi))
-                if s == "memory" else rows.get(("RawWrite", s, t_hi)))
-        cc = rows.get(("ClaimComplete", s, t_hi))
-        vs = ratio(cc["real_time"] / base["real_time"]) if cc and base else "–"
-        h = loads.get(f"fresh:{s}")
-        out.append([f"`{s}`", ops("ClaimComplete", 1), ops("ClaimComplete", t_hi),
-                    vs, ops("Replay", t_hi),
-                    f"{h['requests_per_s']:,.0f} ({100 * h['requests_per_s'] / plain['requests_per_s']:.0f}%)"
-                    if h and plain else "–",
-                    f"{h['p99_us'] / 1000:.2f}" if h else "–"])
+        f = store_figures(rows, t_hi, loads, s)
+
+        def ops(k):
+            return f"{rate(f[k])}/s" if f[k] is not None else "–"
+        out.append([f"`{s}`", ops("cc_1"), ops("cc_hi"),
+                    ratio(f["vs_baseline"])
+                    if f["vs_baseline"] is not None else "–",
+                    ops("replay_hi"),
+                    f"{f['http_rps']:,.0f} ({100 * f['http_share']:.0f}%)"
+                    if f["http_share"] is not None else "–",
+                    f"{f['http_p99_ms']:.2f}"
+                    if f["http_p99_ms"] is not None else "–"])
     if not out:
         return []
     return ["## Summary", "",
@@ -493,6 +561,130 @@ def section_summary(rows, threads, http):
             table(["store", "Claim+Complete 1 thr", f"Claim+Complete {t_hi} thr",
                    "vs baseline", f"Replay {t_hi} thr", "HTTP req/s (vs plain)",
                    "HTTP p99 (ms)"], out), ""]
+
+
+# ---- WHICH_STORE.md ---------------------------------------------------------
+
+BLOCK_BEGIN = "<!-- generated by benchmarks/report/make_report.py: begin -->"
+BLOCK_END = "<!-- generated by benchmarks/report/make_report.py: end -->"
+NOT_MEASURED = "not measured"
+
+
+def which_store_block(m, rows, threads, http, mem, disk):
+    """WHICH_STORE.md's measured table and the lines before it, from the
+    figures of the Summary and of the scale section, one column per store
+    of STORES ("not measured" where the run has none)."""
+    t_hi = _t_hi(threads) or 8
+    loads = _http_loads(http)
+    plain = loads.get("plain")
+    figs = {s: store_figures(rows, t_hi, loads, s) for s in STORES}
+    prints = {store: (r, per_record)
+              for store, r, per_record, _ in footprints(mem, disk)}
+
+    def cell(s, k, fmt):
+        v = figs[s][k]
+        return fmt(v) if v is not None else NOT_MEASURED
+
+    def pair(s):
+        a, b = figs[s]["cc_1"], figs[s]["cc_hi"]
+        if a is None and b is None:
+            return NOT_MEASURED
+        return " / ".join(rate(x) if x is not None else NOT_MEASURED
+                          for x in (a, b))
+
+    def share(s):
+        f = figs[s]
+        if f["http_rps"] is None:
+            return NOT_MEASURED
+        return (f"{f['http_rps']:,.0f}"
+                + (f" ({100 * f['http_share']:.0f}%)"
+                   if f["http_share"] is not None else ""))
+
+    # Payload: body + 96 bytes (see section_scale).
+    bodies = {int(r["payload_per_record"]) - 96 for r, _ in prints.values()}
+
+    def footprint(s):
+        if s not in prints:
+            return NOT_MEASURED
+        r, per_record = prints[s]
+        where = "of RAM" if s == "memory" else "on disk"
+        return (f"{per_record:.0f} B {where} at {rate(r['records'])} records"
+                + (f" ({int(r['payload_per_record']) - 96}-byte body)"
+                   if len(bodies) > 1 else ""))
+
+    dirty = " plus uncommitted changes" if m.get("dirty_files") else ""
+    load = (m.get("load_average") or ["?"])[0]
+    lines = [f"*Generated by `{m.get('command', 'scripts/bench.sh')}` from "
+             f"its run of {m.get('date', '?')} on {_cpu(m)}, {_ram(m)} RAM "
+             f"(commit `{_commit(m)}`{dirty}, load average {load} at the "
+             "start)" + _quick_note(m) + "; do not edit between the "
+             "markers, the next run rewrites it. Every figure of that run, "
+             "and the machine: [BENCHMARKS.md](BENCHMARKS.md).*", ""]
+    sentence = []
+    if plain:
+        sentence.append("The plain server (`idem-demo --no-idem`) served "
+                        f"{plain['requests_per_s']:,.0f} requests/s with a "
+                        f"p99 of {plain['p99_us'] / 1000:.2f} ms in that "
+                        "run.")
+    if figs["postgresql"]["cc_1"] is not None or "fresh:postgresql" in loads:
+        sentence.append("PostgreSQL: a throwaway server on the same machine "
+                        "(`scripts/postgres.sh`), fsync "
+                        + ("on." if m.get("postgres_fsync") == "on"
+                           else "off (a commit costs no disk flush)."))
+    if sentence:
+        lines += [" ".join(sentence), ""]
+    p99_label = ("HTTP p99 (ms; plain "
+                 + (f"{plain['p99_us'] / 1000:.2f}" if plain
+                    else NOT_MEASURED) + ")")
+    out = [
+        [f"Claim+Complete, 1 / {t_hi} threads (ops/s)"]
+        + [pair(s) for s in STORES],
+        [f"vs baseline, {t_hi} threads"]
+        + [cell(s, "vs_baseline", ratio) for s in STORES],
+        [f"replays, {t_hi} threads (ops/s)"]
+        + [cell(s, "replay_hi", rate) for s in STORES],
+        ["HTTP requests/s on fresh keys (share of the plain server's)"]
+        + [share(s) for s in STORES],
+        [p99_label] + [cell(s, "http_p99_ms", lambda x: f"{x:.2f}")
+                       for s in STORES],
+        ["footprint per record (idem-scale"
+         + (f", {next(iter(bodies))}-byte body)" if len(bodies) == 1
+            else ")")]
+        + [footprint(s) for s in STORES],
+    ]
+    lines.append(table(["measured"] + [f"`{s}:`" for s in STORES], out))
+    return lines
+
+
+def replace_block(text, block):
+    """text with what lies between BLOCK_BEGIN and BLOCK_END replaced by
+    block (lines); None unless each marker is there once, in that order."""
+    if text.count(BLOCK_BEGIN) != 1 or text.count(BLOCK_END) != 1:
+        return None
+    i = text.index(BLOCK_BEGIN) + len(BLOCK_BEGIN)
+    j = text.index(BLOCK_END)
+    if j < i:
+        return None
+    return text[:i] + "\n\n" + "\n".join(block) + "\n\n" + text[j:]
+
+
+def update_which_store(path, block):
+    """Rewrites the generated block of the page at path, if any."""
+    if not os.path.exists(path):
+        print(f"make_report.py: no {path}: only BENCHMARKS.md written",
+              file=sys.stderr)
+        return
+    with open(path) as f:
+        text = f.read()
+    new = replace_block(text, block)
+    if new is None:
+        print(f"make_report.py: warning: {path} lacks one '{BLOCK_BEGIN}' "
+              f"and one '{BLOCK_END}' line (in that order): left unchanged",
+              file=sys.stderr)
+        return
+    if new != text:
+        with open(path, "w") as f:
+            f.write(new)
 
 
 # ---- plots ------------------------------------------------------------------
@@ -621,9 +813,12 @@ def report(args):
         doc += ["No idem-bench results (no idem-bench.json).", ""]
     doc += section_http(http, plots)
     doc += section_scale(mem, lat, disk)
-    os.makedirs(os.path.dirname(os.path.abspath(args.markdown)), exist_ok=True)
+    docs = os.path.dirname(os.path.abspath(args.markdown))
+    os.makedirs(docs, exist_ok=True)
     with open(args.markdown, "w") as f:
         f.write("\n".join(doc).rstrip("\n") + "\n")
+    update_which_store(os.path.join(docs, "WHICH_STORE.md"),
+                       which_store_block(m, rows, threads, http, mem, disk))
 
 
 def main():
