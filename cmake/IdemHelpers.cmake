@@ -30,11 +30,18 @@ function(idem_add_backend name)
   set_property(GLOBAL APPEND PROPERTY IDEM_BACKEND_DEFINES IDEM_HAVE_${upper}=1)
 endfunction()
 
-# idem_add_test(<name> SOURCES ... LIBS ...): one GoogleTest binary whose
-# cases are registered with CTest one by one.
+# idem_add_test(<name> SOURCES ... LIBS ... [LABEL <label>]): one GoogleTest
+# binary whose cases are registered with CTest one by one, with LABEL (the
+# store a test is about, so that `ctest -L sqlite` runs that store's own
+# tests and its contract suite). One label: gtest_discover_tests passes
+# each property a single value.
 function(idem_add_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "" "LABEL" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+  set(properties TIMEOUT 300)
+  if(ARG_LABEL)
+    list(APPEND properties LABELS ${ARG_LABEL})
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${properties})
 endfunction()
