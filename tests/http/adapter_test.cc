@@ -323,6 +323,67 @@ class FailingCompleteStore final : public Store {
   std::shared_ptr<Store> inner_;
 };
 
+// Forwards to a memory store; Claim throws while `throw_claim` is set, as a
+// store that breaks the no-exceptions rule of store.h would.
+class ThrowingClaimStore final : public Store {
+ public:
+  explicit ThrowingClaimStore(std::shared_ptr<Store> inner)
+      : inner_(std::move(inner)) {}
+  std::atomic<bool> throw_claim{true};
+
+  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
+                            TimePoint now, Duration ttl,
+                            Duration lock_timeout) override {
+    if (throw_claim) throw std::runtime_error("claim exploded");
+    return inner_->Claim(id, fp, now, ttl, lock_timeout);
+  }
+  Result<bool> Complete(const RecordId& id, const Token& token,
+                        const idem::Response& response) override {
+    return inner_->Complete(id, token, response);
+  }
+  Result<bool> Release(const RecordId& id, const Token& token) override {
+    return inner_->Release(id, token);
+  }
+  Result<std::optional<Record>> Inspect(const RecordId& id,
+                                        TimePoint now) override {
+    return inner_->Inspect(id, now);
+  }
+  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override {
+    return inner_->PurgeExpired(now, limit);
+  }
+  StoreInfo Info() const override { return inner_->Info(); }
+
+ private:
+  std::shared_ptr<Store> inner_;
+};
+
+TEST(AdapterTest, AStoreCallThatThrowsOnThePoolFailsOnlyItsRequest) {
+  // The exception crosses back from the pool thread to the request's
+  // coroutine (the server answers 500, as for a handler that throws), and
+  // the pool goes on serving.
+  std::atomic<int> runs{0};
+  auto store = std::make_shared<ThrowingClaimStore>(OpenMemoryStore());
+  beast::IdempotentHandlerOptions handler_options;
+  handler_options.store_calls = beast::StoreCalls::kPool;
+  handler_options.store_threads = 1;
+  AdapterServer server(
+      store, GuardOptions{}, CountingHandler(runs),
+      [](IdempotentHandler& h) {
+        ASSERT_TRUE(h.Protect(http::verb::post, "/jobs"));
+      },
+      handler_options);
+  ASSERT_FALSE(server.handler().store_calls_inline());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(SendOnce(server.port(), Post("/jobs", kBody, "k")).result_int(),
+              500u);
+  }
+  EXPECT_EQ(runs.load(), 0);
+  store->throw_claim = false;
+  EXPECT_EQ(SendOnce(server.port(), Post("/jobs", kBody, "k")).body(), "run 1");
+  EXPECT_TRUE(IsReplay(SendOnce(server.port(), Post("/jobs", kBody, "k"))));
+  EXPECT_EQ(runs.load(), 1);
+}
+
 TEST(AdapterTest, ResponseOverMaxStoredIsSentNotStored) {
   std::atomic<int> runs{0};
   GuardOptions options;

@@ -44,6 +44,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -52,8 +53,12 @@
 #include <type_traits>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/error.hpp>
@@ -168,18 +173,36 @@ class IdempotentHandler {
                                             Request request);
 
   // Runs `fn` (a store call) on the pool and resumes on the caller's
-  // executor. Callers run `fn` inline instead when there is no pool: a
-  // coroutine frame per store call would be pure overhead there.
+  // executor. Callers run `fn` inline instead when there is no pool. One
+  // post to the pool and one back, with the coroutine's own handler: no
+  // second coroutine (co_spawn would add a frame, an awaitable thread and
+  // two type-erased work guards per call). `fn` lives in this frame, which
+  // stays suspended until the handler resumes it.
   template <typename Fn>
   asio::awaitable<std::invoke_result_t<Fn&>> OnPool(Fn fn) {
-    co_return co_await asio::co_spawn(pool_->get_executor(), RunOnPool(&fn),
-                                      asio::use_awaitable);
-  }
-  // A coroutine function, not a lambda: GCC 12 mishandles captures of
-  // coroutine lambdas. `fn` lives in the awaiting OnPool frame.
-  template <typename Fn>
-  static asio::awaitable<std::invoke_result_t<Fn&>> RunOnPool(Fn* fn) {
-    co_return (*fn)();
+    using Result = std::invoke_result_t<Fn&>;
+    co_return co_await asio::async_initiate<const asio::use_awaitable_t<>,
+                                            void(std::exception_ptr, Result)>(
+        [this, &fn](auto handler) {
+          // Keeps the caller's context running until the result is back.
+          auto home = asio::prefer(asio::get_associated_executor(handler),
+                                   asio::execution::outstanding_work.tracked);
+          asio::post(pool_->get_executor(), [&fn, handler = std::move(handler),
+                                             home = std::move(home)]() mutable {
+            std::exception_ptr error;
+            Result result{};
+            try {
+              result = fn();
+            } catch (...) {
+              error = std::current_exception();
+            }
+            asio::post(home, [handler = std::move(handler), error,
+                              result = std::move(result)]() mutable {
+              std::move(handler)(error, std::move(result));
+            });
+          });
+        },
+        asio::use_awaitable);
   }
 
   std::shared_ptr<Guard> guard_;
