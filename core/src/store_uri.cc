@@ -213,6 +213,19 @@ Result<std::optional<std::string>> StoreUri::TakeEnum(
                                         ", got '" + *raw + "'"));
 }
 
+Status StoreUri::RequireLocalPath(std::string_view usage) const {
+  if (!user_.empty() || !password_.empty() || !host_.empty() ||
+      !port_.empty()) {
+    return tl::unexpected(
+        InvalidArgument("unexpected host (" + std::string(usage) + ")"));
+  }
+  if (path_.empty()) {
+    return tl::unexpected(
+        InvalidArgument("missing the path (" + std::string(usage) + ")"));
+  }
+  return {};
+}
+
 Status StoreUri::RejectUnknown() const {
   if (params_.empty()) return {};
   return tl::unexpected(InvalidArgument("unknown parameter '" +

@@ -93,6 +93,34 @@ TEST(StoreUriTest, MalformedUrisAreErrors) {
   }
 }
 
+TEST(StoreUriTest, RequireLocalPathRefusesHostsAndEmptyPaths) {
+  constexpr const char* kUsage = "the x store takes a file: x:/path";
+  auto ok = StoreUri::Parse("x:/var/lib/idem.db?a=1");
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_TRUE(ok->RequireLocalPath(kUsage).has_value());
+  auto relative = StoreUri::Parse("x:var/idem.db");
+  ASSERT_TRUE(relative.has_value());
+  EXPECT_TRUE(relative->RequireLocalPath(kUsage).has_value());
+  for (const char* uri :
+       {"x://host/var/idem.db", "x://user:secret@/var/idem.db",
+        "x://:5432/var/idem.db"}) {
+    SCOPED_TRACE(uri);
+    auto parsed = StoreUri::Parse(uri);
+    ASSERT_TRUE(parsed.has_value());
+    auto status = parsed->RequireLocalPath(kUsage);
+    ASSERT_FALSE(status.has_value());
+    EXPECT_EQ(status.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(status.error().message(), HasSubstr("unexpected host"));
+    EXPECT_THAT(status.error().message(), HasSubstr(kUsage));
+    EXPECT_THAT(status.error().message(), Not(HasSubstr("secret")));
+  }
+  auto empty = StoreUri::Parse("x:?a=1");
+  ASSERT_TRUE(empty.has_value());
+  auto status = empty->RequireLocalPath(kUsage);
+  ASSERT_FALSE(status.has_value());
+  EXPECT_THAT(status.error().message(), HasSubstr("missing the path"));
+}
+
 TEST(StoreUriTest, RedactionHidesPasswordsEverywhere) {
   EXPECT_EQ(RedactUri("postgresql://u:pw@h/db"), "postgresql://u:***@h/db");
   EXPECT_EQ(RedactUri("postgresql://u@h/db"), "postgresql://u@h/db");

@@ -540,15 +540,11 @@ Result<std::unique_ptr<Store>> RocksdbStore::OpenFromUri(
     return tl::unexpected(
         uri.InvalidArgument("scheme '" + uri.scheme() + "' is not rocksdb"));
   }
-  if (!uri.user().empty() || !uri.password().empty() || !uri.host().empty() ||
-      !uri.port().empty()) {
-    return tl::unexpected(uri.InvalidArgument(
-        "unexpected host (the rocksdb store takes a directory: "
-        "rocksdb:/path/dir)"));
-  }
-  if (uri.path().empty()) {
-    return tl::unexpected(uri.InvalidArgument(
-        "missing the database directory (rocksdb:/path/dir)"));
+  if (Status local =
+          uri.RequireLocalPath("the rocksdb store takes a directory: "
+                               "rocksdb:/path/dir");
+      !local) {
+    return tl::unexpected(local.error());
   }
   auto sync = uri.TakeBool("sync");
   if (!sync) return tl::unexpected(sync.error());

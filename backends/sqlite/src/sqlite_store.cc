@@ -1047,15 +1047,10 @@ Result<std::unique_ptr<Store>> SqliteStore::OpenFromUri(
     return tl::unexpected(
         uri.InvalidArgument("scheme '" + uri.scheme() + "' is not sqlite"));
   }
-  if (!uri.user().empty() || !uri.password().empty() || !uri.host().empty() ||
-      !uri.port().empty()) {
-    return tl::unexpected(
-        uri.InvalidArgument("unexpected host (the sqlite store takes a file: "
-                            "sqlite:/path/file.db)"));
-  }
-  if (uri.path().empty()) {
-    return tl::unexpected(uri.InvalidArgument(
-        "missing the database file (sqlite:/path/file.db)"));
+  if (Status local = uri.RequireLocalPath(
+          "the sqlite store takes a file: sqlite:/path/file.db");
+      !local) {
+    return tl::unexpected(local.error());
   }
   SqliteStoreOptions sqlite_options;
   sqlite_options.path = uri.path();

@@ -62,6 +62,13 @@ class StoreUri {
   // kInvalidArgument naming the URI and the first parameter left.
   Status RejectUnknown() const;
 
+  // For a store on a local file or directory (`sqlite:/path/file.db`):
+  // kInvalidArgument naming the URI when it has a user, password, host or
+  // port ("unexpected host (<usage>)") or no path ("missing the path
+  // (<usage>)"); `usage` says what the store takes, e.g. "the sqlite store
+  // takes a file: sqlite:/path/file.db".
+  Status RequireLocalPath(std::string_view usage) const;
+
   // kInvalidArgument "<what> in store URI '<redacted>'".
   Error InvalidArgument(std::string_view what) const;
 
