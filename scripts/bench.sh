@@ -3,7 +3,8 @@
 # builds Release, starts a throwaway PostgreSQL, runs idem-bench over the
 # memory, RocksDB, SQLite and PostgreSQL stores, idem-scale at reduced
 # sizes, the HTTP comparison (wrk against idem-demo on each store and the
-# plain Beast server), then regenerates docs/BENCHMARKS.md and the plots
+# plain Beast server), then regenerates docs/BENCHMARKS.md, the measured
+# table of docs/WHICH_STORE.md and the plots
 # under docs/bench/ (benchmarks/report/make_report.py). About 10 minutes on
 # 2 cores from a warm ccache; QUICK=1 for a smoke run of about a minute.
 #
@@ -172,7 +173,7 @@ for attempt in 1 2; do
 done
 
 # ---- Report --------------------------------------------------------------------
-log "report: $docs/BENCHMARKS.md, $docs/bench/"
+log "report: $docs/BENCHMARKS.md, $docs/WHICH_STORE.md, $docs/bench/"
 "$py" benchmarks/report/make_report.py report --results "$out" \
   --markdown "$docs/BENCHMARKS.md" --plots "$docs/bench" \
   --elapsed "$((SECONDS - started))" --build-seconds "$built_s"
