@@ -12,7 +12,7 @@
 //       only the number held differs), plus a store sized for `small` only.
 //   idem-scale disk    [--records=1000000] [--small=10000] [--probes=2000]
 //                      [--body=200] [--dir=DIR] [--stores=rocksdb,sqlite]
-//                      [--rocksdb=PARAMS] [--sqlite=PARAMS]
+//                      [--rocksdb=PARAMS] [--sqlite=PARAMS] [--settle_s=0]
 //       RocksDB and SQLite (default options, sync=false / synchronous=
 //       normal, unless PARAMS, a URI query such as `block_cache_mb=0` or
 //       `cache_mb=0&synchronous=full`, says otherwise) under DIR (default: a
@@ -20,7 +20,10 @@
 //       with `small` records and with `records`, then the bytes on disk per
 //       record after the store is closed (RocksDB flushes its memtable then)
 //       and, for SQLite, a wal_checkpoint(TRUNCATE). `--stores` picks which
-//       of the two run.
+//       of the two run. `--settle_s` waits that long after each fill before
+//       probing, so that the background work a bulk fill leaves behind
+//       (RocksDB compactions, SQLite checkpoints) is not timed as the
+//       claims' own cost.
 //
 // Payload of a record: what a store cannot do without, body + id (32) +
 // fingerprint (32) + token (16) + locked_until and expires_at (8 + 8) =
@@ -88,6 +91,7 @@ struct Flags {
   std::size_t small = 10'000;
   std::size_t probes = 0;
   std::size_t body = 200;
+  std::size_t settle_s = 0;
   std::string dir;
   std::string stores = "rocksdb,sqlite";
   std::string rocksdb_params;
@@ -120,6 +124,8 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
       flags.probes = n;
     } else if (name == "body") {
       flags.body = n;
+    } else if (name == "settle_s") {
+      flags.settle_s = n;
     } else {
       return false;
     }
@@ -313,7 +319,7 @@ int MemoryMode(const Flags& f) {
 void FillAndProbe(Store& store, const std::string& name,
                   const std::string& config, std::size_t held, std::size_t n,
                   std::size_t small, std::size_t probes, std::size_t body,
-                  std::uint64_t* next_new) {
+                  std::uint64_t* next_new, std::size_t settle_s = 0) {
   for (std::size_t target = small;; target = std::min(n, target * 10)) {
     const auto start = Clock::now();
     Fill(store, held, target, body, 2);
@@ -321,6 +327,7 @@ void FillAndProbe(Store& store, const std::string& name,
                 target,
                 std::chrono::duration<double>(Clock::now() - start).count());
     held = target;
+    std::this_thread::sleep_for(std::chrono::seconds(settle_s));
     ProbeBoth(store, name, config, held, small, probes, next_new);
     if (held == n) return;
   }
@@ -394,7 +401,7 @@ int DiskMode(const Flags& f) {
       auto store = Open(name + ":" + path.string() +
                         (params.empty() ? "" : "?" + params));
       FillAndProbe(*store, name, params.empty() ? "default" : params, 0, n,
-                   f.small, probes, f.body, &next_new);
+                   f.small, probes, f.body, &next_new, f.settle_s);
     }  // Closed: RocksDB flushes its memtable to a table file.
     // Replays add nothing; the new-id probes stay (in progress, no body).
     const std::size_t records = n + (next_new - kProbeBase);
@@ -442,7 +449,7 @@ int Main(int argc, char** argv) {
                  "usage: idem-scale memory|latency|disk [--records=N] "
                  "[--small=N] [--probes=N] [--body=BYTES] [--dir=DIR] "
                  "[--stores=rocksdb,sqlite] [--rocksdb=PARAMS] "
-                 "[--sqlite=PARAMS]\n");
+                 "[--sqlite=PARAMS] [--settle_s=N]\n");
     return 2;
   }
   if (flags.mode == "memory") return MemoryMode(flags);
