@@ -14,10 +14,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "faulty_store.h"
 #include "idem/memory_store.h"
 #include "idem/problem.h"
 #include "idem/record_id.h"
+#include "support/faulty_store.h"
 
 namespace idem {
 namespace {
@@ -407,7 +407,7 @@ TEST_F(GuardTest, Step8StoreErrorFailOpenRunsUnprotectedAndBacksOff) {
   store_->fail_claim = ErrorCode::kUnavailable;
   EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);
   EXPECT_EQ(store_->claims, 1);
-  store_->fail_claim.reset();
+  store_->fail_claim = std::nullopt;
   // Within the backoff the store is not asked at all.
   clock_->Advance(seconds(9));
   EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);
@@ -533,7 +533,7 @@ TEST_F(GuardTest, StaleCompleteAfterTakeoverSendsUnstored) {
 TEST_F(GuardTest, CompleteFailureLeavesTheKeyLockedUntilTheTimeout) {
   store_->fail_complete = ErrorCode::kUnavailable;
   EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);  // Still sent.
-  store_->fail_complete.reset();
+  store_->fail_complete = std::nullopt;
   EXPECT_EQ(Count(Outcome::kStoreFailed), 1u);
   EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 409);
   clock_->Advance(seconds(60));
@@ -545,7 +545,7 @@ TEST_F(GuardTest, ReleaseFailureIsLoggedAndTheLockTimesOut) {
   store_->fail_release = ErrorCode::kUnavailable;
   handler_response_.status = 500;
   Send(Req{}.Key("secret-key"));
-  store_->fail_release.reset();
+  store_->fail_release = std::nullopt;
   EXPECT_THAT(logs_, ::testing::Contains(HasSubstr("releasing a key failed")));
   EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 409);
   clock_->Advance(seconds(60));
@@ -669,7 +669,7 @@ TEST_F(GuardTest, EveryRequestCountsExactlyOneStepOutcome) {
   throw_ = false;
   store_->fail_claim = ErrorCode::kUnavailable;
   send(Req{}.Key("c"));  // store_error
-  store_->fail_claim.reset();
+  store_->fail_claim = std::nullopt;
   EXPECT_EQ(StepTotal(), static_cast<std::uint64_t>(requests));
   EXPECT_EQ(Count(Outcome::kReleased), 1u);
 
@@ -688,7 +688,7 @@ TEST_F(GuardTest, EveryRequestCountsExactlyOneStepOutcome) {
 TEST_F(GuardTest, LogsNeverContainKeysScopesOrBodies) {
   store_->fail_complete = ErrorCode::kUnavailable;
   Send(Req{}.Key("secret-key"));
-  store_->fail_complete.reset();
+  store_->fail_complete = std::nullopt;
   store_->fail_claim = ErrorCode::kUnavailable;
   Send(Req{}.Key("secret-key"));
   ASSERT_GE(logs_.size(), 2u);

@@ -22,6 +22,7 @@
 
 #include "http_test_util.h"
 #include "idem/beast/route.h"
+#include "support/faulty_store.h"
 
 namespace idem::testing {
 namespace {
@@ -290,79 +291,13 @@ TEST(AdapterTest, FailOpenRunsUnprotected) {
   EXPECT_EQ(server.guard().metrics().Get(Outcome::kFailOpen), 2u);
 }
 
-// Forwards to a memory store; Complete fails while `fail_complete` is set.
-class FailingCompleteStore final : public Store {
- public:
-  explicit FailingCompleteStore(std::shared_ptr<Store> inner)
-      : inner_(std::move(inner)) {}
-  std::atomic<bool> fail_complete{true};
-
-  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
-                            TimePoint now, Duration ttl,
-                            Duration lock_timeout) override {
-    return inner_->Claim(id, fp, now, ttl, lock_timeout);
-  }
-  Result<bool> Complete(const RecordId& id, const Token& token,
-                        const idem::Response& response) override {
-    if (fail_complete) return MakeError(ErrorCode::kUnavailable, "injected");
-    return inner_->Complete(id, token, response);
-  }
-  Result<bool> Release(const RecordId& id, const Token& token) override {
-    return inner_->Release(id, token);
-  }
-  Result<std::optional<Record>> Inspect(const RecordId& id,
-                                        TimePoint now) override {
-    return inner_->Inspect(id, now);
-  }
-  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override {
-    return inner_->PurgeExpired(now, limit);
-  }
-  StoreInfo Info() const override { return inner_->Info(); }
-
- private:
-  std::shared_ptr<Store> inner_;
-};
-
-// Forwards to a memory store; Claim throws while `throw_claim` is set, as a
-// store that breaks the no-exceptions rule of store.h would.
-class ThrowingClaimStore final : public Store {
- public:
-  explicit ThrowingClaimStore(std::shared_ptr<Store> inner)
-      : inner_(std::move(inner)) {}
-  std::atomic<bool> throw_claim{true};
-
-  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
-                            TimePoint now, Duration ttl,
-                            Duration lock_timeout) override {
-    if (throw_claim) throw std::runtime_error("claim exploded");
-    return inner_->Claim(id, fp, now, ttl, lock_timeout);
-  }
-  Result<bool> Complete(const RecordId& id, const Token& token,
-                        const idem::Response& response) override {
-    return inner_->Complete(id, token, response);
-  }
-  Result<bool> Release(const RecordId& id, const Token& token) override {
-    return inner_->Release(id, token);
-  }
-  Result<std::optional<Record>> Inspect(const RecordId& id,
-                                        TimePoint now) override {
-    return inner_->Inspect(id, now);
-  }
-  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override {
-    return inner_->PurgeExpired(now, limit);
-  }
-  StoreInfo Info() const override { return inner_->Info(); }
-
- private:
-  std::shared_ptr<Store> inner_;
-};
-
 TEST(AdapterTest, AStoreCallThatThrowsOnThePoolFailsOnlyItsRequest) {
   // The exception crosses back from the pool thread to the request's
   // coroutine (the server answers 500, as for a handler that throws), and
   // the pool goes on serving.
   std::atomic<int> runs{0};
-  auto store = std::make_shared<ThrowingClaimStore>(OpenMemoryStore());
+  auto store = std::make_shared<FaultyStore>(OpenMemoryStore());
+  store->throw_on_claim = true;
   beast::IdempotentHandlerOptions handler_options;
   handler_options.store_calls = beast::StoreCalls::kPool;
   handler_options.store_threads = 1;
@@ -378,7 +313,7 @@ TEST(AdapterTest, AStoreCallThatThrowsOnThePoolFailsOnlyItsRequest) {
               500u);
   }
   EXPECT_EQ(runs.load(), 0);
-  store->throw_claim = false;
+  store->throw_on_claim = false;
   EXPECT_EQ(SendOnce(server.port(), Post("/jobs", kBody, "k")).body(), "run 1");
   EXPECT_TRUE(IsReplay(SendOnce(server.port(), Post("/jobs", kBody, "k"))));
   EXPECT_EQ(runs.load(), 1);
@@ -400,7 +335,8 @@ TEST(AdapterTest, ResponseOverMaxStoredIsSentNotStored) {
 TEST(AdapterTest, CompleteFailingLeavesTheKeyLockedUntilItsTimeout) {
   std::atomic<int> runs{0};
   auto clock = std::make_shared<ManualClock>();
-  auto store = std::make_shared<FailingCompleteStore>(OpenMemoryStore());
+  auto store = std::make_shared<FaultyStore>(OpenMemoryStore());
+  store->fail_complete = ErrorCode::kUnavailable;
   GuardOptions options;
   options.lock_timeout = std::chrono::seconds(10);
   AdapterServer server(
@@ -416,7 +352,7 @@ TEST(AdapterTest, CompleteFailingLeavesTheKeyLockedUntilItsTimeout) {
                             409, "idempotency_request_in_progress"),
             "");
   // After the lock timeout the key is taken over and the handler runs again.
-  store->fail_complete = false;
+  store->fail_complete = std::nullopt;
   clock->Advance(std::chrono::seconds(11));
   EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 2");
   EXPECT_TRUE(IsReplay(SendOnce(server.port(), Post("/x", kBody, "k"))));

@@ -16,7 +16,6 @@
 // Real time is only waited for in the script's bounded polling for the
 // server to start and stop.
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -33,6 +32,7 @@
 #include "idem/problem.h"
 #include "idem/store.h"
 #include "postgres_test_util.h"
+#include "support/faulty_store.h"
 
 namespace idem {
 namespace {
@@ -81,39 +81,6 @@ void ExpectUnavailable(std::string_view what, Call&& call) {
       << result.error().ToString();
   EXPECT_THAT(result.error().message(), HasSubstr("postgresql://"));
 }
-
-// Counts the claims that reach the store, to see fail-open's backoff.
-class CountingStore final : public Store {
- public:
-  explicit CountingStore(std::shared_ptr<Store> inner)
-      : inner_(std::move(inner)) {}
-  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
-                            TimePoint now, Duration ttl,
-                            Duration lock_timeout) override {
-    claims.fetch_add(1);
-    return inner_->Claim(id, fp, now, ttl, lock_timeout);
-  }
-  Result<bool> Complete(const RecordId& id, const Token& token,
-                        const Response& response) override {
-    return inner_->Complete(id, token, response);
-  }
-  Result<bool> Release(const RecordId& id, const Token& token) override {
-    return inner_->Release(id, token);
-  }
-  Result<std::optional<Record>> Inspect(const RecordId& id,
-                                        TimePoint now) override {
-    return inner_->Inspect(id, now);
-  }
-  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override {
-    return inner_->PurgeExpired(now, limit);
-  }
-  StoreInfo Info() const override { return inner_->Info(); }
-
-  std::atomic<int> claims{0};
-
- private:
-  std::shared_ptr<Store> inner_;
-};
 
 class PostgresOutageTest : public ::testing::Test {
  protected:
@@ -297,7 +264,8 @@ TEST_F(PostgresOutageTest, FailClosedGuardAnswers503DuringTheOutage) {
 TEST_F(PostgresOutageTest, FailOpenGuardRunsUnprotectedAndBacksOff) {
   std::shared_ptr<Store> postgres = Open();
   ASSERT_NE(postgres, nullptr);
-  auto counting = std::make_shared<CountingStore>(postgres);
+  // Counts the claims that reach the store, to see fail-open's backoff.
+  auto counting = std::make_shared<testing::FaultyStore>(postgres);
   auto clock = std::make_shared<ManualClock>(kT0);
   GuardSetup setup;
   setup.store = counting;

@@ -180,9 +180,9 @@ class IdempotentHandler {
   // stays suspended until the handler resumes it.
   template <typename Fn>
   asio::awaitable<std::invoke_result_t<Fn&>> OnPool(Fn fn) {
-    using Result = std::invoke_result_t<Fn&>;
+    using Value = std::invoke_result_t<Fn&>;
     co_return co_await asio::async_initiate<const asio::use_awaitable_t<>,
-                                            void(std::exception_ptr, Result)>(
+                                            void(std::exception_ptr, Value)>(
         [this, &fn](auto handler) {
           // Keeps the caller's context running until the result is back.
           auto home = asio::prefer(asio::get_associated_executor(handler),
@@ -190,7 +190,7 @@ class IdempotentHandler {
           asio::post(pool_->get_executor(), [&fn, handler = std::move(handler),
                                              home = std::move(home)]() mutable {
             std::exception_ptr error;
-            Result result{};
+            Value result{};
             try {
               result = fn();
             } catch (...) {

@@ -1,15 +1,19 @@
-// A Store decorator for driving the Guard's error paths: forwards to a real
-// store and fails the operations a test selects. Used only where a test is
-// about the Guard's logic; every backend's real failure modes are covered by
-// its own tests.
+// A Store decorator for driving the Guard's and the adapters' error paths:
+// forwards to a real store and fails (or throws from) the operations a test
+// selects, counting the calls. The switches are atomic: a test may flip them
+// while a server's threads call the store. Used only where a test is about
+// the Guard's or an adapter's logic; every backend's real failure modes are
+// covered by its own tests.
 
-#ifndef IDEM_TESTS_CORE_FAULTY_STORE_H_
-#define IDEM_TESTS_CORE_FAULTY_STORE_H_
+#ifndef IDEM_TESTS_SUPPORT_FAULTY_STORE_H_
+#define IDEM_TESTS_SUPPORT_FAULTY_STORE_H_
 
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 
+#include "idem/response.h"
 #include "idem/store.h"
 
 namespace idem::testing {
@@ -20,9 +24,12 @@ class FaultyStore final : public Store {
       : inner_(std::move(inner)) {}
 
   // While set, the operation fails with this code.
-  std::optional<ErrorCode> fail_claim;
-  std::optional<ErrorCode> fail_complete;
-  std::optional<ErrorCode> fail_release;
+  std::atomic<std::optional<ErrorCode>> fail_claim{};
+  std::atomic<std::optional<ErrorCode>> fail_complete{};
+  std::atomic<std::optional<ErrorCode>> fail_release{};
+  // While set, Claim throws, as a store that breaks store.h's
+  // no-exceptions rule would.
+  std::atomic<bool> throw_on_claim{false};
   std::atomic<int> claims{0};
   std::atomic<int> completes{0};
   std::atomic<int> releases{0};
@@ -31,30 +38,34 @@ class FaultyStore final : public Store {
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) override {
     ++claims;
-    if (fail_claim) return MakeError(*fail_claim, "injected claim failure");
+    if (throw_on_claim) throw std::runtime_error("injected claim exception");
+    if (auto code = fail_claim.load()) {
+      return MakeError(*code, "injected claim failure");
+    }
     return inner_->Claim(id, fp, now, ttl, lock_timeout);
   }
   Result<bool> Complete(const RecordId& id, const Token& token,
-                        const Response& response) override {
+                        const idem::Response& response) override {
     ++completes;
-    if (fail_complete) {
-      return MakeError(*fail_complete, "injected complete failure");
+    if (auto code = fail_complete.load()) {
+      return MakeError(*code, "injected complete failure");
     }
     return inner_->Complete(id, token, response);
   }
   Result<bool> CompleteShared(
       const RecordId& id, const Token& token,
-      std::shared_ptr<const Response> response) override {
+      std::shared_ptr<const idem::Response> response) override {
     ++completes;
-    if (fail_complete) {
-      return MakeError(*fail_complete, "injected complete failure");
+    if (auto code = fail_complete.load()) {
+      return MakeError(*code, "injected complete failure");
     }
     return inner_->CompleteShared(id, token, std::move(response));
   }
   Result<bool> Release(const RecordId& id, const Token& token) override {
     ++releases;
-    if (fail_release)
-      return MakeError(*fail_release, "injected release failure");
+    if (auto code = fail_release.load()) {
+      return MakeError(*code, "injected release failure");
+    }
     return inner_->Release(id, token);
   }
   Result<std::optional<Record>> Inspect(const RecordId& id,
@@ -72,4 +83,4 @@ class FaultyStore final : public Store {
 
 }  // namespace idem::testing
 
-#endif  // IDEM_TESTS_CORE_FAULTY_STORE_H_
+#endif  // IDEM_TESTS_SUPPORT_FAULTY_STORE_H_
