@@ -105,11 +105,7 @@ class RocksdbStoreTest : public ::testing::Test {
   std::string DbPath() const { return (dir_.path() / "db").string(); }
 
   std::unique_ptr<RocksdbStore> OpenStore(bool sync = false) {
-    StoreOptions options;
-    options.clock = clock_;
-    auto store = RocksdbStore::Open({.path = DbPath(), .sync = sync}, options);
-    EXPECT_TRUE(store.has_value()) << store.error().ToString();
-    return store ? std::move(*store) : nullptr;
+    return OpenStoreWith({.sync = sync});
   }
 
   // OpenStore with other options; options.path is set here.
