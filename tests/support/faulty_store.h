@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string>
 
 #include "idem/response.h"
 #include "idem/store.h"
@@ -37,35 +38,26 @@ class FaultyStore final : public Store {
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) override {
-    ++claims;
-    if (throw_on_claim) throw std::runtime_error("injected claim exception");
-    if (auto code = fail_claim.load()) {
-      return MakeError(*code, "injected claim failure");
+    if (throw_on_claim) {
+      ++claims;
+      throw std::runtime_error("injected claim exception");
     }
+    if (auto e = Injected(claims, fail_claim, "claim")) return *e;
     return inner_->Claim(id, fp, now, ttl, lock_timeout);
   }
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const idem::Response& response) override {
-    ++completes;
-    if (auto code = fail_complete.load()) {
-      return MakeError(*code, "injected complete failure");
-    }
+    if (auto e = Injected(completes, fail_complete, "complete")) return *e;
     return inner_->Complete(id, token, response);
   }
   Result<bool> CompleteShared(
       const RecordId& id, const Token& token,
       std::shared_ptr<const idem::Response> response) override {
-    ++completes;
-    if (auto code = fail_complete.load()) {
-      return MakeError(*code, "injected complete failure");
-    }
+    if (auto e = Injected(completes, fail_complete, "complete")) return *e;
     return inner_->CompleteShared(id, token, std::move(response));
   }
   Result<bool> Release(const RecordId& id, const Token& token) override {
-    ++releases;
-    if (auto code = fail_release.load()) {
-      return MakeError(*code, "injected release failure");
-    }
+    if (auto e = Injected(releases, fail_release, "release")) return *e;
     return inner_->Release(id, token);
   }
   Result<std::optional<Record>> Inspect(const RecordId& id,
@@ -78,6 +70,16 @@ class FaultyStore final : public Store {
   StoreInfo Info() const override { return inner_->Info(); }
 
  private:
+  // Counts the call; the failure to return while `fail` is set.
+  static std::optional<tl::unexpected<Error>> Injected(
+      std::atomic<int>& calls,
+      const std::atomic<std::optional<ErrorCode>>& fail, const char* op) {
+    ++calls;
+    const std::optional<ErrorCode> code = fail.load();
+    if (!code) return std::nullopt;
+    return MakeError(*code, std::string("injected ") + op + " failure");
+  }
+
   std::shared_ptr<Store> inner_;
 };
 
