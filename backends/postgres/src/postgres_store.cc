@@ -54,6 +54,7 @@ constexpr std::int64_t kSchemaLockKey = 0x6964656d5f736368;  // "idem_sch"
 constexpr std::size_t kMaxTableName = 48;
 
 enum StatementId {
+  kInsert,
   kClaim,
   kSelect,
   kComplete,
@@ -72,6 +73,8 @@ constexpr std::size_t kMaxParams = 7;
 
 const StatementSpec& Spec(StatementId id) {
   static const StatementSpec kSpecs[kStatementCount] = {
+      {"idem_insert",
+       {kByteaOid, kByteaOid, kByteaOid, kInt8Oid, kInt8Oid, kByteaOid}},
       {"idem_claim",
        {kByteaOid, kByteaOid, kByteaOid, kInt8Oid, kInt8Oid, kByteaOid,
         kInt8Oid}},
@@ -89,8 +92,13 @@ const StatementSpec& Spec(StatementId id) {
 std::array<std::string, kStatementCount> BuildSql(const std::string& t) {
   std::array<std::string, kStatementCount> sql;
   // $1 id, $2 fingerprint, $3 token, $4 locked_until, $5 expires_at,
-  // $6 record, $7 now. One row (takeover) when the claim is acquired, none
-  // when a live record stood in the way.
+  // $6 record. "INSERT 0 1" when the id was free.
+  sql[kInsert] = "INSERT INTO " + t +
+                 " (id, state, fingerprint, token, locked_until, expires_at, "
+                 "takeover, record) VALUES ($1, 1, $2, $3, $4, $5, false, $6) "
+                 "ON CONFLICT (id) DO NOTHING";
+  // The same and $7 now. One row (takeover) when the claim is acquired,
+  // none when the record stood in the way after all.
   sql[kClaim] =
       "INSERT INTO " + t +
       " AS r (id, state, fingerprint, token, locked_until, expires_at, "
@@ -813,28 +821,36 @@ class PostgresStore::Impl {
     auto lease = Acquire();
     if (!lease) return Unexpected(lease.error());
     Connection& c = **lease;
+    auto acquired = [&](bool takeover) {
+      ClaimResult result;
+      result.outcome = ClaimOutcome::kAcquired;
+      result.token = fresh.token;
+      result.takeover = takeover;
+      result.locked_until = fresh.locked_until;
+      claims_.Remember(fresh.token,
+                       {id, fp, fresh.locked_until, fresh.expires_at});
+      return result;
+    };
     for (int attempt = 0; attempt < PostgresStore::kClaimAttempts; ++attempt) {
+      auto inserted = Run(c, kInsert, std::span(params).first(6), "claim");
+      if (!inserted) return Unexpected(inserted.error());
+      if (std::string_view(PQcmdTuples(inserted->get())) == "1") {
+        return acquired(false);
+      }
+      // A record stood in the way. A new statement has a fresh snapshot,
+      // so this also sees a row a concurrent claim committed after the
+      // insert started.
+      auto row = SelectRecord(c, id, "claim");
+      if (!row) return Unexpected(row.error());
+      if (!row->has_value()) continue;  // Gone (released, purged): again.
+      if (auto blocked = ClaimBlockedBy(**row, fp, now)) return *blocked;
+      // Expired, or its lock timed out: take it over if it still is.
       auto r = Run(c, kClaim, params, "claim");
       if (!r) return Unexpected(r.error());
       if (PQntuples(r->get()) == 1) {
-        ClaimResult result;
-        result.outcome = ClaimOutcome::kAcquired;
-        result.token = fresh.token;
-        result.takeover = Cell(r->get(), 0, 0) == std::string_view("\x01", 1);
-        result.locked_until = fresh.locked_until;
-        claims_.Remember(fresh.token,
-                         {id, fp, fresh.locked_until, fresh.expires_at});
-        return result;
+        return acquired(Cell(r->get(), 0, 0) == std::string_view("\x01", 1));
       }
-      // A live record stood in the way. A new statement has a fresh
-      // snapshot, so this also sees a row a concurrent claim committed
-      // after the upsert started.
-      auto row = SelectRecord(c, id, "claim");
-      if (!row) return Unexpected(row.error());
-      if (row->has_value()) {
-        if (auto blocked = ClaimBlockedBy(**row, fp, now)) return *blocked;
-      }
-      // Gone (released, purged) or claimable by now: try again.
+      // Changed in between (completed, taken over by another claim): again.
     }
     ClaimResult busy;
     busy.outcome = ClaimOutcome::kInProgress;

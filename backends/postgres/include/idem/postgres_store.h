@@ -27,41 +27,53 @@
 // instance must use the system clock (clock.h), and tests can use a
 // ManualClock. No client key, scope or request body is ever written.
 //
-// Claim is one statement, one round trip, when it acquires (a fresh id, an
-// expired record, a timed-out lock taken over):
+// Claim of a free id is one statement, one round trip, and the cheapest
+// write the database has for it:
 //
 //   INSERT ... VALUES (<a fresh in_progress record>)
+//   ON CONFLICT (id) DO NOTHING
+//
+// A unique index serializes the inserts of one id in the database (a second
+// inserter waits for the first one's commit, then sees its row): of N
+// concurrent claims of an absent id exactly one inserts ("INSERT 0 1").
+// When a record stood in the way, a second statement, a plain SELECT of the
+// row, reads it, from which the outcome follows (kInProgress, kCompleted or
+// kMismatch). Being a new statement, that SELECT has a fresh snapshot (READ
+// COMMITTED), so it also sees a row that a concurrent claim committed after
+// the insert started (the losers of the race above). When the row is
+// claimable (expired, or in progress with the same fingerprint and its lock
+// timed out), a third statement takes it over if it still is:
+//
+//   INSERT ... VALUES (<the fresh record>)
 //   ON CONFLICT (id) DO UPDATE SET <the fresh record>
 //     WHERE <expired> OR <in progress, same fingerprint, lock timed out>
 //   RETURNING takeover
 //
-// ON CONFLICT ... DO UPDATE serializes the claims of one id in the database
-// (a second inserter waits for the first one's commit, then sees its row):
-// of N concurrent claims of an absent id exactly one inserts. A returned
-// row means acquired. No row means a live record stood in the way (a
-// replay, a request in progress, a mismatch), and a second statement, a
-// plain SELECT of the row, reads it, from which the outcome follows
-// (kInProgress, kCompleted or kMismatch). Being a new statement, that
-// SELECT has a fresh snapshot (READ COMMITTED), so it also sees a row that
-// a concurrent claim committed after the upsert started (the losers of the
-// race above). If the row went away in between (released, purged) or is
-// claimable by now, the claim starts again, at most kClaimAttempts times in
-// all; a claim that keeps losing such races reports kInProgress (another
-// request is plainly working on the key; kUnavailable would make a
-// fail-open Guard run the handler unprotected beside it), with
-// locked_until = min(now + lock_timeout, now + ttl).
+// whose WHERE decides atomically, so two claims that both saw the record
+// claimable cannot both take it over. If the row went away in between
+// (released, purged) or changed (completed, taken over by another claim),
+// the claim starts again, at most kClaimAttempts times in all; a claim that
+// keeps losing such races reports kInProgress (another request is plainly
+// working on the key; kUnavailable would make a fail-open Guard run the
+// handler unprotected beside it), with locked_until = min(now +
+// lock_timeout, now + ttl).
 //
 // The trade: first attempts, the bulk of the traffic, cost one round trip
-// and the least server work (the plain upsert is ~20% cheaper on the
-// server than an upsert that also SELECTs the existing row in the same
-// statement, a CTE with UNION ALL, whose extra branch costs executor setup
-// on every claim); a replay, in-progress or mismatch costs two round trips.
-// Those are client retries and concurrent duplicates, rare against first
-// attempts, and they already answer without writing. A claim that always
-// wrote the row (DO UPDATE without a WHERE, returning the old values) would
-// be one round trip always, but it would turn every replay of a completed
-// record into a write and a row lock, so concurrent replays of one key
-// would queue on each other.
+// and the least server work; a replay, in-progress or mismatch costs two
+// round trips and a takeover three. Replays and concurrent duplicates are
+// client retries, rare against first attempts, and they answer without
+// writing; takeovers follow expired records and crashed handlers only.
+// Measured (STORES.md, PostgreSQL performance): the server spends 10-13%
+// more CPU on the conditional upsert than on the plain insert, even when
+// nothing conflicts (the DO UPDATE projection, its filter and RETURNING
+// are set up on every execution), which the upsert-first claim of earlier
+// versions paid on every first attempt to save the two extra round trips
+// of a takeover; a claim that also SELECTs the existing row in the same
+// statement (a CTE with UNION ALL) costs ~20% more than the upsert. A claim
+// that always wrote the row (DO UPDATE without a WHERE, returning the old
+// values) would be one round trip always, but it would turn every replay of
+// a completed record into a write and a row lock, so concurrent replays of
+// one key would queue on each other.
 //
 // Complete is one conditional UPDATE ... WHERE id = $1 AND token = $2 AND
 // state = 1 that writes the completed record. Encoding that record needs its
@@ -104,10 +116,10 @@
 // keepalives and tcp_user_timeout make a silently dropped peer visible.
 // With the defaults a call waits at most about 5 s for a free connection,
 // 5 s to open one, and 7 s per round trip. A call makes one round trip
-// usually; a claim that finds a live record two, one that loses races at
-// most 2 * kClaimAttempts, a Complete of another store's claim two, a
-// purge one per batch, and a statement used for the first time on a
-// connection is prepared first (one more).
+// usually; a claim that finds a record two, a takeover three, one that
+// loses races at most 3 * kClaimAttempts, a Complete of another store's
+// claim two, a purge one per batch, and a statement used for the first
+// time on a connection is prepared first (one more).
 //
 // Outages: a connection that fails (the server restarted or shut down, a
 // network drop, a client-side timeout) is closed, and the call fails with
@@ -199,7 +211,8 @@ class PostgresStore final : public Store {
  public:
   // The schema version this build creates (idem_schema_versions.version).
   static constexpr int kSchemaVersion = 1;
-  // How often a Claim runs its statement before settling for kInProgress.
+  // How often a Claim starts again (insert, read, take over) after losing
+  // a race before settling for kInProgress.
   static constexpr int kClaimAttempts = 4;
   // Rows per PurgeExpired statement.
   static constexpr std::size_t kPurgeBatch = 1000;
