@@ -5,10 +5,16 @@
 #ifndef IDEM_BENCHMARKS_BENCH_UTIL_H_
 #define IDEM_BENCHMARKS_BENCH_UTIL_H_
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <latch>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "idem/clock.h"
 #include "idem/response.h"
@@ -59,6 +65,39 @@ inline const Response& BenchResponse() {
       .body = std::string(R"({"id":"0123456789abcdef","status":"created",)"
                           R"("amount":1999,"currency":"EUR"})")};
   return response;
+}
+
+// Runs `op(thread)` on min(threads, pool) threads at once until every one
+// of them has done `ops` operations; the first error (empty: none). For a
+// store that opens its connections lazily (PostgreSQL: ~15 ms each) and
+// whose sessions plan a prepared statement afresh for its first 5
+// executions: without it those one-time costs fall inside the timed loop,
+// a large share of a short multi-threaded run, while a raw pool opens and
+// prepares before timing. The others keep the last one company, so that
+// the pool grows to what `pool` concurrent callers need.
+template <typename Op>
+std::string WarmUp(int threads, int pool, int ops, Op op) {
+  const int n = std::min(threads, pool);
+  std::latch start(n);
+  std::atomic<int> done{0};
+  std::atomic<bool> failed{false};
+  std::string error;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < n; ++t) {
+    workers.emplace_back([&, t] {
+      start.arrive_and_wait();
+      for (int i = 1; done.load() < n && !failed.load(); ++i) {
+        std::string e = op(t);
+        if (!e.empty()) {
+          if (!failed.exchange(true)) error = std::move(e);
+          return;
+        }
+        if (i == ops) done.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  return error;
 }
 
 }  // namespace idem::bench

@@ -30,17 +30,13 @@
 #include <libpq-fe.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <latch>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
-#include <vector>
 
 #include <benchmark/benchmark.h>
 
@@ -183,40 +179,12 @@ std::string RawOnce(Run& run, int thread) {
   return s ? std::string() : s.error().ToString();
 }
 
-// Runs `op(thread)` on min(threads, kPool) threads at once until every one
-// of them has done kWarmUpOps (see the top of the file); the first error.
-template <typename Op>
-std::string WarmUp(int threads, Op op) {
-  const int n = std::min(threads, kPool);
-  std::latch start(n);
-  std::atomic<int> done{0};
-  std::atomic<bool> failed{false};
-  std::string error;
-  std::vector<std::thread> workers;
-  for (int t = 0; t < n; ++t) {
-    workers.emplace_back([&, t] {
-      start.arrive_and_wait();
-      // Keep the others company until the last one is warm, so the pool
-      // grows to what n concurrent callers need.
-      for (int i = 1; done.load() < n && !failed.load(); ++i) {
-        std::string e = op(t);
-        if (!e.empty()) {
-          if (!failed.exchange(true)) error = std::move(e);
-          return;
-        }
-        if (i == kWarmUpOps) done.fetch_add(1);
-      }
-    });
-  }
-  for (std::thread& w : workers) w.join();
-  return error;
-}
-
 void BM_Claim(benchmark::State& state, bool complete) {
   StartRun(state, /*raw=*/false);
   if (state.thread_index() == 0 && g_run != nullptr) {
-    std::string e = WarmUp(state.threads(),
-                           [&](int) { return ClaimOnce(*g_run, complete); });
+    std::string e = bench::WarmUp(state.threads(), kPool, kWarmUpOps, [&](int) {
+      return ClaimOnce(*g_run, complete);
+    });
     if (!e.empty()) state.SkipWithError(("warm-up: " + e).c_str());
   }
   Run* run = nullptr;
@@ -239,8 +207,8 @@ void BM_PostgresClaimComplete(benchmark::State& state) {
 void BM_PostgresRawInsert(benchmark::State& state) {
   StartRun(state, /*raw=*/true);
   if (state.thread_index() == 0 && g_run != nullptr) {
-    std::string e =
-        WarmUp(state.threads(), [&](int t) { return RawOnce(*g_run, t); });
+    std::string e = bench::WarmUp(state.threads(), kPool, kWarmUpOps,
+                                  [&](int t) { return RawOnce(*g_run, t); });
     if (!e.empty()) state.SkipWithError(("warm-up: " + e).c_str());
   }
   Run* run = nullptr;
