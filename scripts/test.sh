@@ -39,6 +39,10 @@ fuzz_seconds=${IDEM_FUZZ_SECONDS:-30}
 stages=${IDEM_TEST_STAGES:-"main asan tsan fuzz"}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+# Hash paths relative to the checkout, so that a fresh clone in another
+# folder (CI) hits the cache an earlier build of the same sources filled.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 # Sanitizer reports must fail the run, with a stack.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
