@@ -23,12 +23,14 @@ idem::testing::StoreFactory PostgresFactory() {
           .open = [base](const idem::testing::StoreTestContext& context)
               -> idem::Result<std::unique_ptr<idem::Store>> {
             // A long acquire timeout: the concurrency tests put 32 threads on
-            // a pool of 8 on a loaded (or sanitized) machine.
+            // a pool of 8 on a loaded (or sanitized) machine. No sweeper:
+            // the suite counts what PurgeExpired deletes.
             return idem::OpenStore(idem::testing::WithParams(
                                        base, "table=" + context.unique_name +
                                                  "&acquire_timeout_ms=120000"
                                                  "&statement_timeout_ms=60000"),
-                                   {.clock = context.clock});
+                                   {.clock = context.clock,
+                                    .sweep_interval = idem::Duration::zero()});
           },
           .cleanup =
               [base](const idem::testing::StoreTestContext& context) {
