@@ -1,5 +1,6 @@
-// Two idem-demo processes on one PostgreSQL table: the handler of a request
-// runs once across both, whichever instance each retry reaches.
+// Two idem-demo processes on one shared store — one PostgreSQL table, or one
+// SQLite file — : the handler of a request runs once across both, whichever
+// instance each retry reaches.
 //
 // 50 POSTs with one Idempotency-Key and one body, alternating between the
 // two instances, to a handler that takes 300 ms: first all at once (each
@@ -9,8 +10,9 @@
 // (idempotency_request_in_progress); /stats of the two instances together
 // count one handler run. Afterwards a retry on either instance is a replay.
 //
-// The table is fresh for each test, on the shared test server
-// (IDEM_TEST_POSTGRES_URI; without it the tests skip, and under CI fail).
+// The PostgreSQL table is fresh for each test, on the shared test server
+// (IDEM_TEST_POSTGRES_URI; without it those tests skip, and under CI fail);
+// the SQLite file is fresh in the test's own directory.
 // IDEM_DEMO_PATH is set by CMake. Only 127.0.0.1, port 0; waits are bounded
 // with generous deadlines (ASan and TSan on a loaded two-core machine).
 
@@ -25,8 +27,11 @@
 
 #include <gtest/gtest.h>
 
-#include "postgres_test_util.h"
 #include "support/demo_process.h"
+#include "support/temp_dir.h"
+#ifdef IDEM_MULTI_INSTANCE_POSTGRES
+#include "postgres_test_util.h"
+#endif
 
 namespace idem::testing {
 namespace {
@@ -43,27 +48,49 @@ constexpr char kTarget[] = "/orders?delay_ms=300";
 constexpr char kBody[] = R"({"item":"book","quantity":1})";
 
 enum class Spacing { kAllAtOnce, kTenMsApart };
+enum class SharedStore { kPostgres, kSqlite };
 
-class MultiInstanceTest : public ::testing::TestWithParam<Spacing> {
+struct Case {
+  SharedStore store;
+  Spacing spacing;
+};
+
+class MultiInstanceTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
+    if (GetParam().store == SharedStore::kSqlite) {
+#ifdef IDEM_MULTI_INSTANCE_SQLITE
+      uri_ = "sqlite:" + (dir_.path() / "idem.db").string();
+      return;
+#else
+      GTEST_SKIP() << "this build has no SQLite store";
+#endif
+    }
+#ifdef IDEM_MULTI_INSTANCE_POSTGRES
     IDEM_REQUIRE_TEST_POSTGRES();
     table_ = UniquePostgresTable("multi");
     uri_ = WithParams(PostgresTestUri(), "table=" + table_);
+#else
+    GTEST_SKIP() << "this build has no PostgreSQL store";
+#endif
   }
   void TearDown() override {
+#ifdef IDEM_MULTI_INSTANCE_POSTGRES
     if (!table_.empty()) DropPostgresTable(uri_, table_);
+#endif
   }
 
+  Spacing spacing() const { return GetParam().spacing; }
+
+  TempDir dir_;
   std::string table_;
   std::string uri_;
 };
 
 TEST_P(MultiInstanceTest, OneKeyOnTwoInstancesRunsTheHandlerOnce) {
-  TempDir dir;
-  const auto log_a = dir.path() / "a.log";
-  const auto log_b = dir.path() / "b.log";
-  // The first instance creates the table; the second finds it.
+  const auto log_a = dir_.path() / "a.log";
+  const auto log_b = dir_.path() / "b.log";
+  // The first instance creates the table (or file); the second finds it.
   DemoProcess a(IDEM_DEMO_PATH, uri_, log_a, {"--instance", "a"});
   const std::uint16_t port_a = a.WaitListening();
   ASSERT_NE(port_a, 0) << ReadFile(log_a);
@@ -73,7 +100,7 @@ TEST_P(MultiInstanceTest, OneKeyOnTwoInstancesRunsTheHandlerOnce) {
   const std::uint16_t ports[2] = {port_a, port_b};
 
   const std::string key =
-      GetParam() == Spacing::kAllAtOnce ? "multi-at-once" : "multi-10ms-apart";
+      spacing() == Spacing::kAllAtOnce ? "multi-at-once" : "multi-10ms-apart";
   std::vector<std::optional<HttpResponse>> answers(kRequests);
   {
     std::latch start(kRequests + 1);
@@ -82,7 +109,7 @@ TEST_P(MultiInstanceTest, OneKeyOnTwoInstancesRunsTheHandlerOnce) {
     for (int i = 0; i < kRequests; ++i) {
       threads.emplace_back([&, i] {
         start.arrive_and_wait();
-        if (GetParam() == Spacing::kTenMsApart) {
+        if (spacing() == Spacing::kTenMsApart) {
           // Load generation, not a timing assertion: request i leaves about
           // i * 10 ms after the first, whatever the scheduler makes of it.
           std::this_thread::sleep_for(std::chrono::milliseconds(10 * i));
@@ -143,14 +170,20 @@ TEST_P(MultiInstanceTest, OneKeyOnTwoInstancesRunsTheHandlerOnce) {
   RecordProperty("conflicts", conflicts);
 }
 
-INSTANTIATE_TEST_SUITE_P(Spacings, MultiInstanceTest,
-                         ::testing::Values(Spacing::kAllAtOnce,
-                                           Spacing::kTenMsApart),
-                         [](const ::testing::TestParamInfo<Spacing>& info) {
-                           return std::string(info.param == Spacing::kAllAtOnce
-                                                  ? "AllAtOnce"
-                                                  : "TenMsApart");
-                         });
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(info.param.store == SharedStore::kPostgres ? "Postgres"
+                                                                : "Sqlite") +
+         (info.param.spacing == Spacing::kAllAtOnce ? "AllAtOnce"
+                                                    : "TenMsApart");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Stores, MultiInstanceTest,
+    ::testing::Values(Case{SharedStore::kPostgres, Spacing::kAllAtOnce},
+                      Case{SharedStore::kPostgres, Spacing::kTenMsApart},
+                      Case{SharedStore::kSqlite, Spacing::kAllAtOnce},
+                      Case{SharedStore::kSqlite, Spacing::kTenMsApart}),
+    CaseName);
 
 }  // namespace
 }  // namespace idem::testing
