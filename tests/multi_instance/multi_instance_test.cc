@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <latch>
 #include <optional>
 #include <string>
@@ -31,6 +32,9 @@
 #include "support/temp_dir.h"
 #ifdef IDEM_MULTI_INSTANCE_POSTGRES
 #include "postgres_test_util.h"
+#endif
+#ifdef IDEM_MULTI_INSTANCE_SQLITE
+#include <sqlite3.h>
 #endif
 
 namespace idem::testing {
@@ -184,6 +188,72 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{SharedStore::kSqlite, Spacing::kAllAtOnce},
                       Case{SharedStore::kSqlite, Spacing::kTenMsApart}),
     CaseName);
+
+#ifdef IDEM_MULTI_INSTANCE_SQLITE
+
+// Rows in the idem table of a SQLite file, read with a connection of our
+// own (the demo keeps the file open: that is allowed); -1 on error.
+int CountRows(const std::filesystem::path& file) {
+  sqlite3* db = nullptr;
+  int n = -1;
+  if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
+      SQLITE_OK) {
+    sqlite3_busy_timeout(db, 10000);
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM idem_records", -1, &stmt,
+                           nullptr) == SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW) {
+      n = sqlite3_column_int(stmt, 0);
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(db);
+  return n;
+}
+
+// idem-demo --sweep-interval: with 1 s, a record past its 1 s ttl leaves
+// the file by itself; with 0, the same record stays.
+TEST(DemoSweepTest, TheSweepIntervalFlagDeletesExpiredRecordsOrNot) {
+  TempDir dir;
+  const auto swept_db = dir.path() / "swept.db";
+  const auto kept_db = dir.path() / "kept.db";
+  DemoProcess swept(IDEM_DEMO_PATH, "sqlite:" + swept_db.string(),
+                    dir.path() / "swept.log",
+                    {"--ttl", "1", "--sweep-interval", "1"});
+  DemoProcess kept(IDEM_DEMO_PATH, "sqlite:" + kept_db.string(),
+                   dir.path() / "kept.log",
+                   {"--ttl", "1", "--sweep-interval", "0"});
+  const std::uint16_t swept_port = swept.WaitListening();
+  const std::uint16_t kept_port = kept.WaitListening();
+  ASSERT_NE(swept_port, 0) << ReadFile(dir.path() / "swept.log");
+  ASSERT_NE(kept_port, 0) << ReadFile(dir.path() / "kept.log");
+  for (const std::uint16_t port : {swept_port, kept_port}) {
+    const auto r = Send(port, "POST", "/orders", "sweep-me", kBody);
+    ASSERT_TRUE(r.has_value());
+    ASSERT_EQ(r->status, 201) << Describe(r);
+  }
+  EXPECT_EQ(CountRows(kept_db), 1);
+  EXPECT_TRUE(proc::WaitFor([&] { return CountRows(swept_db) == 0; }))
+      << "rows left: " << CountRows(swept_db);
+  // Expired as long as the other one, and nobody swept it.
+  EXPECT_EQ(CountRows(kept_db), 1);
+}
+
+TEST(DemoSweepTest, AnOutOfRangeSweepIntervalIsRefusedNamingTheFlag) {
+  for (const char* value : {"-1", "86401", "soon"}) {
+    SCOPED_TRACE(value);
+    TempDir dir;
+    const auto log = dir.path() / "demo.log";
+    DemoProcess demo(IDEM_DEMO_PATH, "memory:", log,
+                     {"--sweep-interval", value});
+    EXPECT_EQ(demo.WaitListening(), 0);
+    EXPECT_TRUE(proc::WaitFor([&] {
+      return ReadFile(log).find("--sweep-interval") != std::string::npos;
+    })) << ReadFile(log);
+  }
+}
+
+#endif  // IDEM_MULTI_INSTANCE_SQLITE
 
 }  // namespace
 }  // namespace idem::testing
