@@ -63,9 +63,8 @@ Result<std::unique_ptr<Store>> OpenStore(std::string_view uri,
   auto sweep_s = parsed->TakeUint("sweep_interval_s", 0, kMaxSweepIntervalS);
   if (!sweep_s) return tl::unexpected(sweep_s.error());
   SweeperOptions sweeper;
-  sweeper.interval = sweep_s->has_value()
-                         ? std::chrono::seconds(**sweep_s)
-                         : options.sweep_interval;
+  sweeper.interval = sweep_s->has_value() ? std::chrono::seconds(**sweep_s)
+                                          : options.sweep_interval;
   sweeper.clock = options.clock;
   sweeper.log = options.log;
   if (sweeper.interval < Duration::zero()) {

@@ -45,8 +45,8 @@ Result<std::size_t> Sweeper::SweepOnce() {
   std::size_t purged = 0;
   std::optional<Error> error;
   for (;;) {
-    Result<std::size_t> n = store_.PurgeExpired(options_.clock->Now(),
-                                                options_.batch);
+    Result<std::size_t> n =
+        store_.PurgeExpired(options_.clock->Now(), options_.batch);
     if (!n) {
       error = n.error();
       break;

@@ -792,9 +792,8 @@ TEST_P(StoreContractTest, RevokeOfAnInProgressRecordFencesItsHolder) {
   EXPECT_FALSE(next.takeover);
 
   // The revoked holder's late calls lose, and change nothing.
-  ASSERT_OK_AND_ASSIGN(
-      bool completed,
-      store().Complete(TestId(1), holder.token, RichResponse()));
+  ASSERT_OK_AND_ASSIGN(bool completed, store().Complete(TestId(1), holder.token,
+                                                        RichResponse()));
   EXPECT_FALSE(completed);
   ASSERT_OK_AND_ASSIGN(bool released, store().Release(TestId(1), holder.token));
   EXPECT_FALSE(released);
@@ -837,8 +836,9 @@ TEST_P(StoreContractTest, RevokeOfAnAbsentIdReturnsFalse) {
 
 TEST_P(StoreContractTest, RevokeDeletesAnExpiredRecordToo) {
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult claim, store().Claim(TestId(1), TestFp(1),
-                                                        t0, seconds(10), kLock));
+  ASSERT_OK_AND_ASSIGN(
+      ClaimResult claim,
+      store().Claim(TestId(1), TestFp(1), t0, seconds(10), kLock));
   ASSERT_OK_AND_ASSIGN(bool revoked, store().Revoke(TestId(1)));
   EXPECT_TRUE(revoked);
   // Nothing is left for PurgeExpired.
@@ -1074,12 +1074,11 @@ TEST_P(StoreContractTest, ASweepDeletesExpiredRecordsAndKeepsLiveOnes) {
   const TimePoint t0 = Now();
   const Duration short_ttl = seconds(10);
   ASSERT_NO_FATAL_FAILURE(FillForPurge(store(), t0, 10, 6, short_ttl));
-  ASSERT_OK_AND_ASSIGN(
-      auto sweeper,
-      Sweeper::Start(store(), {.interval = Duration::zero(),
-                               .batch = 4,
-                               .max_pass_time = hours(1),
-                               .clock = shared_clock()}));
+  ASSERT_OK_AND_ASSIGN(auto sweeper,
+                       Sweeper::Start(store(), {.interval = Duration::zero(),
+                                                .batch = 4,
+                                                .max_pass_time = hours(1),
+                                                .clock = shared_clock()}));
   ASSERT_OK_AND_ASSIGN(std::size_t early, sweeper->SweepOnce());
   EXPECT_EQ(early, 0u);
 

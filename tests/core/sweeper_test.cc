@@ -45,9 +45,8 @@ Fingerprint Fp() {
 // `expired` records with a 10 s ttl, `live` with a day's, claimed at `now`.
 void Fill(Store& store, TimePoint now, int expired, int live) {
   for (int i = 0; i < expired + live; ++i) {
-    auto claim = store.Claim(Id(i), Fp(), now, i < expired ? seconds(10)
-                                                           : hours(24),
-                             seconds(5));
+    auto claim = store.Claim(Id(i), Fp(), now,
+                             i < expired ? seconds(10) : hours(24), seconds(5));
     ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
     ASSERT_EQ(claim->outcome, ClaimOutcome::kAcquired);
   }
@@ -120,8 +119,8 @@ TEST(SweeperTest, AFailedPassIsCountedLoggedAndRetriedByTheNext) {
   ASSERT_NO_FATAL_FAILURE(Fill(store, clock->Now(), 5, 0));
   Logged logged;
   auto sweeper = Sweeper::Start(
-      store, {.interval = Duration::zero(), .clock = clock,
-              .log = logged.Sink()});
+      store,
+      {.interval = Duration::zero(), .clock = clock, .log = logged.Sink()});
   ASSERT_TRUE(sweeper.has_value());
   clock->Advance(seconds(10));
   store.fail_purge = ErrorCode::kUnavailable;
@@ -161,8 +160,8 @@ TEST(SweeperTest, TheThreadSweepsEveryIntervalAndKeepsGoingAfterAnError) {
   ASSERT_NO_FATAL_FAILURE(Fill(store, clock->Now(), 5, 2));
   clock->Advance(seconds(10));
   store.fail_purge = ErrorCode::kUnavailable;
-  auto sweeper = Sweeper::Start(store, {.interval = milliseconds(10),
-                                        .clock = clock});
+  auto sweeper =
+      Sweeper::Start(store, {.interval = milliseconds(10), .clock = clock});
   ASSERT_TRUE(sweeper.has_value());
   EXPECT_TRUE(Eventually([&] { return (*sweeper)->stats().errors >= 2; }));
   store.fail_purge = std::nullopt;
@@ -184,8 +183,8 @@ TEST(SweeperTest, WithSweeperForwardsAndOwnsTheSweeper) {
   auto clock = std::make_shared<ManualClock>();
   auto raw = std::make_unique<testing::ShardedMutexStore>();
   testing::ShardedMutexStore* inner = raw.get();
-  auto store = WithSweeper(std::move(raw), {.interval = hours(1),
-                                            .clock = clock});
+  auto store =
+      WithSweeper(std::move(raw), {.interval = hours(1), .clock = clock});
   ASSERT_TRUE(store.has_value());
   ASSERT_NE(FindSweeper(**store), nullptr);
   EXPECT_EQ((*store)->Info().name, "sharded_mutex");
@@ -231,9 +230,9 @@ TEST(OpenStoreSweeperTest, ZeroTurnsItOffByOptionOrUriParameter) {
 }
 
 TEST(OpenStoreSweeperTest, BadIntervalsAreInvalidArgumentsNamingThem) {
-  for (const char* uri : {"memory:?sweep_interval_s=86401",
-                          "memory:?sweep_interval_s=x",
-                          "memory:?sweep_interval_s=-1"}) {
+  for (const char* uri :
+       {"memory:?sweep_interval_s=86401", "memory:?sweep_interval_s=x",
+        "memory:?sweep_interval_s=-1"}) {
     auto store = OpenStore(uri);
     ASSERT_FALSE(store.has_value()) << uri;
     EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
@@ -248,8 +247,8 @@ TEST(OpenStoreSweeperTest, BadIntervalsAreInvalidArgumentsNamingThem) {
 
 TEST(OpenStoreSweeperTest, ExpiredRecordsGoWithoutAnyonePurging) {
   auto clock = std::make_shared<ManualClock>();
-  auto store =
-      OpenStore("memory:", {.clock = clock, .sweep_interval = milliseconds(10)});
+  auto store = OpenStore("memory:",
+                         {.clock = clock, .sweep_interval = milliseconds(10)});
   ASSERT_TRUE(store.has_value());
   ASSERT_NO_FATAL_FAILURE(Fill(**store, clock->Now(), 4, 2));
   clock->Advance(seconds(10));

@@ -507,8 +507,8 @@ TEST_F(PostgresStoreTest, AClaimThatLosesEveryRaceIsInProgressNotAnError) {
     if (point == ClaimAttemptPoint::kBeforeWrite) {
       ++writes;
       if (attempt > 0) {
-        EXPECT_TRUE(Exec(conn.get(), "INSERT INTO " + t +
-                                         " SELECT * FROM \"" + saved + "\""));
+        EXPECT_TRUE(Exec(conn.get(), "INSERT INTO " + t + " SELECT * FROM \"" +
+                                         saved + "\""));
       }
     } else {
       ++reads;
@@ -777,16 +777,16 @@ TEST_F(PostgresStoreTest, PurgesOfTwoInstancesDoNotBlockEachOther) {
                               tp.time_since_epoch())
                               .count());
   };
-  ASSERT_TRUE(Exec(
-      conn.get(),
-      "INSERT INTO " + t +
-          " (id, state, fingerprint, token, locked_until, expires_at, "
-          "takeover, record) SELECT sha256(int8send(g)), 2, '\\x00', "
-          "'\\x00', " + ns(kT0) + ", CASE WHEN g < " +
-          std::to_string(kExpired) + " THEN " + ns(kT0 + seconds(1)) +
-          " ELSE " + ns(kT0 + kTtl) +
-          " END, false, '\\x00' FROM generate_series(0, " +
-          std::to_string(kExpired + kLive - 1) + ") g"));
+  ASSERT_TRUE(
+      Exec(conn.get(),
+           "INSERT INTO " + t +
+               " (id, state, fingerprint, token, locked_until, expires_at, "
+               "takeover, record) SELECT sha256(int8send(g)), 2, '\\x00', "
+               "'\\x00', " +
+               ns(kT0) + ", CASE WHEN g < " + std::to_string(kExpired) +
+               " THEN " + ns(kT0 + seconds(1)) + " ELSE " + ns(kT0 + kTtl) +
+               " END, false, '\\x00' FROM generate_series(0, " +
+               std::to_string(kExpired + kLive - 1) + ") g"));
   const TimePoint later = kT0 + seconds(2);
 
   // Another instance's purge batch in flight: its rows stay locked until it
@@ -794,10 +794,11 @@ TEST_F(PostgresStoreTest, PurgesOfTwoInstancesDoNotBlockEachOther) {
   // in the 2 s statement timeout).
   auto other = Connect(base_);
   ASSERT_TRUE(Exec(other.get(), "BEGIN"));
-  ASSERT_TRUE(Exec(other.get(), "DELETE FROM " + t + " WHERE id IN (SELECT id "
-                                "FROM " + t + " WHERE expires_at <= " +
-                                ns(later) +
-                                " LIMIT 1000 FOR UPDATE SKIP LOCKED)"));
+  ASSERT_TRUE(Exec(other.get(), "DELETE FROM " + t +
+                                    " WHERE id IN (SELECT id "
+                                    "FROM " +
+                                    t + " WHERE expires_at <= " + ns(later) +
+                                    " LIMIT 1000 FOR UPDATE SKIP LOCKED)"));
   auto purged = a->PurgeExpired(later, 100000);
   ASSERT_TRUE(purged.has_value()) << purged.error().ToString();
   EXPECT_EQ(*purged, kExpired - 1000u);

@@ -47,9 +47,9 @@
 #include "idem/open_store.h"
 #include "idem/record_codec.h"
 #include "idem/rocksdb_store.h"
-#include "idem/sweeper.h"
 #include "idem/store.h"
 #include "idem/store_uri.h"
+#include "idem/sweeper.h"
 #include "support/secret_request.h"
 
 extern char** environ;

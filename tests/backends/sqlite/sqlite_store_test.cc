@@ -309,16 +309,17 @@ TEST_F(SqliteStoreTest, AClaimThatLosesEveryRaceIsInProgressNotAnError) {
   raw.Exec("CREATE TEMP TABLE saved AS SELECT * FROM idem_records");
   int reads = 0;
   int writes = 0;
-  store->SetClaimAttemptHookForTesting([&](ClaimAttemptPoint point,
-                                           int attempt) {
-    if (point == ClaimAttemptPoint::kBeforeWrite) {
-      ++writes;
-      if (attempt > 0) raw.Exec("INSERT INTO idem_records SELECT * FROM saved");
-    } else {
-      ++reads;
-      raw.Exec("DELETE FROM idem_records");
-    }
-  });
+  store->SetClaimAttemptHookForTesting(
+      [&](ClaimAttemptPoint point, int attempt) {
+        if (point == ClaimAttemptPoint::kBeforeWrite) {
+          ++writes;
+          if (attempt > 0)
+            raw.Exec("INSERT INTO idem_records SELECT * FROM saved");
+        } else {
+          ++reads;
+          raw.Exec("DELETE FROM idem_records");
+        }
+      });
   const TimePoint now = kT0 + seconds(1);
   auto claim = store->Claim(Id(1), Fp(1), now, kTtl, kLock);
   ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
@@ -598,16 +599,16 @@ TEST_F(SqliteStoreTest, PurgeExpiredDeletesInBatches) {
 // Nobody calls PurgeExpired: OpenStore's sweeper (sweeper.h) deletes the
 // rows past their ttl and keeps the live ones.
 TEST_F(SqliteStoreTest, OpenStoresSweeperDeletesExpiredRowsByItself) {
-  auto store = idem::OpenStore(
-      "sqlite:" + DbPath(),
-      {.clock = clock_, .sweep_interval = milliseconds(10)});
+  auto store =
+      idem::OpenStore("sqlite:" + DbPath(),
+                      {.clock = clock_, .sweep_interval = milliseconds(10)});
   ASSERT_TRUE(store.has_value()) << store.error().ToString();
   ASSERT_NE(FindSweeper(**store), nullptr);
   for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE((*store)
-                    ->Claim(Id(i), Fp(1), kT0, i < 15 ? seconds(10) : hours(1),
-                            kLock)
-                    .has_value());
+    ASSERT_TRUE(
+        (*store)
+            ->Claim(Id(i), Fp(1), kT0, i < 15 ? seconds(10) : hours(1), kLock)
+            .has_value());
   }
   clock_->Advance(seconds(10));
   // The sweeper runs on real time: poll, bounded.

@@ -9,13 +9,13 @@
 // Progress guarantee: Claim, Complete, Release, Revoke, Inspect and
 // PurgeExpired take no mutex and never wait for another thread. They are
 // lock-free, not wait-free: a call retries a compare-and-swap only when
-// another call changed the same hash bucket (or its capacity stripe) in between, so some call always
-// completes, but one unlucky call may retry under heavy contention on one
-// key. Memory of replaced records is reclaimed with hazard pointers, so a
-// thread descheduled in the middle of a call holds back at most the one
-// record chain it is reading, never the reclamation of everything else;
-// threads are registered automatically on their first call and unregistered
-// when they exit, nothing is asked of the application.
+// another call changed the same hash bucket (or its capacity stripe) in
+// between, so some call always completes, but one unlucky call may retry under
+// heavy contention on one key. Memory of replaced records is reclaimed with
+// hazard pointers, so a thread descheduled in the middle of a call holds back
+// at most the one record chain it is reading, never the reclamation of
+// everything else; threads are registered automatically on their first call and
+// unregistered when they exit, nothing is asked of the application.
 //
 // Capacity: at most `capacity` records are held at once, live or expired but
 // not yet reclaimed. A Claim that needs a new record in a full store first

@@ -200,8 +200,8 @@ class SqliteStore final : public Store {
   static Result<std::unique_ptr<Store>> OpenFromUri(
       StoreUri& uri, const StoreOptions& options);
 
-  // Stops the checkpointer and closes every connection. Must not run concurrently with any other
-  // call on this store.
+  // Stops the checkpointer and closes every connection. Must not run
+  // concurrently with any other call on this store.
   ~SqliteStore() override;
 
   SqliteStore(const SqliteStore&) = delete;
