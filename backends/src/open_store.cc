@@ -1,6 +1,11 @@
 #include "idem/open_store.h"
 
+#include <chrono>
+#include <cstdint>
+#include <utility>
+
 #include "idem/store_uri.h"
+#include "idem/sweeper.h"
 
 #ifdef IDEM_HAVE_MEMORY
 #include "idem/memory_store.h"
@@ -17,6 +22,9 @@
 
 namespace idem {
 namespace {
+
+// A day: a longer interval is a typo, and lets records pile up.
+constexpr std::uint64_t kMaxSweepIntervalS = 86'400;
 
 using Opener = Result<std::unique_ptr<Store>> (*)(StoreUri&,
                                                   const StoreOptions&);
@@ -51,9 +59,23 @@ Result<std::unique_ptr<Store>> OpenStore(std::string_view uri,
                                          const StoreOptions& options) {
   auto parsed = StoreUri::Parse(uri);
   if (!parsed) return tl::unexpected(parsed.error());
+  // Every scheme's: the sweeper is OpenStore's, not a backend's.
+  auto sweep_s = parsed->TakeUint("sweep_interval_s", 0, kMaxSweepIntervalS);
+  if (!sweep_s) return tl::unexpected(sweep_s.error());
+  SweeperOptions sweeper;
+  sweeper.interval = sweep_s->has_value() ? std::chrono::seconds(**sweep_s)
+                                          : options.sweep_interval;
+  sweeper.clock = options.clock;
+  sweeper.log = options.log;
+  if (sweeper.interval < Duration::zero()) {
+    return tl::unexpected(parsed->InvalidArgument(
+        "StoreOptions::sweep_interval must not be negative"));
+  }
   for (const Backend& b : kBackends) {
     if (b.scheme != nullptr && parsed->scheme() == b.scheme) {
-      return b.open(*parsed, options);
+      auto store = b.open(*parsed, options);
+      if (!store) return store;
+      return WithSweeper(std::move(*store), std::move(sweeper));
     }
   }
   std::string known;

@@ -19,23 +19,25 @@ namespace {
 
 idem::testing::StoreFactory PostgresFactory() {
   const std::string base = idem::testing::PostgresTestUri();
-  return {.name = "postgres",
-          .open = [base](const idem::testing::StoreTestContext& context)
-              -> idem::Result<std::unique_ptr<idem::Store>> {
-            // A long acquire timeout: the concurrency tests put 32 threads on
-            // a pool of 8 on a loaded (or sanitized) machine.
-            return idem::OpenStore(idem::testing::WithParams(
-                                       base, "table=" + context.unique_name +
-                                                 "&acquire_timeout_ms=120000"
-                                                 "&statement_timeout_ms=60000"),
-                                   {.clock = context.clock});
+  return {
+      .name = "postgres",
+      .open = [base](const idem::testing::StoreTestContext& context)
+          -> idem::Result<std::unique_ptr<idem::Store>> {
+        // A long acquire timeout: the concurrency tests put 32 threads on
+        // a pool of 8 on a loaded (or sanitized) machine. No sweeper:
+        // the suite counts what PurgeExpired deletes.
+        return idem::OpenStore(
+            idem::testing::WithParams(base, "table=" + context.unique_name +
+                                                "&acquire_timeout_ms=120000"
+                                                "&statement_timeout_ms=60000"),
+            {.clock = context.clock, .sweep_interval = idem::Duration::zero()});
+      },
+      .cleanup =
+          [base](const idem::testing::StoreTestContext& context) {
+            idem::testing::DropPostgresTable(base, context.unique_name);
           },
-          .cleanup =
-              [base](const idem::testing::StoreTestContext& context) {
-                idem::testing::DropPostgresTable(base, context.unique_name);
-              },
-          .skip_reason = base.empty() ? std::string(idem::testing::kNoPostgres)
-                                      : std::string()};
+      .skip_reason = base.empty() ? std::string(idem::testing::kNoPostgres)
+                                  : std::string()};
 }
 
 }  // namespace

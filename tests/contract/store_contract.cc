@@ -29,6 +29,7 @@
 
 #include "idem/record.h"
 #include "idem/response.h"
+#include "idem/sweeper.h"
 #include "idem/token.h"
 #include "idem/types.h"
 
@@ -750,6 +751,141 @@ TEST_P(StoreContractTest, SecondReleaseReturnsFalse) {
 }
 
 // ---------------------------------------------------------------------------
+// Revoke.
+
+TEST_P(StoreContractTest, RevokeOfACompletedRecordLetsTheNextClaimAcquire) {
+  const TimePoint t0 = Now();
+  ASSERT_OK_AND_ASSIGN(ClaimResult claim,
+                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
+  ASSERT_OK_AND_ASSIGN(
+      bool completed, store().Complete(TestId(1), claim.token, RichResponse()));
+  ASSERT_TRUE(completed);
+  ASSERT_OK_AND_ASSIGN(bool revoked, store().Revoke(TestId(1)));
+  EXPECT_TRUE(revoked);
+  ASSERT_OK_AND_ASSIGN(auto record, store().Inspect(TestId(1), t0));
+  EXPECT_FALSE(record.has_value());
+
+  // The same request runs again: a fresh claim, not a replay or takeover.
+  ASSERT_OK_AND_ASSIGN(ClaimResult next,
+                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
+  EXPECT_EQ(next.outcome, ClaimOutcome::kAcquired) << Describe(next);
+  EXPECT_FALSE(next.takeover);
+  EXPECT_NE(next.token, claim.token);
+  // Other ids are untouched.
+  ASSERT_OK_AND_ASSIGN(bool other, store().Revoke(TestId(2)));
+  EXPECT_FALSE(other);
+}
+
+TEST_P(StoreContractTest, RevokeOfAnInProgressRecordFencesItsHolder) {
+  const TimePoint t0 = Now();
+  ASSERT_OK_AND_ASSIGN(ClaimResult holder,
+                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
+  ASSERT_EQ(holder.outcome, ClaimOutcome::kAcquired);
+  ASSERT_OK_AND_ASSIGN(bool revoked, store().Revoke(TestId(1)));
+  EXPECT_TRUE(revoked);
+
+  // The lock is gone with the record: the next claim acquires at once,
+  // with another fingerprint too, and is not a takeover.
+  ASSERT_OK_AND_ASSIGN(ClaimResult next,
+                       store().Claim(TestId(1), TestFp(2), t0, kTtl, kLock));
+  EXPECT_EQ(next.outcome, ClaimOutcome::kAcquired) << Describe(next);
+  EXPECT_FALSE(next.takeover);
+
+  // The revoked holder's late calls lose, and change nothing.
+  ASSERT_OK_AND_ASSIGN(bool completed, store().Complete(TestId(1), holder.token,
+                                                        RichResponse()));
+  EXPECT_FALSE(completed);
+  ASSERT_OK_AND_ASSIGN(bool released, store().Release(TestId(1), holder.token));
+  EXPECT_FALSE(released);
+  ASSERT_OK_AND_ASSIGN(auto record, store().Inspect(TestId(1), t0));
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->state, RecordState::kInProgress);
+  EXPECT_EQ(record->token, next.token);
+  EXPECT_EQ(record->fingerprint, TestFp(2));
+}
+
+TEST_P(StoreContractTest, RevokeRightAfterTheClaimMakesCompleteReturnFalse) {
+  const TimePoint t0 = Now();
+  ASSERT_OK_AND_ASSIGN(ClaimResult holder,
+                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
+  ASSERT_OK_AND_ASSIGN(bool revoked, store().Revoke(TestId(1)));
+  ASSERT_TRUE(revoked);
+  // No claim in between: the Complete must not resurrect the record.
+  ASSERT_OK_AND_ASSIGN(
+      bool completed,
+      store().CompleteShared(TestId(1), holder.token,
+                             std::make_shared<const Response>(RichResponse())));
+  EXPECT_FALSE(completed);
+  ASSERT_OK_AND_ASSIGN(auto record, store().Inspect(TestId(1), t0));
+  EXPECT_FALSE(record.has_value());
+}
+
+TEST_P(StoreContractTest, RevokeOfAnAbsentIdReturnsFalse) {
+  ASSERT_OK_AND_ASSIGN(bool revoked, store().Revoke(TestId(1)));
+  EXPECT_FALSE(revoked);
+  ASSERT_OK_AND_ASSIGN(auto record, store().Inspect(TestId(1), Now()));
+  EXPECT_FALSE(record.has_value());
+  // Twice in a row: the second finds nothing.
+  ASSERT_OK_AND_ASSIGN(ClaimResult claim,
+                       store().Claim(TestId(1), TestFp(1), Now(), kTtl, kLock));
+  ASSERT_OK_AND_ASSIGN(bool first, store().Revoke(TestId(1)));
+  EXPECT_TRUE(first);
+  ASSERT_OK_AND_ASSIGN(bool second, store().Revoke(TestId(1)));
+  EXPECT_FALSE(second);
+}
+
+TEST_P(StoreContractTest, RevokeDeletesAnExpiredRecordToo) {
+  const TimePoint t0 = Now();
+  ASSERT_OK_AND_ASSIGN(
+      ClaimResult claim,
+      store().Claim(TestId(1), TestFp(1), t0, seconds(10), kLock));
+  ASSERT_OK_AND_ASSIGN(bool revoked, store().Revoke(TestId(1)));
+  EXPECT_TRUE(revoked);
+  // Nothing is left for PurgeExpired.
+  ASSERT_OK_AND_ASSIGN(std::size_t purged,
+                       store().PurgeExpired(t0 + seconds(10), 100));
+  EXPECT_EQ(purged, 0u);
+}
+
+// Claims racing revokes of their id: every claim answers one of the claim
+// table's outcomes (a lost race is kInProgress), never an error.
+TEST_P(StoreContractTest, ClaimsRacingRevokesNeverFail) {
+  constexpr int kClaimers = 6;
+  constexpr int kRevokers = 2;
+  constexpr int kRounds = 40;
+  std::barrier start(kClaimers + kRevokers);
+  std::vector<std::string> errors(kClaimers + kRevokers);
+  std::vector<std::thread> threads;
+  const TimePoint t0 = Now();
+  for (int t = 0; t < kClaimers + kRevokers; ++t) {
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();
+      for (int round = 0; round < kRounds && errors[t].empty(); ++round) {
+        if (t >= kClaimers) {
+          auto revoked = store().Revoke(TestId(1));
+          if (!revoked) errors[t] = revoked.error().ToString();
+          continue;
+        }
+        auto claim = store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock);
+        if (!claim) {
+          errors[t] = "claim: " + claim.error().ToString();
+        } else if (claim->outcome == ClaimOutcome::kMismatch) {
+          errors[t] = "claim: mismatch for one fingerprint";
+        } else if (claim->outcome == ClaimOutcome::kAcquired &&
+                   round % 2 == 0) {
+          auto done = store().Complete(TestId(1), claim->token, RichResponse());
+          if (!done) errors[t] = "complete: " + done.error().ToString();
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kClaimers + kRevokers; ++t) {
+    EXPECT_EQ(errors[t], "") << "thread " << t;
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Expiry and Inspect.
 
 TEST_P(StoreContractTest, RecordsExpireAsTheClockPassesTtl) {
@@ -929,6 +1065,35 @@ TEST_P(StoreContractTest, PurgedIdsCanBeClaimedAgain) {
                          store().Claim(TestId(i), TestFp(2), t1, kTtl, kLock));
     EXPECT_EQ(claim.outcome, ClaimOutcome::kAcquired) << Describe(claim);
     EXPECT_FALSE(claim.takeover);
+  }
+}
+
+// The background sweeper (sweeper.h) on this store: one pass, in several
+// batches, deletes what expired and keeps what lives.
+TEST_P(StoreContractTest, ASweepDeletesExpiredRecordsAndKeepsLiveOnes) {
+  const TimePoint t0 = Now();
+  const Duration short_ttl = seconds(10);
+  ASSERT_NO_FATAL_FAILURE(FillForPurge(store(), t0, 10, 6, short_ttl));
+  ASSERT_OK_AND_ASSIGN(auto sweeper,
+                       Sweeper::Start(store(), {.interval = Duration::zero(),
+                                                .batch = 4,
+                                                .max_pass_time = hours(1),
+                                                .clock = shared_clock()}));
+  ASSERT_OK_AND_ASSIGN(std::size_t early, sweeper->SweepOnce());
+  EXPECT_EQ(early, 0u);
+
+  clock().Advance(short_ttl);
+  ASSERT_OK_AND_ASSIGN(std::size_t purged, sweeper->SweepOnce());
+  EXPECT_EQ(purged, 10u);
+  const SweeperStats stats = sweeper->stats();
+  EXPECT_EQ(stats.purged, 10u);
+  EXPECT_EQ(stats.passes, 2u);
+  EXPECT_EQ(stats.errors, 0u);
+  // Batches of 4: 4, 4, 2 (short: the pass ends), after the empty first pass.
+  EXPECT_EQ(stats.batches, 4u);
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto record, store().Inspect(TestId(i), t0));
+    EXPECT_EQ(record.has_value(), i >= 10) << "id " << i;
   }
 }
 

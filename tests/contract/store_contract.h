@@ -91,6 +91,9 @@ class StoreContractTest : public ::testing::TestWithParam<StoreFactory> {
   Store& store() { return *store_; }
   ManualClock& clock() { return *context_.clock; }
   TimePoint Now() const { return context_.clock->Now(); }
+  const std::shared_ptr<ManualClock>& shared_clock() const {
+    return context_.clock;
+  }
 
  private:
   StoreTestContext context_;

@@ -271,6 +271,9 @@ class DownStore final : public Store {
   Result<bool> Release(const RecordId&, const Token&) override {
     return MakeError(ErrorCode::kUnavailable, "down");
   }
+  Result<bool> Revoke(const RecordId&) override {
+    return MakeError(ErrorCode::kUnavailable, "down");
+  }
   Result<std::optional<Record>> Inspect(const RecordId&, TimePoint) override {
     return MakeError(ErrorCode::kUnavailable, "down");
   }

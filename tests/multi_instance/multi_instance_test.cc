@@ -1,5 +1,6 @@
-// Two idem-demo processes on one PostgreSQL table: the handler of a request
-// runs once across both, whichever instance each retry reaches.
+// Two idem-demo processes on one shared store — one PostgreSQL table, or one
+// SQLite file — : the handler of a request runs once across both, whichever
+// instance each retry reaches.
 //
 // 50 POSTs with one Idempotency-Key and one body, alternating between the
 // two instances, to a handler that takes 300 ms: first all at once (each
@@ -9,14 +10,16 @@
 // (idempotency_request_in_progress); /stats of the two instances together
 // count one handler run. Afterwards a retry on either instance is a replay.
 //
-// The table is fresh for each test, on the shared test server
-// (IDEM_TEST_POSTGRES_URI; without it the tests skip, and under CI fail).
+// The PostgreSQL table is fresh for each test, on the shared test server
+// (IDEM_TEST_POSTGRES_URI; without it those tests skip, and under CI fail);
+// the SQLite file is fresh in the test's own directory.
 // IDEM_DEMO_PATH is set by CMake. Only 127.0.0.1, port 0; waits are bounded
 // with generous deadlines (ASan and TSan on a loaded two-core machine).
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <latch>
 #include <optional>
 #include <string>
@@ -25,8 +28,14 @@
 
 #include <gtest/gtest.h>
 
-#include "postgres_test_util.h"
 #include "support/demo_process.h"
+#include "support/temp_dir.h"
+#ifdef IDEM_MULTI_INSTANCE_POSTGRES
+#include "postgres_test_util.h"
+#endif
+#ifdef IDEM_MULTI_INSTANCE_SQLITE
+#include <sqlite3.h>
+#endif
 
 namespace idem::testing {
 namespace {
@@ -43,27 +52,49 @@ constexpr char kTarget[] = "/orders?delay_ms=300";
 constexpr char kBody[] = R"({"item":"book","quantity":1})";
 
 enum class Spacing { kAllAtOnce, kTenMsApart };
+enum class SharedStore { kPostgres, kSqlite };
 
-class MultiInstanceTest : public ::testing::TestWithParam<Spacing> {
+struct Case {
+  SharedStore store;
+  Spacing spacing;
+};
+
+class MultiInstanceTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
+    if (GetParam().store == SharedStore::kSqlite) {
+#ifdef IDEM_MULTI_INSTANCE_SQLITE
+      uri_ = "sqlite:" + (dir_.path() / "idem.db").string();
+      return;
+#else
+      GTEST_SKIP() << "this build has no SQLite store";
+#endif
+    }
+#ifdef IDEM_MULTI_INSTANCE_POSTGRES
     IDEM_REQUIRE_TEST_POSTGRES();
     table_ = UniquePostgresTable("multi");
     uri_ = WithParams(PostgresTestUri(), "table=" + table_);
+#else
+    GTEST_SKIP() << "this build has no PostgreSQL store";
+#endif
   }
   void TearDown() override {
+#ifdef IDEM_MULTI_INSTANCE_POSTGRES
     if (!table_.empty()) DropPostgresTable(uri_, table_);
+#endif
   }
 
+  Spacing spacing() const { return GetParam().spacing; }
+
+  TempDir dir_;
   std::string table_;
   std::string uri_;
 };
 
 TEST_P(MultiInstanceTest, OneKeyOnTwoInstancesRunsTheHandlerOnce) {
-  TempDir dir;
-  const auto log_a = dir.path() / "a.log";
-  const auto log_b = dir.path() / "b.log";
-  // The first instance creates the table; the second finds it.
+  const auto log_a = dir_.path() / "a.log";
+  const auto log_b = dir_.path() / "b.log";
+  // The first instance creates the table (or file); the second finds it.
   DemoProcess a(IDEM_DEMO_PATH, uri_, log_a, {"--instance", "a"});
   const std::uint16_t port_a = a.WaitListening();
   ASSERT_NE(port_a, 0) << ReadFile(log_a);
@@ -73,7 +104,7 @@ TEST_P(MultiInstanceTest, OneKeyOnTwoInstancesRunsTheHandlerOnce) {
   const std::uint16_t ports[2] = {port_a, port_b};
 
   const std::string key =
-      GetParam() == Spacing::kAllAtOnce ? "multi-at-once" : "multi-10ms-apart";
+      spacing() == Spacing::kAllAtOnce ? "multi-at-once" : "multi-10ms-apart";
   std::vector<std::optional<HttpResponse>> answers(kRequests);
   {
     std::latch start(kRequests + 1);
@@ -82,7 +113,7 @@ TEST_P(MultiInstanceTest, OneKeyOnTwoInstancesRunsTheHandlerOnce) {
     for (int i = 0; i < kRequests; ++i) {
       threads.emplace_back([&, i] {
         start.arrive_and_wait();
-        if (GetParam() == Spacing::kTenMsApart) {
+        if (spacing() == Spacing::kTenMsApart) {
           // Load generation, not a timing assertion: request i leaves about
           // i * 10 ms after the first, whatever the scheduler makes of it.
           std::this_thread::sleep_for(std::chrono::milliseconds(10 * i));
@@ -143,14 +174,86 @@ TEST_P(MultiInstanceTest, OneKeyOnTwoInstancesRunsTheHandlerOnce) {
   RecordProperty("conflicts", conflicts);
 }
 
-INSTANTIATE_TEST_SUITE_P(Spacings, MultiInstanceTest,
-                         ::testing::Values(Spacing::kAllAtOnce,
-                                           Spacing::kTenMsApart),
-                         [](const ::testing::TestParamInfo<Spacing>& info) {
-                           return std::string(info.param == Spacing::kAllAtOnce
-                                                  ? "AllAtOnce"
-                                                  : "TenMsApart");
-                         });
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(info.param.store == SharedStore::kPostgres ? "Postgres"
+                                                                : "Sqlite") +
+         (info.param.spacing == Spacing::kAllAtOnce ? "AllAtOnce"
+                                                    : "TenMsApart");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Stores, MultiInstanceTest,
+    ::testing::Values(Case{SharedStore::kPostgres, Spacing::kAllAtOnce},
+                      Case{SharedStore::kPostgres, Spacing::kTenMsApart},
+                      Case{SharedStore::kSqlite, Spacing::kAllAtOnce},
+                      Case{SharedStore::kSqlite, Spacing::kTenMsApart}),
+    CaseName);
+
+#ifdef IDEM_MULTI_INSTANCE_SQLITE
+
+// Rows in the idem table of a SQLite file, read with a connection of our
+// own (the demo keeps the file open: that is allowed); -1 on error.
+int CountRows(const std::filesystem::path& file) {
+  sqlite3* db = nullptr;
+  int n = -1;
+  if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
+      SQLITE_OK) {
+    sqlite3_busy_timeout(db, 10000);
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM idem_records", -1, &stmt,
+                           nullptr) == SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW) {
+      n = sqlite3_column_int(stmt, 0);
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(db);
+  return n;
+}
+
+// idem-demo --sweep-interval: with 1 s, a record past its 1 s ttl leaves
+// the file by itself; with 0, the same record stays.
+TEST(DemoSweepTest, TheSweepIntervalFlagDeletesExpiredRecordsOrNot) {
+  TempDir dir;
+  const auto swept_db = dir.path() / "swept.db";
+  const auto kept_db = dir.path() / "kept.db";
+  DemoProcess swept(IDEM_DEMO_PATH, "sqlite:" + swept_db.string(),
+                    dir.path() / "swept.log",
+                    {"--ttl", "1", "--sweep-interval", "1"});
+  DemoProcess kept(IDEM_DEMO_PATH, "sqlite:" + kept_db.string(),
+                   dir.path() / "kept.log",
+                   {"--ttl", "1", "--sweep-interval", "0"});
+  const std::uint16_t swept_port = swept.WaitListening();
+  const std::uint16_t kept_port = kept.WaitListening();
+  ASSERT_NE(swept_port, 0) << ReadFile(dir.path() / "swept.log");
+  ASSERT_NE(kept_port, 0) << ReadFile(dir.path() / "kept.log");
+  for (const std::uint16_t port : {swept_port, kept_port}) {
+    const auto r = Send(port, "POST", "/orders", "sweep-me", kBody);
+    ASSERT_TRUE(r.has_value());
+    ASSERT_EQ(r->status, 201) << Describe(r);
+  }
+  EXPECT_EQ(CountRows(kept_db), 1);
+  EXPECT_TRUE(proc::WaitFor([&] { return CountRows(swept_db) == 0; }))
+      << "rows left: " << CountRows(swept_db);
+  // Expired as long as the other one, and nobody swept it.
+  EXPECT_EQ(CountRows(kept_db), 1);
+}
+
+TEST(DemoSweepTest, AnOutOfRangeSweepIntervalIsRefusedNamingTheFlag) {
+  for (const char* value : {"-1", "86401", "soon"}) {
+    SCOPED_TRACE(value);
+    TempDir dir;
+    const auto log = dir.path() / "demo.log";
+    DemoProcess demo(IDEM_DEMO_PATH, "memory:", log,
+                     {"--sweep-interval", value});
+    EXPECT_EQ(demo.WaitListening(), 0);
+    EXPECT_TRUE(proc::WaitFor([&] {
+      return ReadFile(log).find("--sweep-interval") != std::string::npos;
+    })) << ReadFile(log);
+  }
+}
+
+#endif  // IDEM_MULTI_INSTANCE_SQLITE
 
 }  // namespace
 }  // namespace idem::testing

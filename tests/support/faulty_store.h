@@ -28,12 +28,16 @@ class FaultyStore final : public Store {
   std::atomic<std::optional<ErrorCode>> fail_claim{};
   std::atomic<std::optional<ErrorCode>> fail_complete{};
   std::atomic<std::optional<ErrorCode>> fail_release{};
+  std::atomic<std::optional<ErrorCode>> fail_revoke{};
+  std::atomic<std::optional<ErrorCode>> fail_purge{};
   // While set, Claim throws, as a store that breaks store.h's
   // no-exceptions rule would.
   std::atomic<bool> throw_on_claim{false};
   std::atomic<int> claims{0};
   std::atomic<int> completes{0};
   std::atomic<int> releases{0};
+  std::atomic<int> revokes{0};
+  std::atomic<int> purges{0};
 
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
@@ -60,11 +64,16 @@ class FaultyStore final : public Store {
     if (auto e = Injected(releases, fail_release, "release")) return *e;
     return inner_->Release(id, token);
   }
+  Result<bool> Revoke(const RecordId& id) override {
+    if (auto e = Injected(revokes, fail_revoke, "revoke")) return *e;
+    return inner_->Revoke(id);
+  }
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override {
     return inner_->Inspect(id, now);
   }
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override {
+    if (auto e = Injected(purges, fail_purge, "purge")) return *e;
     return inner_->PurgeExpired(now, limit);
   }
   StoreInfo Info() const override { return inner_->Info(); }

@@ -84,6 +84,12 @@ Result<bool> ShardedMutexStore::Release(const RecordId& id,
   return true;
 }
 
+Result<bool> ShardedMutexStore::Revoke(const RecordId& id) {
+  Shard& shard = ShardFor(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  return shard.records.erase(id) == 1;
+}
+
 Result<std::optional<Record>> ShardedMutexStore::Inspect(const RecordId& id,
                                                          TimePoint now) {
   Shard& shard = ShardFor(id);

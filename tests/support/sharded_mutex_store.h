@@ -48,6 +48,7 @@ class ShardedMutexStore final : public Store {
       const RecordId& id, const Token& token,
       std::shared_ptr<const Response> response) override;
   Result<bool> Release(const RecordId& id, const Token& token) override;
+  Result<bool> Revoke(const RecordId& id) override;
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override;
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;

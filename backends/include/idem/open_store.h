@@ -18,10 +18,17 @@
 
 namespace idem {
 
-// Opens the store `uri` names (SEMANTICS.md, "Stores, chosen by URI").
+// Opens the store `uri` names (SEMANTICS.md, "Stores, chosen by URI"), with
+// a background sweeper (sweeper.h) that deletes its expired records every
+// options.sweep_interval (default 60 s; the URI parameter
+// `sweep_interval_s`, 0..86400, accepted by every scheme, overrides it; 0 =
+// no sweeper). The sweeper lives as long as the returned store and is
+// stopped by its destructor; FindSweeper(*store) gives its stats. Several
+// processes sharing one SQLite file or PostgreSQL table may each sweep it.
 // Errors, each naming the URI with its password redacted:
 //  - kInvalidArgument: not a URI, an unknown scheme or one this build lacks,
-//    an unknown or malformed parameter;
+//    an unknown or malformed parameter (`sweep_interval_s` out of range), a
+//    negative options.sweep_interval;
 //  - kUnavailable: the store cannot be reached or opened (held by another
 //    process, server down);
 //  - what the backend's own Open returns otherwise.

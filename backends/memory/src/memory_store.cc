@@ -727,6 +727,35 @@ bool MemoryStore::ReleaseImpl(const RecordId& id, const Token& token) {
   }
 }
 
+Result<bool> MemoryStore::Revoke(const RecordId& id) {
+  try {
+    return RevokeImpl(id);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory();
+  }
+}
+
+bool MemoryStore::RevokeImpl(const RecordId& id) {
+  hazard::Pointer hp;
+  std::atomic<Chain*>& bucket = BucketFor(id);
+  for (;;) {
+    Chain* cur = hp.Protect(bucket);
+    if (cur == nullptr) return false;
+    const std::size_t index = cur->Find(id);
+    if (index == cur->size()) return false;
+    Chain* next = Chain::WithRemoved(cur, index);
+    Chain* expected = cur;
+    if (bucket.compare_exchange_strong(expected, next,
+                                       std::memory_order_seq_cst,
+                                       std::memory_order_relaxed)) {
+      hazard::Retire(cur, &Chain::Free);
+      ReleaseSlots(1);
+      return true;
+    }
+    if (next != nullptr) Chain::Free(next);
+  }
+}
+
 Result<std::optional<Record>> MemoryStore::Inspect(const RecordId& id,
                                                    TimePoint now) {
   try {

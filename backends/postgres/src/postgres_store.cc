@@ -59,6 +59,7 @@ enum StatementId {
   kSelect,
   kComplete,
   kRelease,
+  kRevoke,
   kPurge,
   kStatementCount,
 };
@@ -81,6 +82,7 @@ const StatementSpec& Spec(StatementId id) {
       {"idem_select", {kByteaOid}},
       {"idem_complete", {kByteaOid, kByteaOid, kByteaOid}},
       {"idem_release", {kByteaOid, kByteaOid}},
+      {"idem_revoke", {kByteaOid}},
       {"idem_purge", {kInt8Oid, kInt8Oid}},
   };
   return kSpecs[id];
@@ -123,6 +125,8 @@ std::array<std::string, kStatementCount> BuildSql(const std::string& t) {
   // $1 id, $2 token.
   sql[kRelease] =
       "DELETE FROM " + t + " WHERE id = $1 AND token = $2 AND state = 1";
+  // $1 id.
+  sql[kRevoke] = "DELETE FROM " + t + " WHERE id = $1";
   // $1 now, $2 limit.
   sql[kPurge] = "DELETE FROM " + t + " WHERE id IN (SELECT id FROM " + t +
                 " WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)";
@@ -832,6 +836,7 @@ class PostgresStore::Impl {
       return result;
     };
     for (int attempt = 0; attempt < PostgresStore::kClaimAttempts; ++attempt) {
+      if (claim_hook_) claim_hook_(ClaimAttemptPoint::kBeforeWrite, attempt);
       auto inserted = Run(c, kInsert, std::span(params).first(6), "claim");
       if (!inserted) return Unexpected(inserted.error());
       if (std::string_view(PQcmdTuples(inserted->get())) == "1") {
@@ -840,6 +845,7 @@ class PostgresStore::Impl {
       // A record stood in the way. A new statement has a fresh snapshot,
       // so this also sees a row a concurrent claim committed after the
       // insert started.
+      if (claim_hook_) claim_hook_(ClaimAttemptPoint::kBeforeRead, attempt);
       auto row = SelectRecord(c, id, "claim");
       if (!row) return Unexpected(row.error());
       if (!row->has_value()) continue;  // Gone (released, purged): again.
@@ -852,9 +858,10 @@ class PostgresStore::Impl {
       }
       // Changed in between (completed, taken over by another claim): again.
     }
+    // Lost every race (store.h): in progress elsewhere, retry later.
     ClaimResult busy;
     busy.outcome = ClaimOutcome::kInProgress;
-    busy.locked_until = fresh.locked_until;
+    busy.locked_until = now;
     return busy;
   }
 
@@ -901,6 +908,18 @@ class PostgresStore::Impl {
     claims_.Forget(token);
     return std::string_view(PQcmdTuples(r->get())) == "1";
   }
+
+  Result<bool> Revoke(const RecordId& id) {
+    auto lease = Acquire();
+    if (!lease) return Unexpected(lease.error());
+    auto r = Run(**lease, kRevoke, {id.view()}, "revoke");
+    if (!r) return Unexpected(r.error());
+    // A remembered claim of this id stays in the table until its slot is
+    // reused: harmless, since its Complete's UPDATE finds no row.
+    return std::string_view(PQcmdTuples(r->get())) == "1";
+  }
+
+  void SetClaimHook(ClaimAttemptHook hook) { claim_hook_ = std::move(hook); }
 
   Result<std::optional<Record>> Inspect(const RecordId& id, TimePoint now) {
     auto lease = Acquire();
@@ -957,6 +976,7 @@ class PostgresStore::Impl {
   std::size_t open_ = 0;  // Idle, leased or connecting. Guarded by pool_mu_.
 
   ClaimMemo claims_;
+  ClaimAttemptHook claim_hook_;  // Set before use, by tests only.
 };
 
 namespace {
@@ -1097,6 +1117,14 @@ Result<bool> PostgresStore::Release(const RecordId& id, const Token& token) {
 Result<std::optional<Record>> PostgresStore::Inspect(const RecordId& id,
                                                      TimePoint now) {
   return impl_->Boundary("inspect", [&] { return impl_->Inspect(id, now); });
+}
+
+Result<bool> PostgresStore::Revoke(const RecordId& id) {
+  return impl_->Boundary("revoke", [&] { return impl_->Revoke(id); });
+}
+
+void PostgresStore::SetClaimAttemptHookForTesting(ClaimAttemptHook hook) {
+  impl_->SetClaimHook(std::move(hook));
 }
 
 Result<std::size_t> PostgresStore::PurgeExpired(TimePoint now,

@@ -328,6 +328,18 @@ struct RocksdbStore::Impl {
     return Update<bool>(id, "release", decide);
   }
 
+  // Under the id's lock, so a claim of the id sees the record or its
+  // absence, never a half. The value is not decoded: a damaged one goes too.
+  Result<bool> Revoke(const RecordId& id) {
+    auto decide = [&](std::optional<std::string_view> current,
+                      Write& write) -> Result<bool> {
+      if (!current.has_value()) return false;
+      write.kind = Write::Kind::kDelete;
+      return true;
+    };
+    return Update<bool>(id, "revoke", decide);
+  }
+
   Result<std::optional<Record>> Inspect(const RecordId& id, TimePoint now) {
     rocksdb::PinnableSlice value;
     const rocksdb::Status s = RocksdbCall(
@@ -585,6 +597,10 @@ Result<bool> RocksdbStore::Complete(const RecordId& id, const Token& token,
 Result<bool> RocksdbStore::Release(const RecordId& id, const Token& token) {
   return Boundary(impl_->path, "release",
                   [&] { return impl_->Release(id, token); });
+}
+
+Result<bool> RocksdbStore::Revoke(const RecordId& id) {
+  return Boundary(impl_->path, "revoke", [&] { return impl_->Revoke(id); });
 }
 
 Result<std::optional<Record>> RocksdbStore::Inspect(const RecordId& id,

@@ -56,15 +56,13 @@ constexpr int kInlineCheckpointFrames = 4 * kCheckpointFrames;
 constexpr std::uint64_t kMaxCacheMb = 1 << 20;
 // Rows one PurgeExpired transaction deletes.
 constexpr std::size_t kPurgeBatch = 1000;
-// A claim whose upsert found a live record and whose follow-up SELECT then
-// found it gone (released or purged in between) tries again, this often.
-constexpr int kClaimAttempts = 64;
 
 enum StatementId {
   kClaimUpsert,
   kSelect,
   kComplete,
   kRelease,
+  kRevoke,
   kPurge,
   kBegin,
   kCommit,
@@ -99,6 +97,8 @@ constexpr const char* kSql[kStatementCount] = {
     "WHERE id = ?1 AND token = ?2 AND state = 1",
     // kRelease: ?1 id, ?2 token.
     "DELETE FROM idem_records WHERE id = ?1 AND token = ?2 AND state = 1",
+    // kRevoke: ?1 id.
+    "DELETE FROM idem_records WHERE id = ?1",
     // kPurge: ?1 now, ?2 limit.
     "DELETE FROM idem_records WHERE id IN (SELECT id FROM idem_records "
     "WHERE expires_at <= ?1 LIMIT ?2)",
@@ -257,7 +257,6 @@ class SqliteStore::Impl {
   }
 
   ~Impl() {
-    StopSweeper();
     StopCheckpointer();
     checkpoint_conn_.reset();
     writer_.reset();
@@ -492,9 +491,6 @@ class SqliteStore::Impl {
     if (!checkpoint_conn) return Unexpected(checkpoint_conn.error());
     checkpoint_conn_ = std::move(*checkpoint_conn);
     checkpointer_ = std::thread([this] { CheckpointLoop(); });
-    if (options_.sweep_interval > std::chrono::seconds::zero()) {
-      sweeper_ = std::thread([this] { SweepLoop(); });
-    }
     return {};
   }
 
@@ -776,7 +772,8 @@ class SqliteStore::Impl {
                                       Duration ttl, Duration lock_timeout) {
     const Record fresh = NewClaimRecord(fp, now, ttl, lock_timeout);
     const std::string blob = EncodeRecord(fresh);
-    for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
+    for (int attempt = 0; attempt < SqliteStore::kClaimAttempts; ++attempt) {
+      if (claim_hook_) claim_hook_(ClaimAttemptPoint::kBeforeWrite, attempt);
       {
         int rc;
         sqlite3_stmt* stmt = conn.Get(kClaimUpsert, &rc);
@@ -807,17 +804,20 @@ class SqliteStore::Impl {
         }
       }
       // A live record stood in the way: read it for the outcome. If it went
-      // away in between (another process released or purged it; in a
-      // batch's transaction nothing can) or became claimable, try again.
+      // away in between (another process released, revoked or purged it; in
+      // a batch's transaction nothing can) or became claimable, try again.
+      if (claim_hook_) claim_hook_(ClaimAttemptPoint::kBeforeRead, attempt);
       auto row = SelectRow(conn, id);
       if (!row) return Unexpected(row.error());
       if (!row->has_value()) continue;
       if (auto blocked = ClaimBlockedBy((*row)->record, fp, now))
         return *blocked;
     }
-    return MakeError(ErrorCode::kUnavailable,
-                     Prefix(path()) + "claim: the record kept changing under " +
-                         std::to_string(kClaimAttempts) + " attempts");
+    // Lost every race (store.h): in progress elsewhere, retry later.
+    ClaimResult busy;
+    busy.outcome = ClaimOutcome::kInProgress;
+    busy.locked_until = now;
+    return busy;
   }
 
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
@@ -887,6 +887,25 @@ class SqliteStore::Impl {
     return sqlite3_changes(conn.db()) == 1;
   }
 
+  Result<bool> Revoke(const RecordId& id) {
+    return Write<bool>([&](Connection& conn) -> Result<bool> {
+      int rc;
+      sqlite3_stmt* stmt = conn.Get(kRevoke, &rc);
+      if (stmt == nullptr) {
+        return Unexpected(SqlError("revoke", conn.db(), rc));
+      }
+      StatementScope scope(stmt);
+      BindBlob(stmt, 1, id.view());
+      rc = sqlite3_step(stmt);
+      if (rc != SQLITE_DONE) {
+        return Unexpected(SqlError("revoke", conn.db(), rc));
+      }
+      return sqlite3_changes(conn.db()) == 1;
+    });
+  }
+
+  void SetClaimHook(ClaimAttemptHook hook) { claim_hook_ = std::move(hook); }
+
   Result<std::optional<Record>> Inspect(const RecordId& id, TimePoint now) {
     auto lease = Acquire();
     if (!lease) return Unexpected(lease.error());
@@ -927,39 +946,6 @@ class SqliteStore::Impl {
     return deleted;
   }
 
-  // ---- Sweeper
-  // ---------------------------------------------------------------
-
-  void SweepLoop() {
-    std::unique_lock<std::mutex> lock(sweep_mu_);
-    while (!stopping_) {
-      if (sweep_cv_.wait_for(lock, options_.sweep_interval,
-                             [this] { return stopping_; })) {
-        break;
-      }
-      lock.unlock();
-      // Errors (a busy file, say) are left for the next round.
-      for (;;) {
-        auto n = Boundary(path(), "sweep", [&] {
-          return PurgeExpired(clock_->Now(), kPurgeBatch);
-        });
-        if (!n || *n < kPurgeBatch || stop_requested_.load()) break;
-      }
-      lock.lock();
-    }
-  }
-
-  void StopSweeper() {
-    if (!sweeper_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(sweep_mu_);
-      stopping_ = true;
-    }
-    stop_requested_.store(true);
-    sweep_cv_.notify_all();
-    sweeper_.join();
-  }
-
  private:
   const SqliteStoreOptions options_;
   const std::shared_ptr<Clock> clock_;
@@ -984,11 +970,7 @@ class SqliteStore::Impl {
   bool checkpoint_running_ = false;  // Guarded by checkpoint_mu_.
   std::atomic<int> checkpointed_frames_{0};
 
-  std::thread sweeper_;
-  std::mutex sweep_mu_;
-  std::condition_variable sweep_cv_;
-  bool stopping_ = false;  // Guarded by sweep_mu_.
-  std::atomic<bool> stop_requested_{false};
+  ClaimAttemptHook claim_hook_;  // Set before use, by tests only.
 };
 
 SqliteStore::SqliteStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -1072,11 +1054,6 @@ Result<std::unique_ptr<Store>> SqliteStore::OpenFromUri(
   auto cache = uri.TakeUint("cache_mb", 0, kMaxCacheMb);
   if (!cache) return tl::unexpected(cache.error());
   if (cache->has_value()) sqlite_options.cache_mb = **cache;
-  auto sweep = uri.TakeUint("sweep_interval_s", 0, 86'400);
-  if (!sweep) return tl::unexpected(sweep.error());
-  if (sweep->has_value()) {
-    sqlite_options.sweep_interval = std::chrono::seconds(**sweep);
-  }
   if (Status unknown = uri.RejectUnknown(); !unknown) {
     return tl::unexpected(unknown.error());
   }
@@ -1106,6 +1083,14 @@ Result<bool> SqliteStore::Complete(const RecordId& id, const Token& token,
 Result<bool> SqliteStore::Release(const RecordId& id, const Token& token) {
   return Boundary(impl_->path(), "release",
                   [&] { return impl_->Release(id, token); });
+}
+
+Result<bool> SqliteStore::Revoke(const RecordId& id) {
+  return Boundary(impl_->path(), "revoke", [&] { return impl_->Revoke(id); });
+}
+
+void SqliteStore::SetClaimAttemptHookForTesting(ClaimAttemptHook hook) {
+  impl_->SetClaimHook(std::move(hook));
 }
 
 Result<std::optional<Record>> SqliteStore::Inspect(const RecordId& id,

@@ -13,13 +13,16 @@
 #ifndef IDEM_STORE_H_
 #define IDEM_STORE_H_
 
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "idem/clock.h"
 #include "idem/error.h"
+#include "idem/log.h"
 #include "idem/record.h"
 #include "idem/response.h"
 #include "idem/types.h"
@@ -72,9 +75,29 @@ Record NewClaimRecord(const Fingerprint& fp, TimePoint now, Duration ttl,
 
 // What OpenStore and the backends' typed Open functions take besides the URI.
 struct StoreOptions {
-  // Time source for background work (sweepers). Defaults to SystemClock.
+  // Time source for background work (the sweeper, RocksDB's compaction
+  // filter). Defaults to SystemClock.
   std::shared_ptr<Clock> clock;
+  // How often OpenStore's background sweeper (sweeper.h) deletes expired
+  // records; zero turns it off (then call PurgeExpired yourself, or records
+  // past their ttl stay until their id is claimed again). The URI parameter
+  // `sweep_interval_s` (0..86400), accepted by every scheme, overrides it.
+  // Only OpenStore reads it: a backend's typed Open starts no sweeper.
+  // Default: 60 s.
+  Duration sweep_interval = std::chrono::seconds(60);
+  // Where the sweeper reports a failed pass (kWarning). Default: nowhere.
+  LogSink log;
 };
+
+// Where a claim of a SQL store is in one attempt of its bounded retry loop
+// (see Store::Claim): before it writes (inserts or upserts), and after the
+// write found a record in the way, before it reads that record.
+enum class ClaimAttemptPoint { kBeforeWrite, kBeforeRead };
+// A test hook the SQL stores call at those points, with the attempt number
+// (0-based), so that a test can make a claim lose its race deterministically
+// (delete the row before the read, plant it again before the next write).
+// Never set in production.
+using ClaimAttemptHook = std::function<void(ClaimAttemptPoint, int attempt)>;
 
 struct StoreInfo {
   std::string name;      // "memory", "rocksdb", ...
@@ -97,6 +120,14 @@ class Store {
   //  - in_progress, same fingerprint, locked_until <= now: kAcquired with a
   //    new token and takeover = true (expires_at is renewed as for a new
   //    record).
+  // Lost races: a store that cannot decide in one atomic step (the SQL
+  // stores: a write that found a record in the way, then a read of it)
+  // retries a bounded number of times when the record it met vanished
+  // (released, revoked, purged) before it could read it. A claim that loses
+  // every attempt answers kInProgress, on every store (the client retries
+  // later), never an error, with locked_until = `now`: no holder is known,
+  // so there is no later time to promise. The memory store (one CAS decides)
+  // and RocksDB (one in-process lock per id) never lose such a race.
   // Errors: kUnavailable (backend unreachable or busy), kDataLoss (the stored
   // record cannot be decoded), kResourceExhausted (no room for a new live
   // record), kInvalidArgument (ttl or lock_timeout not positive).
@@ -125,12 +156,27 @@ class Store {
   // whether it did.
   virtual Result<bool> Release(const RecordId& id, const Token& token) = 0;
 
+  // Deletes the record of `id` whatever its state (completed, in progress,
+  // expired, or damaged so that it does not decode) and returns whether
+  // there was one. For operators (idemctl revoke), to remove a damaged
+  // record or let a key run again. A holder of the revoked claim loses it:
+  // its later Complete and Release return false, and the next claim of
+  // `id` acquires afresh (no takeover). Atomic with respect to every other
+  // call on the same id: a concurrent claim either sees the record or
+  // acquires after the revoke, never both. Errors: kUnavailable (backend
+  // unreachable or busy); nothing was deleted then, or the delete's outcome
+  // is unknown only if the backend itself says so.
+  virtual Result<bool> Revoke(const RecordId& id) = 0;
+
   // The live record of `id` as of `now`, or nullopt when there is none or it
   // has expired. For tools and tests.
   virtual Result<std::optional<Record>> Inspect(const RecordId& id,
                                                 TimePoint now) = 0;
 
   // Deletes up to `limit` records with expires_at <= now; returns how many.
+  // Each call does work bounded by `limit` (and by the records it must
+  // examine), so a sweeper can call it in batches (sweeper.h). Safe
+  // alongside claims: a record claimed again meanwhile is never deleted.
   virtual Result<std::size_t> PurgeExpired(TimePoint now,
                                            std::size_t limit) = 0;
 

@@ -31,8 +31,17 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
     return demo;
   }
 
+  LogSink log =
+      options.log ? options.log : [](LogLevel level, std::string_view message) {
+        if (level < LogLevel::kWarning) return;
+        std::cerr << "idem-demo: " << LogLevelName(level) << ": " << message
+                  << std::endl;
+      };
   if (!store) {
-    auto opened = OpenStore(options.store_uri);
+    StoreOptions store_options;
+    store_options.sweep_interval = options.sweep_interval;
+    store_options.log = log;
+    auto opened = OpenStore(options.store_uri, store_options);
     if (!opened) return tl::unexpected(opened.error());
     store = std::shared_ptr<Store>(std::move(*opened));
   }
@@ -41,12 +50,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   setup.options.ttl = options.ttl;
   setup.options.lock_timeout = options.lock_timeout;
   setup.options.lock_wait = options.lock_wait;
-  setup.log =
-      options.log ? options.log : [](LogLevel level, std::string_view message) {
-        if (level < LogLevel::kWarning) return;
-        std::cerr << "idem-demo: " << LogLevelName(level) << ": " << message
-                  << std::endl;
-      };
+  setup.log = std::move(log);
   auto guard = Guard::Create(std::move(setup));
   if (!guard) return tl::unexpected(guard.error());
   demo->guard_ = std::move(*guard);

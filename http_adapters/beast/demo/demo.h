@@ -43,6 +43,12 @@ struct DemoOptions {
   bool idem = true;
   // Where warnings and errors of the Guard go. Default: stderr.
   LogSink log;
+  // How often the store's expired records are deleted in the background
+  // (StoreOptions::sweep_interval; a `sweep_interval_s` in the store URI
+  // wins); zero: never. Flag --sweep-interval SECONDS, 0..kMaxSweepInterval.
+  // Default: 60 s.
+  std::chrono::seconds sweep_interval{60};
+  static constexpr std::chrono::seconds kMaxSweepInterval{86'400};
 };
 
 // The store default, in one place: RocksDB in ./var/idem, relative to the

@@ -4,7 +4,7 @@
 //             [--lock-timeout SECONDS] [--lock-wait MILLISECONDS]
 //             [--threads N] [--store-calls auto|inline|pool]
 //             [--store-threads N]
-//             [--instance NAME]
+//             [--instance NAME] [--sweep-interval SECONDS]
 //
 // Prints "listening on HOST:PORT" once it accepts connections and exits
 // cleanly (in-flight requests answered) on SIGINT or SIGTERM. The store is
@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   long long lock_wait = options.lock_wait.count();
   std::string store_calls = "auto";
   int store_threads = 4;
+  long long sweep_interval = options.sweep_interval.count();
 
   const std::string store_help =
       "idempotency store URI (default: $IDEM_STORE, else " +
@@ -101,6 +102,9 @@ int main(int argc, char** argv) {
        "threads of the store-call pool (default 4)")
       ("instance", po::value(&options.instance)->value_name("NAME"),
        "instance name, sent as X-Demo-Instance and part of order ids (default demo)")
+      ("sweep-interval", po::value(&sweep_interval)->value_name("SECONDS"),
+       "how often expired records are deleted from the store in the "
+       "background; 0 = never (default 60)")
       ("no-idem", "serve without idem (the benchmark baseline)");
   // clang-format on
   po::variables_map vm;
@@ -122,6 +126,14 @@ int main(int argc, char** argv) {
     return BadFlags("--lock-timeout must be a positive number of seconds");
   }
   if (lock_wait < 0) return BadFlags("--lock-wait must not be negative");
+  if (sweep_interval < 0 ||
+      sweep_interval > idem::demo::DemoOptions::kMaxSweepInterval.count()) {
+    return BadFlags(
+        "--sweep-interval must be between 0 (off) and " +
+        std::to_string(idem::demo::DemoOptions::kMaxSweepInterval.count()) +
+        " seconds, got " + std::to_string(sweep_interval));
+  }
+  options.sweep_interval = std::chrono::seconds(sweep_interval);
   if (options.threads <= 0 || options.threads > 1024) {
     return BadFlags("--threads must be between 1 and 1024");
   }

@@ -258,9 +258,12 @@ class PostgresStoreTest : public ::testing::Test {
     return OpenTable(table_, extra);
   }
 
+  // Without OpenStore's sweeper: the tests count what PurgeExpired deletes,
+  // and their records' times are far in the past of the system clock.
   std::unique_ptr<Store> OpenTable(const std::string& table,
                                    const std::string& extra = "") {
-    auto store = OpenStore(Uri(table, extra));
+    auto store =
+        OpenStore(Uri(table, extra), {.sweep_interval = Duration::zero()});
     EXPECT_TRUE(store.has_value()) << store.error().ToString();
     return store.has_value() ? std::move(*store) : nullptr;
   }
@@ -468,10 +471,83 @@ TEST_F(PostgresStoreTest, ADamagedRecordIsDataLossNeverAMiss) {
     ASSERT_FALSE(done.has_value());
     EXPECT_EQ(done.error().code(), ErrorCode::kDataLoss);
   }
+  // An operator revokes a damaged row; the key can then run again.
+  auto revoked = store->Revoke(Id(0));
+  ASSERT_TRUE(revoked.has_value()) << revoked.error().ToString();
+  EXPECT_TRUE(*revoked);
+  auto again = store->Claim(Id(0), Fp(0), kT0, kTtl, kLock);
+  ASSERT_TRUE(again.has_value()) << again.error().ToString();
+  EXPECT_EQ(again->outcome, ClaimOutcome::kAcquired);
+  EXPECT_FALSE(again->takeover);
   // Expired by its columns, a damaged row is purged like any other.
   auto purged = store->PurgeExpired(kT0 + kTtl, 100);
   ASSERT_TRUE(purged.has_value()) << purged.error().ToString();
   EXPECT_EQ(*purged, 3u);
+}
+
+// The claim's retry path, forced: each attempt's insert meets a live row,
+// which vanishes (another instance revoked or released it) before the
+// SELECT reads it, and is back before the next attempt's insert.
+TEST_F(PostgresStoreTest, AClaimThatLosesEveryRaceIsInProgressNotAnError) {
+  auto opened = Open();
+  ASSERT_NE(opened, nullptr);
+  auto* store = dynamic_cast<PostgresStore*>(opened.get());
+  ASSERT_NE(store, nullptr);
+  auto holder = store->Claim(Id(1), Fp(2), kT0, kTtl, kLock);
+  ASSERT_TRUE(holder.has_value());
+  const std::string t = "\"" + table_ + "\"";
+  const std::string saved = NewTable();
+  auto conn = Connect(base_);
+  ASSERT_TRUE(
+      Exec(conn.get(), "CREATE TABLE \"" + saved + "\" AS SELECT * FROM " + t));
+  int reads = 0;
+  int writes = 0;
+  store->SetClaimAttemptHookForTesting([&](ClaimAttemptPoint point,
+                                           int attempt) {
+    if (point == ClaimAttemptPoint::kBeforeWrite) {
+      ++writes;
+      if (attempt > 0) {
+        EXPECT_TRUE(Exec(conn.get(), "INSERT INTO " + t + " SELECT * FROM \"" +
+                                         saved + "\""));
+      }
+    } else {
+      ++reads;
+      EXPECT_TRUE(Exec(conn.get(), "DELETE FROM " + t));
+    }
+  });
+  const TimePoint now = kT0 + seconds(1);
+  auto claim = store->Claim(Id(1), Fp(1), now, kTtl, kLock);
+  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+  EXPECT_EQ(claim->outcome, ClaimOutcome::kInProgress);
+  EXPECT_EQ(claim->locked_until, now);  // No holder known: nothing to wait.
+  EXPECT_EQ(reads, PostgresStore::kClaimAttempts);
+  EXPECT_EQ(writes, PostgresStore::kClaimAttempts);
+
+  store->SetClaimAttemptHookForTesting(nullptr);
+  auto next = store->Claim(Id(1), Fp(1), now, kTtl, kLock);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->outcome, ClaimOutcome::kAcquired);
+}
+
+// One lost race, then the key is free: the retry acquires.
+TEST_F(PostgresStoreTest, AClaimWhoseObstacleVanishesOnceAcquiresOnRetry) {
+  auto opened = Open();
+  ASSERT_NE(opened, nullptr);
+  auto* store = dynamic_cast<PostgresStore*>(opened.get());
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Claim(Id(1), Fp(2), kT0, kTtl, kLock).has_value());
+  auto conn = Connect(base_);
+  int reads = 0;
+  store->SetClaimAttemptHookForTesting([&](ClaimAttemptPoint point, int) {
+    if (point == ClaimAttemptPoint::kBeforeRead && reads++ == 0) {
+      EXPECT_TRUE(Exec(conn.get(), "DELETE FROM \"" + table_ + "\""));
+    }
+  });
+  auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+  EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
+  EXPECT_FALSE(claim->takeover);
+  EXPECT_EQ(reads, 1);
 }
 
 TEST_F(PostgresStoreTest, TheClientKeyNeverReachesTheTable) {
@@ -680,6 +756,71 @@ TEST_F(PostgresStoreTest, PurgeExpiredDeletesOnlyExpiredRowsInBatches) {
     auto record = store->Inspect(Id(i), later);
     ASSERT_TRUE(record.has_value() && record->has_value()) << i;
   }
+}
+
+// Several instances sweeping one table: a purge never waits for another's
+// batch (its rows are skipped), and purges running at once delete every
+// expired row exactly once between them.
+TEST_F(PostgresStoreTest, PurgesOfTwoInstancesDoNotBlockEachOther) {
+  auto a = Open("statement_timeout_ms=2000");
+  auto b = Open("statement_timeout_ms=2000");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  constexpr int kExpired = 3000;
+  constexpr int kLive = 50;
+  const std::string t = "\"" + table_ + "\"";
+  // Rows straight into the table (3000 claims would take a while): every
+  // column but the record is what the purge reads.
+  auto conn = Connect(base_);
+  const auto ns = [](TimePoint tp) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              tp.time_since_epoch())
+                              .count());
+  };
+  ASSERT_TRUE(
+      Exec(conn.get(),
+           "INSERT INTO " + t +
+               " (id, state, fingerprint, token, locked_until, expires_at, "
+               "takeover, record) SELECT sha256(int8send(g)), 2, '\\x00', "
+               "'\\x00', " +
+               ns(kT0) + ", CASE WHEN g < " + std::to_string(kExpired) +
+               " THEN " + ns(kT0 + seconds(1)) + " ELSE " + ns(kT0 + kTtl) +
+               " END, false, '\\x00' FROM generate_series(0, " +
+               std::to_string(kExpired + kLive - 1) + ") g"));
+  const TimePoint later = kT0 + seconds(2);
+
+  // Another instance's purge batch in flight: its rows stay locked until it
+  // commits. This one deletes the rest instead of waiting (which would end
+  // in the 2 s statement timeout).
+  auto other = Connect(base_);
+  ASSERT_TRUE(Exec(other.get(), "BEGIN"));
+  ASSERT_TRUE(Exec(other.get(), "DELETE FROM " + t +
+                                    " WHERE id IN (SELECT id "
+                                    "FROM " +
+                                    t + " WHERE expires_at <= " + ns(later) +
+                                    " LIMIT 1000 FOR UPDATE SKIP LOCKED)"));
+  auto purged = a->PurgeExpired(later, 100000);
+  ASSERT_TRUE(purged.has_value()) << purged.error().ToString();
+  EXPECT_EQ(*purged, kExpired - 1000u);
+  ASSERT_TRUE(Exec(other.get(), "ROLLBACK"));
+
+  // Two purges at once, in batches, over the 1000 rows left.
+  std::optional<Result<std::size_t>> ra, rb;
+  std::barrier start(2);
+  std::thread ta([&] {
+    start.arrive_and_wait();
+    ra = a->PurgeExpired(later, 100000);
+  });
+  std::thread tb([&] {
+    start.arrive_and_wait();
+    rb = b->PurgeExpired(later, 100000);
+  });
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(ra->has_value()) << ra->error().ToString();
+  ASSERT_TRUE(rb->has_value()) << rb->error().ToString();
+  EXPECT_EQ(**ra + **rb, 1000u);
+  EXPECT_EQ(Query("SELECT count(*) FROM " + t)[0][0], std::to_string(kLive));
 }
 
 }  // namespace

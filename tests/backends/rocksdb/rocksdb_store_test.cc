@@ -7,7 +7,8 @@
 //
 // The tests look at the files through RocksDB itself (a raw DB opened on the
 // store's directory after the store is closed), never through the store.
-// No test reads the real clock or sleeps for timing.
+// Only the sweeper test waits for real time (a 10 ms interval), in a bounded
+// polling loop; no other test reads the real clock or sleeps.
 
 #include <poll.h>
 #include <signal.h>
@@ -48,6 +49,7 @@
 #include "idem/rocksdb_store.h"
 #include "idem/store.h"
 #include "idem/store_uri.h"
+#include "idem/sweeper.h"
 #include "support/secret_request.h"
 
 extern char** environ;
@@ -267,6 +269,50 @@ TEST_F(RocksdbStoreTest, CorruptedValuesAreDataLossNotMisses) {
     ASSERT_FALSE(inspect.has_value());
     EXPECT_EQ(inspect.error().code(), ErrorCode::kDataLoss);
   }
+  // What neither purge nor compaction removes, an operator revokes; the key
+  // can then run again.
+  for (int i = 2; i <= 3; ++i) {
+    SCOPED_TRACE(i);
+    auto revoked = store->Revoke(Id(i));
+    ASSERT_TRUE(revoked.has_value()) << revoked.error().ToString();
+    EXPECT_TRUE(*revoked);
+    auto claim = store->Claim(Id(i), Fp(1), clock_->Now(), kTtl, kLock);
+    ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+    EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
+    EXPECT_FALSE(claim->takeover);
+  }
+}
+
+// A store that receives no more writes never compacts, so its compaction
+// filter never runs: OpenStore's sweeper deletes the expired records.
+TEST_F(RocksdbStoreTest, OpenStoresSweeperDeletesExpiredRecordsWithNoWrites) {
+  constexpr int kShortLived = 100;
+  constexpr int kLongLived = 50;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    for (int i = 0; i < kShortLived + kLongLived; ++i) {
+      const Duration ttl = i < kShortLived ? seconds(10) : hours(1);
+      ASSERT_TRUE(store->Claim(Id(i), Fp(1), kT0, ttl, seconds(5)).has_value());
+    }
+  }  // Flushed to a table file on close.
+  {
+    auto store = idem::OpenStore(
+        "rocksdb:" + DbPath(),
+        {.clock = clock_, .sweep_interval = std::chrono::milliseconds(10)});
+    ASSERT_TRUE(store.has_value()) << store.error().ToString();
+    Sweeper* sweeper = FindSweeper(**store);
+    ASSERT_NE(sweeper, nullptr);
+    clock_->Advance(seconds(10));
+    // Real time: poll, bounded.
+    const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+    while (sweeper->stats().purged < kShortLived &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(sweeper->stats().purged, std::size_t{kShortLived});
+  }
+  EXPECT_EQ(CountKeys(), std::size_t{kLongLived});
 }
 
 TEST_F(RocksdbStoreTest, CompactionDropsExpiredRecords) {

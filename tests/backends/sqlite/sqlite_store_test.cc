@@ -3,12 +3,14 @@
 // schema migrates from version 1; a held write lock is kUnavailable; four
 // processes of eight threads claim the same ids and exactly one claim wins
 // each, leaving a file that passes PRAGMA integrity_check; a failing write
-// does not fail the writes committed with it; the WAL stays bounded; the
-// sweeper; URI parameters; the client key never reaches the files.
+// does not fail the writes committed with it; the WAL stays bounded;
+// revoking damaged rows; a claim that loses every race answers kInProgress;
+// OpenStore's sweeper; URI parameters; the client key never reaches the
+// files.
 //
 // The tests look at the file through a raw sqlite3 connection of their own.
-// Only the sweeper test waits for real time (its interval is in seconds),
-// in a bounded polling loop; nothing else reads the real clock.
+// Only the sweeper test waits for real time (a 10 ms interval), in a bounded
+// polling loop; nothing else reads the real clock.
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -46,6 +48,7 @@
 #include "idem/record_codec.h"
 #include "idem/sqlite_store.h"
 #include "idem/store.h"
+#include "idem/sweeper.h"
 #include "support/secret_request.h"
 
 extern char** environ;
@@ -280,6 +283,75 @@ TEST_F(SqliteStoreTest, DamagedRowsAreDataLossNotMisses) {
     ASSERT_FALSE(complete.has_value());
     EXPECT_EQ(complete.error().code(), ErrorCode::kDataLoss);
   }
+  // An operator revokes them: gone, and the key can run again.
+  for (int i = 1; i <= 4; ++i) {
+    SCOPED_TRACE(i);
+    auto revoked = store->Revoke(Id(i));
+    ASSERT_TRUE(revoked.has_value()) << revoked.error().ToString();
+    EXPECT_TRUE(*revoked);
+    auto claim = store->Claim(Id(i), Fp(1), kT0, kTtl, kLock);
+    ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+    EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
+    EXPECT_FALSE(claim->takeover);
+  }
+}
+
+// The claim's retry path, forced: each attempt's upsert meets a live
+// record, which vanishes (another process revoked or released it) before
+// the SELECT reads it, and is back before the next attempt's upsert.
+TEST_F(SqliteStoreTest, AClaimThatLosesEveryRaceIsInProgressNotAnError) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  // The record in the way: another request's, live and locked.
+  auto holder = store->Claim(Id(1), Fp(2), kT0, kTtl, kLock);
+  ASSERT_TRUE(holder.has_value());
+  RawDb raw(DbPath());
+  raw.Exec("CREATE TEMP TABLE saved AS SELECT * FROM idem_records");
+  int reads = 0;
+  int writes = 0;
+  store->SetClaimAttemptHookForTesting(
+      [&](ClaimAttemptPoint point, int attempt) {
+        if (point == ClaimAttemptPoint::kBeforeWrite) {
+          ++writes;
+          if (attempt > 0)
+            raw.Exec("INSERT INTO idem_records SELECT * FROM saved");
+        } else {
+          ++reads;
+          raw.Exec("DELETE FROM idem_records");
+        }
+      });
+  const TimePoint now = kT0 + seconds(1);
+  auto claim = store->Claim(Id(1), Fp(1), now, kTtl, kLock);
+  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+  EXPECT_EQ(claim->outcome, ClaimOutcome::kInProgress);
+  EXPECT_EQ(claim->locked_until, now);  // No holder known: nothing to wait.
+  EXPECT_EQ(reads, SqliteStore::kClaimAttempts);
+  EXPECT_EQ(writes, SqliteStore::kClaimAttempts);
+
+  // Once the races stop, the next claim acquires the (now absent) key.
+  store->SetClaimAttemptHookForTesting(nullptr);
+  auto next = store->Claim(Id(1), Fp(1), now, kTtl, kLock);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->outcome, ClaimOutcome::kAcquired);
+}
+
+// One lost race, then the key is free: the retry acquires.
+TEST_F(SqliteStoreTest, AClaimWhoseObstacleVanishesOnceAcquiresOnRetry) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Claim(Id(1), Fp(2), kT0, kTtl, kLock).has_value());
+  RawDb raw(DbPath());
+  int reads = 0;
+  store->SetClaimAttemptHookForTesting([&](ClaimAttemptPoint point, int) {
+    if (point == ClaimAttemptPoint::kBeforeRead && reads++ == 0) {
+      raw.Exec("DELETE FROM idem_records");
+    }
+  });
+  auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+  EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
+  EXPECT_FALSE(claim->takeover);
+  EXPECT_EQ(reads, 1);
 }
 
 TEST_F(SqliteStoreTest, AFileThatIsNotADatabaseIsDataLoss) {
@@ -524,30 +596,28 @@ TEST_F(SqliteStoreTest, PurgeExpiredDeletesInBatches) {
   EXPECT_EQ(CountRows(), kRecords - expired);
 }
 
-TEST_F(SqliteStoreTest, TheSweeperPurgesExpiredRecords) {
-  auto store = OpenStore({.sweep_interval = seconds(1)});
-  ASSERT_NE(store, nullptr);
+// Nobody calls PurgeExpired: OpenStore's sweeper (sweeper.h) deletes the
+// rows past their ttl and keeps the live ones.
+TEST_F(SqliteStoreTest, OpenStoresSweeperDeletesExpiredRowsByItself) {
+  auto store =
+      idem::OpenStore("sqlite:" + DbPath(),
+                      {.clock = clock_, .sweep_interval = milliseconds(10)});
+  ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  ASSERT_NE(FindSweeper(**store), nullptr);
   for (int i = 0; i < 20; ++i) {
     ASSERT_TRUE(
-        store->Claim(Id(i), Fp(1), kT0, i < 15 ? seconds(10) : hours(1), kLock)
+        (*store)
+            ->Claim(Id(i), Fp(1), kT0, i < 15 ? seconds(10) : hours(1), kLock)
             .has_value());
   }
   clock_->Advance(seconds(10));
-  // The sweeper runs on real time (once a second): poll, bounded.
+  // The sweeper runs on real time: poll, bounded.
   const auto deadline = std::chrono::steady_clock::now() + seconds(60);
   while (CountRows() != 5 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(50));
+    std::this_thread::sleep_for(milliseconds(10));
   }
   EXPECT_EQ(CountRows(), 5);
-}
-
-TEST_F(SqliteStoreTest, TheDestructorStopsAnIdleSweeperAtOnce) {
-  const auto start = std::chrono::steady_clock::now();
-  {
-    auto store = OpenStore({.sweep_interval = seconds(3600)});
-    ASSERT_NE(store, nullptr);
-  }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(30));
+  EXPECT_EQ(FindSweeper(**store)->stats().purged, 15u);
 }
 
 TEST_F(SqliteStoreTest, CreatesMissingParentDirectories) {

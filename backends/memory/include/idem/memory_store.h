@@ -6,16 +6,16 @@
 // shared_across_processes = false). Use it for one-instance deployments,
 // tests and as the fastest backend.
 //
-// Progress guarantee: Claim, Complete, Release, Inspect and PurgeExpired take
-// no mutex and never wait for another thread. They are lock-free, not
-// wait-free: a call retries a compare-and-swap only when another call changed
-// the same hash bucket (or its capacity stripe) in between, so some call always
-// completes, but one unlucky call may retry under heavy contention on one
-// key. Memory of replaced records is reclaimed with hazard pointers, so a
-// thread descheduled in the middle of a call holds back at most the one
-// record chain it is reading, never the reclamation of everything else;
-// threads are registered automatically on their first call and unregistered
-// when they exit, nothing is asked of the application.
+// Progress guarantee: Claim, Complete, Release, Revoke, Inspect and
+// PurgeExpired take no mutex and never wait for another thread. They are
+// lock-free, not wait-free: a call retries a compare-and-swap only when
+// another call changed the same hash bucket (or its capacity stripe) in
+// between, so some call always completes, but one unlucky call may retry under
+// heavy contention on one key. Memory of replaced records is reclaimed with
+// hazard pointers, so a thread descheduled in the middle of a call holds back
+// at most the one record chain it is reading, never the reclamation of
+// everything else; threads are registered automatically on their first call and
+// unregistered when they exit, nothing is asked of the application.
 //
 // Capacity: at most `capacity` records are held at once, live or expired but
 // not yet reclaimed. A Claim that needs a new record in a full store first
@@ -138,6 +138,12 @@ class MemoryStore final : public Store {
   // memory.
   Result<bool> Release(const RecordId& id, const Token& token) override;
 
+  // Deletes the record of `id` whatever its state and frees its slot;
+  // returns whether there was one. One CAS publishes the removal, so a
+  // concurrent Complete or Release of the revoked claim returns false.
+  // Error: kResourceExhausted when out of memory.
+  Result<bool> Revoke(const RecordId& id) override;
+
   // A copy of the record of `id` (sharing its response), or nullopt when
   // there is none or it has expired at `now`. The copy is one consistent
   // version of the record, never a mix of two. Never fails except for
@@ -184,6 +190,7 @@ class MemoryStore final : public Store {
                     const Response* response,
                     std::shared_ptr<const Response> stored);
   bool ReleaseImpl(const RecordId& id, const Token& token);
+  bool RevokeImpl(const RecordId& id);
   std::size_t PurgeImpl(TimePoint now, std::size_t limit);
 
   const std::size_t capacity_;

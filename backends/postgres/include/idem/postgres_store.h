@@ -51,12 +51,12 @@
 //
 // whose WHERE decides atomically, so two claims that both saw the record
 // claimable cannot both take it over. If the row went away in between
-// (released, purged) or changed (completed, taken over by another claim),
-// the claim starts again, at most kClaimAttempts times in all; a claim that
-// keeps losing such races reports kInProgress (another request is plainly
-// working on the key; kUnavailable would make a fail-open Guard run the
-// handler unprotected beside it), with locked_until = min(now +
-// lock_timeout, now + ttl).
+// (released, revoked, purged) or changed (completed, taken over by another
+// claim), the claim starts again, at most kClaimAttempts times in all; a
+// claim that keeps losing such races reports kInProgress, as every store
+// does (store.h: another request is plainly working on the key;
+// kUnavailable would make a fail-open Guard run the handler unprotected
+// beside it), with locked_until = now.
 //
 // The trade: first attempts, the bulk of the traffic, cost one round trip
 // and the least server work; a replay, in-progress or mismatch costs two
@@ -89,7 +89,11 @@
 //   DELETE FROM "<t>" WHERE id IN (SELECT id FROM "<t>" WHERE expires_at <=
 //     $now LIMIT $n FOR UPDATE SKIP LOCKED)
 // through the expires_at index; rows that a concurrent claim is taking
-// over are skipped, not waited for.
+// over, or another instance's purge is deleting, are skipped, not waited
+// for, so several instances sweeping one table (sweeper.h) never queue on
+// each other.
+//
+// Revoke is one DELETE ... WHERE id = $1, whatever the row holds.
 //
 // Schema versions: a table `idem_schema_versions (table_name, version)` in
 // the same schema (search_path) holds one row per idem table. Open runs,
@@ -274,6 +278,11 @@ class PostgresStore final : public Store {
   // it did. One DELETE; errors as for Claim.
   Result<bool> Release(const RecordId& id, const Token& token) override;
 
+  // Deletes the row of `id` whatever its state, even when its record does
+  // not decode; returns whether there was one. One DELETE; errors as for
+  // Claim.
+  Result<bool> Revoke(const RecordId& id) override;
+
   // The record of `id` unless absent or expired at `now`; one SELECT.
   // Errors: kDataLoss when the stored record does not decode or disagrees
   // with its columns; otherwise as for Claim.
@@ -291,6 +300,12 @@ class PostgresStore final : public Store {
 
   // The table, as given in the options.
   const std::string& table() const;
+
+  // Test hook (store.h): called inside Claim, on the calling thread, at each
+  // ClaimAttemptPoint; every statement before it has committed, so the hook
+  // may change the row through a connection of its own. Set it before any
+  // claim runs; never in production.
+  void SetClaimAttemptHookForTesting(ClaimAttemptHook hook);
 
  private:
   class Impl;

@@ -51,8 +51,10 @@
 // expired record is absent at once. Expired records are removed from disk by
 // a compaction filter (it reads expires_at straight from the value header,
 // without decoding the rest, and compares it with StoreOptions::clock) and by
-// PurgeExpired. RocksDB compacts on its own as data grows; Compact() forces a
-// full compaction.
+// PurgeExpired. RocksDB compacts only as data is written, so a store that
+// receives no more writes keeps its expired records until PurgeExpired
+// deletes them: OpenStore's sweeper (sweeper.h) does, every 60 s by default.
+// Compact() forces a full compaction.
 //
 // Corruption: a value that does not decode (bad checksum, truncated, unknown
 // version) is reported as kDataLoss by Claim, Complete, Release and Inspect,
@@ -181,6 +183,11 @@ class RocksdbStore final : public Store {
   // Under the id's lock: deletes the record if it is in_progress with
   // `token`; returns whether it did. Errors as for Complete.
   Result<bool> Release(const RecordId& id, const Token& token) override;
+
+  // Under the id's lock: deletes the value of `id` whatever it holds, even
+  // one that does not decode; returns whether there was one. Errors:
+  // kUnavailable or kInternal when RocksDB fails.
+  Result<bool> Revoke(const RecordId& id) override;
 
   // The record of `id` unless absent or expired at `now`. One Get, no lock:
   // the value read is one complete version of the record. Errors: kDataLoss

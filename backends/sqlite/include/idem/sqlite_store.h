@@ -164,23 +164,21 @@ struct SqliteStoreOptions {
   // SQLite's default. URI parameter `cache_mb`, 0..1048576.
   // Default: 0 (SQLite's 2 MiB).
   std::size_t cache_mb = 0;
-
-  // When positive, a background thread calls PurgeExpired(clock->Now(), ...)
-  // this often, in batches, until no expired record is left; it is stopped
-  // by the destructor. Zero disables it. URI parameter `sweep_interval_s`,
-  // 0..86400.
-  // Default: 0 (no sweeper; call PurgeExpired yourself).
-  std::chrono::seconds sweep_interval{0};
 };
 
 class SqliteStore final : public Store {
  public:
   // The schema version this build creates (PRAGMA user_version).
   static constexpr int kSchemaVersion = 2;
+  // How often a claim whose upsert met a live record, and whose follow-up
+  // SELECT found it gone (released, revoked or purged by another process
+  // in between), tries again before it answers kInProgress.
+  static constexpr int kClaimAttempts = 64;
 
   // Opens (creating if needed) the database at options.path, switches it to
-  // WAL mode and creates or migrates the schema. The sweeper, if enabled,
-  // takes time from store_options.clock (SystemClock when null).
+  // WAL mode and creates or migrates the schema. Starts no sweeper (OpenStore
+  // adds the common one, sweeper.h); store_options is accepted for
+  // uniformity.
   // Errors: kInvalidArgument when the path is empty or ":memory:", a
   // directory, or the file has a schema version newer than kSchemaVersion;
   // kUnavailable when the file or its directory cannot be created or
@@ -193,7 +191,8 @@ class SqliteStore final : public Store {
       const StoreOptions& store_options = {});
 
   // Opens the store a parsed `sqlite:` URI names, as OpenStore does.
-  // Parameters: synchronous, busy_timeout_ms, cache_mb, sweep_interval_s.
+  // Parameters: synchronous, busy_timeout_ms, cache_mb (OpenStore takes
+  // sweep_interval_s, the sweeper's, before it calls this).
   // Errors: kInvalidArgument naming the URI when the scheme is not "sqlite",
   // when it has a host, user or port, when the path is empty, when a
   // parameter is malformed or out of range, or when another parameter is
@@ -201,15 +200,16 @@ class SqliteStore final : public Store {
   static Result<std::unique_ptr<Store>> OpenFromUri(
       StoreUri& uri, const StoreOptions& options);
 
-  // Stops the sweeper (waiting for a sweep in progress to finish its batch)
-  // and closes every connection. Must not run concurrently with any other
-  // call on this store.
+  // Stops the checkpointer and closes every connection. Must not run
+  // concurrently with any other call on this store.
   ~SqliteStore() override;
 
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  // The claim table of store.h in one write transaction (see above).
+  // The claim table of store.h in one write transaction (see above). A
+  // claim that loses kClaimAttempts races answers kInProgress with
+  // locked_until = now (store.h).
   // Errors: kInvalidArgument when ttl or lock_timeout is not positive;
   // kDataLoss when the stored record does not decode; kUnavailable when the
   // write lock was not obtained within busy_timeout, or on I/O errors;
@@ -231,6 +231,11 @@ class SqliteStore final : public Store {
   // did. One DELETE; errors as for Claim.
   Result<bool> Release(const RecordId& id, const Token& token) override;
 
+  // Deletes the row of `id` whatever its state, even when its record does
+  // not decode; returns whether there was one. One DELETE through the
+  // writer; errors as for Claim.
+  Result<bool> Revoke(const RecordId& id) override;
+
   // The record of `id` unless absent or expired at `now`; one SELECT, no
   // write lock. Errors: kDataLoss when the stored record does not decode or
   // disagrees with its columns; kUnavailable and kInternal as for Claim.
@@ -250,6 +255,12 @@ class SqliteStore final : public Store {
 
   // The database file, as given in the options.
   const std::string& path() const;
+
+  // Test hook (store.h): called inside Claim, on the thread that runs the
+  // write, at each ClaimAttemptPoint. Set it before any claim runs; never in
+  // production. Between the points no transaction is open in autocommit
+  // mode, so the hook may change the row through a connection of its own.
+  void SetClaimAttemptHookForTesting(ClaimAttemptHook hook);
 
  private:
   class Impl;

@@ -1,0 +1,184 @@
+#include "idem/sweeper.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace idem {
+
+Result<std::unique_ptr<Sweeper>> Sweeper::Start(Store& store,
+                                                SweeperOptions options) {
+  if (options.batch == 0) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "sweeper: batch must be positive");
+  }
+  if (options.interval < Duration::zero() ||
+      options.max_pass_time < Duration::zero()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "sweeper: interval and max_pass_time must not be "
+                     "negative");
+  }
+  if (!options.clock) options.clock = SystemClock::Instance();
+  std::unique_ptr<Sweeper> sweeper(new Sweeper(store, std::move(options)));
+  if (sweeper->options_.interval > Duration::zero()) {
+    Sweeper* s = sweeper.get();
+    sweeper->thread_ = std::thread([s] { s->Loop(); });
+  }
+  return sweeper;
+}
+
+Sweeper::Sweeper(Store& store, SweeperOptions options)
+    : store_(store), options_(std::move(options)) {}
+
+Sweeper::~Sweeper() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Result<std::size_t> Sweeper::SweepOnce() {
+  std::lock_guard<std::mutex> pass(pass_mu_);
+  const auto start = std::chrono::steady_clock::now();
+  std::size_t purged = 0;
+  std::optional<Error> error;
+  for (;;) {
+    Result<std::size_t> n =
+        store_.PurgeExpired(options_.clock->Now(), options_.batch);
+    if (!n) {
+      error = n.error();
+      break;
+    }
+    purged += *n;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.batches;
+      stats_.purged += *n;
+      if (stopping_) break;
+    }
+    if (*n < options_.batch) break;  // Nothing expired is left.
+    if (std::chrono::steady_clock::now() - start >= options_.max_pass_time) {
+      break;  // The rest waits for the next pass.
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.passes;
+    if (error) ++stats_.errors;
+  }
+  if (error) {
+    if (options_.log) {
+      options_.log(LogLevel::kWarning,
+                   "sweeper: purging expired records of the " +
+                       store_.Info().name + " store failed after " +
+                       std::to_string(purged) +
+                       " deletions; retrying at the next interval: " +
+                       error->ToString());
+    }
+    return tl::unexpected(*error);
+  }
+  if (purged > 0 && options_.log) {
+    options_.log(LogLevel::kInfo, "sweeper: purged " + std::to_string(purged) +
+                                      " expired records of the " +
+                                      store_.Info().name + " store");
+  }
+  return purged;
+}
+
+SweeperStats Sweeper::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Sweeper::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    if (cv_.wait_for(lock, options_.interval, [this] { return stopping_; })) {
+      break;
+    }
+    lock.unlock();
+    // Failures are counted and logged by SweepOnce; the next pass retries.
+    (void)SweepOnce();
+    lock.lock();
+  }
+}
+
+namespace {
+
+// Forwards everything; owns the store and, destroyed first, its sweeper.
+class SweptStore final : public Store {
+ public:
+  explicit SweptStore(std::unique_ptr<Store> inner)
+      : inner_(std::move(inner)) {}
+  ~SweptStore() override {
+    sweeper_.reset();  // No pass may run once the store is gone.
+    inner_.reset();
+  }
+
+  Status Attach(SweeperOptions options) {
+    auto sweeper = Sweeper::Start(*inner_, std::move(options));
+    if (!sweeper) return tl::unexpected(sweeper.error());
+    sweeper_ = std::move(*sweeper);
+    return {};
+  }
+
+  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
+                            TimePoint now, Duration ttl,
+                            Duration lock_timeout) override {
+    return inner_->Claim(id, fp, now, ttl, lock_timeout);
+  }
+  Result<bool> Complete(const RecordId& id, const Token& token,
+                        const Response& response) override {
+    return inner_->Complete(id, token, response);
+  }
+  Result<bool> CompleteShared(
+      const RecordId& id, const Token& token,
+      std::shared_ptr<const Response> response) override {
+    return inner_->CompleteShared(id, token, std::move(response));
+  }
+  Result<bool> Release(const RecordId& id, const Token& token) override {
+    return inner_->Release(id, token);
+  }
+  Result<bool> Revoke(const RecordId& id) override {
+    return inner_->Revoke(id);
+  }
+  Result<std::optional<Record>> Inspect(const RecordId& id,
+                                        TimePoint now) override {
+    return inner_->Inspect(id, now);
+  }
+  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override {
+    return inner_->PurgeExpired(now, limit);
+  }
+  StoreInfo Info() const override { return inner_->Info(); }
+
+  Sweeper* sweeper() { return sweeper_.get(); }
+
+ private:
+  std::unique_ptr<Store> inner_;
+  std::unique_ptr<Sweeper> sweeper_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> WithSweeper(std::unique_ptr<Store> store,
+                                           SweeperOptions options) {
+  if (options.interval == Duration::zero()) return store;
+  auto swept = std::make_unique<SweptStore>(std::move(store));
+  if (Status s = swept->Attach(std::move(options)); !s) {
+    return tl::unexpected(s.error());
+  }
+  return std::unique_ptr<Store>(std::move(swept));
+}
+
+}  // namespace idem
+
+namespace idem {
+
+Sweeper* FindSweeper(Store& store) {
+  auto* swept = dynamic_cast<SweptStore*>(&store);
+  return swept == nullptr ? nullptr : swept->sweeper();
+}
+
+}  // namespace idem
