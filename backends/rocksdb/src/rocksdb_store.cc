@@ -33,8 +33,10 @@
 #include <utility>
 #include <vector>
 
+#include "background_errors.h"
 #include "idem/record_codec.h"
 #include "idem/token.h"
+#include "info_log.h"
 
 namespace idem {
 namespace {
@@ -199,6 +201,10 @@ struct RocksdbStore::Impl {
   rocksdb::WriteOptions write_options;
   rocksdb::ReadOptions read_options;
   std::unique_ptr<Stripe[]> stripes{new Stripe[kStripes]};
+  // Registered as a listener: stops and resumes writes around RocksDB's
+  // background errors (background_errors.h).
+  std::shared_ptr<rocksdb_internal::BackgroundErrors> background_errors =
+      std::make_shared<rocksdb_internal::BackgroundErrors>();
 
   std::mutex purge_mu;
   // The key the next PurgeExpired scan starts at ("" = the first key).
@@ -230,6 +236,17 @@ struct RocksdbStore::Impl {
     return stripes[id.Prefix64() % kStripes];
   }
 
+  // Before every write: nullopt when it may be issued, else the
+  // kUnavailable error to return instead of issuing it (a background error
+  // stops writes until DB::Resume() clears it; background_errors.h).
+  std::optional<Error> WritesStopped(std::string_view op) {
+    std::optional<std::string> why = background_errors->Check(
+        [&] { return RocksdbCall([&] { return db->Resume(); }); });
+    if (!why) return std::nullopt;
+    return Error(ErrorCode::kUnavailable,
+                 Prefix(path) + std::string(op) + ": " + *why);
+  }
+
   Error DataLoss(const RecordId& id, const Error& decode) const {
     return Error(ErrorCode::kDataLoss,
                  Prefix(path) + "record " + id.ToHex() +
@@ -256,6 +273,7 @@ struct RocksdbStore::Impl {
     Result<T> result = decide(current, write);
     if (!result) return result;
     if (write.kind == Write::Kind::kNone) return result;
+    if (auto stopped = WritesStopped(op)) return Unexpected(*stopped);
     s = RocksdbCall([&] {
       return write.kind == Write::Kind::kPut
                  ? db->Put(write_options, cf, key, write.value)
@@ -374,6 +392,7 @@ struct RocksdbStore::Impl {
       ++n;
     }
     if (n == 0) return n;
+    if (auto stopped = WritesStopped("purge")) return Unexpected(*stopped);
     const rocksdb::Status s =
         RocksdbCall([&] { return db->Write(write_options, &batch); });
     if (!s.ok()) return Unexpected(StatusError(path, "purge", s));
@@ -479,8 +498,12 @@ Result<std::unique_ptr<RocksdbStore>> RocksdbStore::Open(
     rocksdb::DBOptions db_options;
     db_options.create_if_missing = true;
     db_options.create_missing_column_families = true;
-    // RocksDB's own info LOG: keep a few, not one per open forever.
+    // RocksDB's own info LOG: keep a few, not one per open forever. Written
+    // by a logger that a full disk cannot turn into an abort (info_log.h).
     db_options.keep_log_file_num = 4;
+    db_options.info_log = rocksdb_internal::InfoLog::Open(
+        path, rocksdb::InfoLogLevel::INFO_LEVEL);
+    db_options.listeners.push_back(impl->background_errors);
     db_options.max_background_jobs = 2;
 
     rocksdb::ColumnFamilyOptions cf_options;

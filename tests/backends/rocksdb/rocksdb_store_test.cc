@@ -39,6 +39,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/full_disk.h"
 #include "support/temp_dir.h"
 
 #include "idem/clock.h"
@@ -610,6 +611,39 @@ TEST_F(RocksdbStoreTest, TheClientKeyNeverReachesTheFiles) {
   // In the write-ahead log while open, in a table file after closing.
   idem::testing::ExpectNoSecretInFilesOpenAndClosed(OpenStore(), clock_,
                                                     dir_.path());
+}
+
+// ---- A full filesystem (issue #8, §1)
+
+// Not a test on its own: the child process of the test below (run with
+// --gtest_also_run_disabled_tests and kFullDiskDirEnv set). A store that
+// aborts the process kills this child only.
+TEST(RocksdbFullDiskHelper, DISABLED_Workload) {
+  const char* dir = std::getenv(testing::kFullDiskDirEnv);
+  if (dir == nullptr) GTEST_SKIP() << testing::kFullDiskDirEnv << " not set";
+  const std::string path = (std::filesystem::path(dir) / "db").string();
+  testing::FullDiskWorkload(
+      [&]() -> std::unique_ptr<Store> {
+        auto store = RocksdbStore::Open({.path = path});
+        EXPECT_TRUE(store.has_value()) << store.error().ToString();
+        return store ? std::move(*store) : nullptr;
+      },
+      dir);
+}
+
+// On a full filesystem every failed write is kUnavailable (the Guard answers
+// 503), nothing aborts the process, the store recovers by itself once space
+// is back, and no completed record is lost (also across a reopen).
+TEST(RocksdbFullDiskTest, FailsWithUnavailableAndRecoversWhenSpaceReturns) {
+  std::unique_ptr<testing::TmpfsMount> mount;
+  IDEM_MOUNT_TMPFS_OR_SKIP(mount, 16u << 20);
+  const testing::ChildResult child = testing::RunTestInChild(
+      "RocksdbFullDiskHelper.DISABLED_Workload",
+      {std::string(testing::kFullDiskDirEnv) + "=" + mount->path().string()},
+      std::chrono::seconds(240));
+  EXPECT_TRUE(child.exited && child.exit_code == 0) << child.Describe();
+  EXPECT_THAT(child.output, HasSubstr("[  PASSED  ] 1 test"))
+      << child.Describe();
 }
 
 }  // namespace

@@ -38,6 +38,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/full_disk.h"
 #include "support/temp_dir.h"
 
 #include "idem/clock.h"
@@ -831,6 +832,38 @@ TEST_F(SqliteStoreTest, FourProcessesOfEightThreadsClaimEachIdOnce) {
     ASSERT_TRUE(record->has_value());
     EXPECT_EQ((*record)->token.ToHex(), winner_token[i]) << "id " << i;
   }
+}
+
+// ---- A full filesystem (issue #8, §1)
+
+// Not a test on its own: the child process of the test below (run with
+// --gtest_also_run_disabled_tests and kFullDiskDirEnv set).
+TEST(SqliteFullDiskHelper, DISABLED_Workload) {
+  const char* dir = std::getenv(testing::kFullDiskDirEnv);
+  if (dir == nullptr) GTEST_SKIP() << testing::kFullDiskDirEnv << " not set";
+  const std::string path = (std::filesystem::path(dir) / "idem.db").string();
+  testing::FullDiskWorkload(
+      [&]() -> std::unique_ptr<Store> {
+        auto store = SqliteStore::Open({.path = path});
+        EXPECT_TRUE(store.has_value()) << store.error().ToString();
+        return store ? std::move(*store) : nullptr;
+      },
+      dir);
+}
+
+// As for RocksDB: on a full filesystem every failed write is kUnavailable,
+// nothing aborts, writes succeed again once space is back, and no completed
+// record is lost (also across a reopen).
+TEST(SqliteFullDiskTest, FailsWithUnavailableAndRecoversWhenSpaceReturns) {
+  std::unique_ptr<testing::TmpfsMount> mount;
+  IDEM_MOUNT_TMPFS_OR_SKIP(mount, 16u << 20);
+  const testing::ChildResult child = testing::RunTestInChild(
+      "SqliteFullDiskHelper.DISABLED_Workload",
+      {std::string(testing::kFullDiskDirEnv) + "=" + mount->path().string()},
+      std::chrono::seconds(240));
+  EXPECT_TRUE(child.exited && child.exit_code == 0) << child.Describe();
+  EXPECT_THAT(child.output, HasSubstr("[  PASSED  ] 1 test"))
+      << child.Describe();
 }
 
 }  // namespace

@@ -67,6 +67,17 @@
 // caught at this boundary (std::bad_alloc -> kResourceExhausted, others ->
 // kInternal).
 //
+// A full disk: a write that fails (ENOSPC on the WAL) returns kUnavailable
+// (the Guard answers 503) and RocksDB stops accepting writes. The store then
+// issues none until DB::Resume() succeeds; it tries that itself, before a
+// write, at most once a second, so it recovers by itself within about a
+// second of the next call once space is back (RocksDB's own recovery, which
+// waits for 64 MiB of free space, is switched off). Reads, and so replays,
+// go on meanwhile; nothing that a call reported written is lost. RocksDB's
+// info LOG is written by the store's own logger, since RocksDB's aborts the
+// process (a failed assertion in librocksdb) on the second log line it
+// cannot write. A fatal background error (not a full disk) needs a reopen.
+//
 // Thread-safety: every method may be called concurrently from any number of
 // threads, except the destructor, which must not run concurrently with any
 // other call on the same store.
