@@ -45,13 +45,19 @@ struct QueryListDeleter {
 
 std::string RedactUri(std::string_view uri) {
   std::string out(uri);
-  // userinfo password: scheme://user:PASSWORD@host
+  // userinfo password: scheme://user:PASSWORD@host. Found in the raw text,
+  // never through the URI parser, since the text that most needs redacting
+  // is the one that does not parse, or parses wrongly: a password with a raw
+  // '/', '?' or '#' ends the authority early for a parser (u:12/ab@h parses
+  // as host u, port 12, path /ab@h), and one with '@' moves the host. So the
+  // password runs from the first ':' after "//" to the LAST '@' of the whole
+  // text. When a '@' also appears in the path or query this redacts more
+  // than the password (host:5432/db?x=a@b becomes host:***@b): in an error
+  // message, hiding too much is the safe mistake.
   const auto authority = out.find("://");
   if (authority != std::string::npos) {
     const std::size_t start = authority + 3;
-    const std::size_t end = out.find_first_of("/?#", start);
-    const std::size_t at =
-        out.rfind('@', end == std::string::npos ? out.size() : end);
+    const std::size_t at = out.rfind('@');
     if (at != std::string::npos && at >= start) {
       const std::size_t colon = out.find(':', start);
       if (colon != std::string::npos && colon < at) {

@@ -129,6 +129,46 @@ TEST(StoreUriTest, RedactionHidesPasswordsEverywhere) {
   EXPECT_EQ(RedactUri("not a uri :pw@"), "not a uri :pw@");
 }
 
+// Issue #8 §6: a password with a raw '/', '#', '?' or '@' (not
+// percent-encoded) was printed in clear, since the authority was taken to
+// end at the first of "/?#".
+TEST(StoreUriTest, RedactionDoesNotDependOnParsing) {
+  for (const char* password :
+       {"pa/ss", "pa#ss", "pa?ss", "pa@ss", "p/a?s#s@x", "12/34", "pa ss"}) {
+    SCOPED_TRACE(password);
+    const std::string text =
+        "postgresql://user:" + std::string(password) + "@db.example/idem";
+    EXPECT_EQ(RedactUri(text), "postgresql://user:***@db.example/idem");
+    // Whatever the parser makes of it (an error, or another host and port),
+    // no message shows the password.
+    auto parsed = StoreUri::Parse(text);
+    const std::string message = parsed.has_value()
+                                    ? parsed->InvalidArgument("x").message()
+                                    : parsed.error().message();
+    EXPECT_THAT(message, Not(HasSubstr(password)));
+    EXPECT_THAT(message, HasSubstr("user:***@db.example"));
+    auto opened = OpenStore(text);
+    ASSERT_FALSE(opened.has_value());
+    EXPECT_THAT(opened.error().message(), Not(HasSubstr(password)));
+  }
+}
+
+TEST(StoreUriTest, AMalformedUriErrorHidesThePassword) {
+  // uriparser refuses a raw space and '#' twice; the message still names the
+  // URI, redacted.
+  for (const char* text : {"postgresql://u:s3cr et/Zq9@h:5432/db",
+                           "postgresql://u:s3cr#Zq9#x@h/db",
+                           "redis://:s3cr/Zq9@h:6379/0?prefix=a b"}) {
+    SCOPED_TRACE(text);
+    auto parsed = StoreUri::Parse(text);
+    ASSERT_FALSE(parsed.has_value());
+    EXPECT_THAT(parsed.error().message(), HasSubstr("malformed URI"));
+    EXPECT_THAT(parsed.error().message(), Not(HasSubstr("s3cr")));
+    EXPECT_THAT(parsed.error().message(), Not(HasSubstr("Zq9")));
+    EXPECT_THAT(parsed.error().message(), HasSubstr(":***@h"));
+  }
+}
+
 TEST(OpenStoreTest, OpensTheMemoryStore) {
   auto store = OpenStore("memory:?capacity=10");
   ASSERT_TRUE(store.has_value()) << store.error().ToString();

@@ -78,7 +78,11 @@ class StoreUri {
 };
 
 // `uri` with the password of its userinfo replaced by "***" (and also any
-// `password=` query parameter). Works on strings that do not parse.
+// `password=` query parameter). Works on the raw text, without parsing it, so
+// it also hides a password in a string that does not parse or parses wrongly
+// (a raw '/', '?', '#' or '@' in the password): everything from the first ':'
+// after "//" to the last '@' of the text is replaced. A '@' in the path or
+// query thus hides more than the password, never less.
 std::string RedactUri(std::string_view uri);
 
 }  // namespace idem
