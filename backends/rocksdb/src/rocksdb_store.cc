@@ -77,6 +77,43 @@ std::optional<std::int64_t> PeekExpiresAtNs(std::string_view value) {
   return static_cast<std::int64_t>(u);
 }
 
+// Whether `name` is a file RocksDB writes into its directory: what an
+// interrupted first open may leave behind without a CURRENT file yet.
+bool IsRocksdbFileName(const std::string& name) {
+  if (name == "LOCK" || name == "IDENTITY" || name == "LOG" ||
+      name.rfind("LOG.old.", 0) == 0 || name.rfind("MANIFEST-", 0) == 0 ||
+      name.rfind("OPTIONS-", 0) == 0) {
+    return true;
+  }
+  // 000012.log, 000013.sst, 000014.dbtmp
+  const std::size_t dot = name.find('.');
+  if (dot == 0 || dot == std::string::npos) return false;
+  const std::string ext = name.substr(dot + 1);
+  if (ext != "log" && ext != "sst" && ext != "dbtmp") return false;
+  return std::all_of(name.begin(), name.begin() + dot,
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A directory entry that shows `path` is not a RocksDB database (e.g.
+// `rocksdb:/`, which would scatter RocksDB files over /), or nullopt: the
+// directory is missing or empty, holds a database (CURRENT), or only the
+// files of one being created.
+std::optional<std::string> ForeignEntry(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return std::nullopt;
+  if (std::filesystem::exists(std::filesystem::path(path) / "CURRENT", ec)) {
+    return std::nullopt;
+  }
+  std::filesystem::directory_iterator it(path, ec);
+  if (ec) return std::nullopt;  // Unreadable: RocksDB's open reports it.
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (ec) return std::nullopt;
+    const std::string name = it->path().filename().string();
+    if (!IsRocksdbFileName(name)) return name;
+  }
+  return std::nullopt;
+}
+
 rocksdb::Slice KeyOf(const RecordId& id) {
   return rocksdb::Slice(reinterpret_cast<const char*>(id.bytes.data()),
                         RecordId::kSize);
@@ -480,6 +517,13 @@ Result<std::unique_ptr<RocksdbStore>> RocksdbStore::Open(
         !std::filesystem::is_directory(path, ec)) {
       return MakeError(ErrorCode::kInvalidArgument,
                        Prefix(path) + "exists and is not a directory");
+    }
+    if (std::optional<std::string> other = ForeignEntry(path)) {
+      return MakeError(
+          ErrorCode::kInvalidArgument,
+          Prefix(path) + "holds other files (e.g. '" + *other +
+              "') but no RocksDB database (no CURRENT file); refusing to "
+              "write RocksDB files into it: give an empty or new directory");
     }
     std::filesystem::create_directories(path, ec);
     if (ec) {

@@ -21,6 +21,7 @@
 #include <rocksdb/perf_context.h>
 #include <rocksdb/perf_level.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -456,6 +457,53 @@ TEST_F(RocksdbStoreTest, APathThatIsAFileIsInvalid) {
   ASSERT_FALSE(store.has_value());
   EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(store.error().message(), HasSubstr(file));
+}
+
+// Issue #8 §6: `rocksdb:/` opened a database in /, among the system's files.
+TEST_F(RocksdbStoreTest, ADirectoryWithOtherFilesButNoDatabaseIsRefused) {
+  const std::filesystem::path dir = DbPath();
+  std::filesystem::create_directories(dir / "etc");
+  std::ofstream(dir / "notes.txt") << "not a database";
+  for (const bool via_uri : {false, true}) {
+    SCOPED_TRACE(via_uri);
+    std::optional<Error> error;
+    if (via_uri) {
+      auto store = ::idem::OpenStore("rocksdb:" + DbPath());
+      if (!store) error = store.error();
+    } else {
+      auto store = RocksdbStore::Open({.path = DbPath()});
+      if (!store) error = store.error();
+    }
+    ASSERT_TRUE(error.has_value());
+    EXPECT_EQ(error->code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(error->message(), HasSubstr(DbPath()));
+    EXPECT_THAT(error->message(), HasSubstr("no RocksDB database"));
+  }
+  // Nothing was written there.
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_THAT(names, ::testing::ElementsAre("etc", "notes.txt"));
+}
+
+TEST_F(RocksdbStoreTest, EmptyAndExistingDirectoriesAreAccepted) {
+  std::filesystem::create_directories(DbPath());
+  {
+    auto store = OpenStore();  // Empty.
+    ASSERT_NE(store, nullptr);
+  }
+  // An existing database, with a file of the operator's beside it.
+  std::ofstream(std::filesystem::path(DbPath()) / "README") << "idem records";
+  EXPECT_NE(OpenStore(), nullptr);
+  // Only what an interrupted first open leaves (no CURRENT yet).
+  const std::filesystem::path fresh = dir_.path() / "fresh";
+  std::filesystem::create_directories(fresh);
+  std::ofstream(fresh / "LOCK");
+  std::ofstream(fresh / "LOG");
+  auto store = RocksdbStore::Open({.path = fresh.string()});
+  EXPECT_TRUE(store.has_value()) << store.error().ToString();
 }
 
 TEST_F(RocksdbStoreTest, EmptyPathIsInvalid) {

@@ -141,7 +141,11 @@ class RocksdbStore final : public Store {
   // compaction filter takes time from store_options.clock (SystemClock when
   // null).
   // Errors: kInvalidArgument when options.path is empty or names something
-  // that is not a directory, or when options.block_cache_mb is above
+  // that is not a directory, or a directory that holds other files but no
+  // RocksDB database (no CURRENT file; e.g. `rocksdb:/`): a missing or empty
+  // directory, or one holding only the files of an interrupted first open,
+  // is fine. The message names the path and one of the files. Also when
+  // options.block_cache_mb is above
   // RocksdbStoreOptions::kMaxBlockCacheMb; kUnavailable naming the path when
   // the directory is held by another process or another open store (RocksDB's
   // LOCK file), or cannot be created or read; kDataLoss when RocksDB reports
