@@ -170,16 +170,19 @@ std::optional<std::string> StoreUri::TakeString(std::string_view name) {
   return std::nullopt;
 }
 
+bool StoreUri::ParseUint(std::string_view text, std::uint64_t& value) {
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  return !text.empty() && ec == std::errc() && ptr == end;
+}
+
 Result<std::optional<std::uint64_t>> StoreUri::TakeUint(std::string_view name,
                                                         std::uint64_t min,
                                                         std::uint64_t max) {
   auto raw = TakeString(name);
   if (!raw) return std::optional<std::uint64_t>();
   std::uint64_t value = 0;
-  const char* end = raw->data() + raw->size();
-  const auto [ptr, ec] = std::from_chars(raw->data(), end, value);
-  if (raw->empty() || ec != std::errc() || ptr != end || value < min ||
-      value > max) {
+  if (!ParseUint(*raw, value) || value < min || value > max) {
     return tl::unexpected(
         InvalidArgument("parameter '" + std::string(name) +
                         "' must be an integer from " + std::to_string(min) +

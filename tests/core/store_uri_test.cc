@@ -2,6 +2,8 @@
 
 #include "idem/store_uri.h"
 
+#include <chrono>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -83,6 +85,38 @@ TEST(StoreUriTest, BadValuesNameTheParameterAndTheUri) {
   auto twice = StoreUri::Parse("x:?a=1&a=2");
   ASSERT_FALSE(twice.has_value());
   EXPECT_THAT(twice.error().message(), HasSubstr("twice"));
+}
+
+TEST(StoreUriTest, DurationsAreRangeCheckedInTheirUnit) {
+  using std::chrono::milliseconds;
+  using std::chrono::seconds;
+  auto uri = StoreUri::Parse("x:?wait_ms=1500&every_s=60");
+  ASSERT_TRUE(uri.has_value());
+  auto wait = uri->TakeDuration("wait_ms", milliseconds(0), milliseconds(3000));
+  ASSERT_TRUE(wait.has_value());
+  EXPECT_EQ(wait->value(), milliseconds(1500));
+  auto every = uri->TakeDuration("every_s", seconds(1), seconds(60));
+  ASSERT_TRUE(every.has_value());
+  EXPECT_EQ(every->value(), seconds(60));
+  auto absent = uri->TakeDuration("absent_s", seconds(0), seconds(1));
+  ASSERT_TRUE(absent.has_value());
+  EXPECT_FALSE(absent->has_value());
+  EXPECT_TRUE(uri->RejectUnknown().has_value());
+
+  for (const char* bad :
+       {"x:?wait_ms=3001", "x:?wait_ms=-1", "x:?wait_ms=1e3",
+        "x:?wait_ms=", "x:?wait_ms=18446744073709551616", "x:?wait_ms=1.5"}) {
+    SCOPED_TRACE(bad);
+    auto parsed = StoreUri::Parse(bad);
+    ASSERT_TRUE(parsed.has_value());
+    auto d =
+        parsed->TakeDuration("wait_ms", milliseconds(0), milliseconds(3000));
+    ASSERT_FALSE(d.has_value());
+    EXPECT_EQ(d.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(d.error().message(), HasSubstr("'wait_ms'"));
+    EXPECT_THAT(d.error().message(), HasSubstr("from 0 to 3000 ms"));
+    EXPECT_THAT(d.error().message(), HasSubstr(bad));
+  }
 }
 
 TEST(StoreUriTest, MalformedUrisAreErrors) {

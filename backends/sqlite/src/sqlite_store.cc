@@ -1004,9 +1004,21 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(
                      "':memory:' (a pooled store needs a file)");
   }
   if (options.busy_timeout < std::chrono::milliseconds::zero() ||
-      options.busy_timeout.count() > std::numeric_limits<int>::max()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     Prefix(path) + "busy_timeout out of range");
+      options.busy_timeout > SqliteStoreOptions::kMaxBusyTimeout) {
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        Prefix(path) + "busy_timeout must be from 0 to " +
+            std::to_string(SqliteStoreOptions::kMaxBusyTimeout.count()) +
+            " ms, got " + std::to_string(options.busy_timeout.count()));
+  }
+  // Bounded so that the sweeper's wait cannot overflow the clock.
+  if (options.sweep_interval < std::chrono::seconds::zero() ||
+      options.sweep_interval > SqliteStoreOptions::kMaxSweepInterval) {
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        Prefix(path) + "sweep_interval must be from 0 to " +
+            std::to_string(SqliteStoreOptions::kMaxSweepInterval.count()) +
+            " s, got " + std::to_string(options.sweep_interval.count()));
   }
   if (options.cache_mb > kMaxCacheMb) {
     return MakeError(ErrorCode::kInvalidArgument,
@@ -1064,19 +1076,17 @@ Result<std::unique_ptr<Store>> SqliteStore::OpenFromUri(
                                  : s == "full"   ? SqliteSynchronous::kFull
                                                  : SqliteSynchronous::kExtra;
   }
-  auto busy = uri.TakeUint("busy_timeout_ms", 0, 3'600'000);
+  auto busy = uri.TakeDuration("busy_timeout_ms", std::chrono::milliseconds(0),
+                               SqliteStoreOptions::kMaxBusyTimeout);
   if (!busy) return tl::unexpected(busy.error());
-  if (busy->has_value()) {
-    sqlite_options.busy_timeout = std::chrono::milliseconds(**busy);
-  }
+  if (busy->has_value()) sqlite_options.busy_timeout = **busy;
   auto cache = uri.TakeUint("cache_mb", 0, kMaxCacheMb);
   if (!cache) return tl::unexpected(cache.error());
   if (cache->has_value()) sqlite_options.cache_mb = **cache;
-  auto sweep = uri.TakeUint("sweep_interval_s", 0, 86'400);
+  auto sweep = uri.TakeDuration("sweep_interval_s", std::chrono::seconds(0),
+                                SqliteStoreOptions::kMaxSweepInterval);
   if (!sweep) return tl::unexpected(sweep.error());
-  if (sweep->has_value()) {
-    sqlite_options.sweep_interval = std::chrono::seconds(**sweep);
-  }
+  if (sweep->has_value()) sqlite_options.sweep_interval = **sweep;
   if (Status unknown = uri.RejectUnknown(); !unknown) {
     return tl::unexpected(unknown.error());
   }

@@ -627,6 +627,41 @@ TEST_F(SqliteStoreTest, CacheMbOutOfRangeNamesTheParameter) {
   EXPECT_THAT(direct.error().message(), HasSubstr("cache_mb"));
 }
 
+// Issue #8 §6: every duration has a maximum, checked where it enters. The
+// typed options took a busy_timeout of 24 days and any sweep_interval (the
+// sweeper's wait_for then overflows the clock).
+TEST_F(SqliteStoreTest, DurationsHaveAMaximumNamedInTheError) {
+  for (const std::string& param : {std::string("busy_timeout_ms=3600001"),
+                                   std::string("sweep_interval_s=86401")}) {
+    SCOPED_TRACE(param);
+    auto uri = idem::OpenStore("sqlite:" + DbPath() + "?" + param);
+    ASSERT_FALSE(uri.has_value());
+    EXPECT_EQ(uri.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(uri.error().message(),
+                HasSubstr("'" + param.substr(0, param.find('=')) + "'"));
+    EXPECT_THAT(uri.error().message(), HasSubstr("must be a duration from"));
+  }
+  EXPECT_TRUE(idem::OpenStore("sqlite:" + DbPath() +
+                              "?busy_timeout_ms=3600000&sweep_interval_s=86400")
+                  .has_value());
+
+  auto busy =
+      SqliteStore::Open({.path = DbPath(),
+                         .busy_timeout = SqliteStoreOptions::kMaxBusyTimeout +
+                                         std::chrono::milliseconds(1)});
+  ASSERT_FALSE(busy.has_value());
+  EXPECT_EQ(busy.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(busy.error().message(), HasSubstr("busy_timeout"));
+  for (const std::chrono::seconds sweep :
+       {SqliteStoreOptions::kMaxSweepInterval + std::chrono::seconds(1),
+        std::chrono::seconds::max(), std::chrono::seconds(-1)}) {
+    auto store = SqliteStore::Open({.path = DbPath(), .sweep_interval = sweep});
+    ASSERT_FALSE(store.has_value()) << sweep.count();
+    EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(store.error().message(), HasSubstr("sweep_interval"));
+  }
+}
+
 // How much SQLite holds in memory in this process (every connection's page
 // cache included) after writing ~8 MiB of records through a store with
 // `cache_mb`, less what it held before.
