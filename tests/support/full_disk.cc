@@ -320,4 +320,27 @@ void FullDiskWorkload(const std::function<std::unique_ptr<Store>()>& open,
   ledger.ExpectReplays(*store, "after reopening");
 }
 
+void FullDiskShutdownWorkload(
+    const std::function<std::unique_ptr<Store>()>& open,
+    const std::filesystem::path& dir) {
+  std::unique_ptr<Store> store = open();
+  ASSERT_NE(store, nullptr);
+  Ledger ledger(SystemClock::Instance()->Now());
+  std::uint64_t next = 1;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(ledger.ClaimAndComplete(*store, next++, 100));
+  }
+  const std::filesystem::path filler = FillFilesystem(dir);
+  for (int i = 0; i < 50; ++i) ledger.ClaimAndComplete(*store, next++, 4096);
+  EXPECT_GT(ledger.failures(), 0) << "the filesystem was full, yet every "
+                                     "write succeeded: the test did not test";
+  store.reset();  // Closing on a full disk.
+  std::error_code ec;
+  ASSERT_TRUE(std::filesystem::remove(filler, ec)) << ec.message();
+  store = open();
+  ASSERT_NE(store, nullptr);
+  ledger.ExpectReplays(*store, "reopened after closing on a full disk");
+  EXPECT_TRUE(ledger.ClaimAndComplete(*store, next++, 100));
+}
+
 }  // namespace idem::testing

@@ -99,6 +99,15 @@ ChildResult RunTestInChild(std::string_view test_name,
 void FullDiskWorkload(const std::function<std::unique_ptr<Store>()>& open,
                       const std::filesystem::path& dir);
 
+// A server shut down while its disk is full: 20 records are completed, the
+// filesystem is filled, writes fail (kUnavailable only), and the store is
+// closed (destroyed) while the disk is still full, which must not crash.
+// Once the space is freed the store opens again and every completed record
+// replays.
+void FullDiskShutdownWorkload(
+    const std::function<std::unique_ptr<Store>()>& open,
+    const std::filesystem::path& dir);
+
 }  // namespace idem::testing
 
 #endif  // IDEM_TESTS_SUPPORT_FULL_DISK_H_

@@ -901,5 +901,32 @@ TEST(SqliteFullDiskTest, FailsWithUnavailableAndRecoversWhenSpaceReturns) {
       << child.Describe();
 }
 
+TEST(SqliteFullDiskHelper, DISABLED_Shutdown) {
+  const char* dir = std::getenv(testing::kFullDiskDirEnv);
+  if (dir == nullptr) GTEST_SKIP() << testing::kFullDiskDirEnv << " not set";
+  const std::string path = (std::filesystem::path(dir) / "idem.db").string();
+  testing::FullDiskShutdownWorkload(
+      [&]() -> std::unique_ptr<Store> {
+        auto store = SqliteStore::Open({.path = path});
+        EXPECT_TRUE(store.has_value()) << store.error().ToString();
+        return store ? std::move(*store) : nullptr;
+      },
+      dir);
+}
+
+// A server stopped while the disk is full: closing does not crash, and the
+// completed records are all there once it opens again with space back.
+TEST(SqliteFullDiskTest, ClosingOnAFullDiskLosesNothing) {
+  std::unique_ptr<testing::TmpfsMount> mount;
+  IDEM_MOUNT_TMPFS_OR_SKIP(mount, 16u << 20);
+  const testing::ChildResult child = testing::RunTestInChild(
+      "SqliteFullDiskHelper.DISABLED_Shutdown",
+      {std::string(testing::kFullDiskDirEnv) + "=" + mount->path().string()},
+      std::chrono::seconds(240));
+  EXPECT_TRUE(child.exited && child.exit_code == 0) << child.Describe();
+  EXPECT_THAT(child.output, HasSubstr("[  PASSED  ] 1 test"))
+      << child.Describe();
+}
+
 }  // namespace
 }  // namespace idem
