@@ -77,9 +77,11 @@ std::optional<std::int64_t> PeekExpiresAtNs(std::string_view value) {
   return static_cast<std::int64_t>(u);
 }
 
-// Whether `name` is a file RocksDB writes into its directory: what an
-// interrupted first open may leave behind without a CURRENT file yet.
+// Whether `name` is a file RocksDB writes into its directory (what an
+// interrupted first open may leave behind without a CURRENT file yet), or
+// the lost+found of a file system mounted there for the database.
 bool IsRocksdbFileName(const std::string& name) {
+  if (name == "lost+found") return true;
   if (name == "LOCK" || name == "IDENTITY" || name == "LOG" ||
       name.rfind("LOG.old.", 0) == 0 || name.rfind("MANIFEST-", 0) == 0 ||
       name.rfind("OPTIONS-", 0) == 0) {

@@ -502,6 +502,8 @@ TEST_F(RocksdbStoreTest, EmptyAndExistingDirectoriesAreAccepted) {
   std::filesystem::create_directories(fresh);
   std::ofstream(fresh / "LOCK");
   std::ofstream(fresh / "LOG");
+  // A volume mounted for the database has its lost+found.
+  std::filesystem::create_directories(fresh / "lost+found");
   auto store = RocksdbStore::Open({.path = fresh.string()});
   EXPECT_TRUE(store.has_value()) << store.error().ToString();
 }

@@ -143,9 +143,9 @@ class RocksdbStore final : public Store {
   // Errors: kInvalidArgument when options.path is empty or names something
   // that is not a directory, or a directory that holds other files but no
   // RocksDB database (no CURRENT file; e.g. `rocksdb:/`): a missing or empty
-  // directory, or one holding only the files of an interrupted first open,
-  // is fine. The message names the path and one of the files. Also when
-  // options.block_cache_mb is above
+  // directory, or one holding only the files of an interrupted first open
+  // (or a lost+found), is fine; the message names the path and one of the
+  // files. Also when options.block_cache_mb is above
   // RocksdbStoreOptions::kMaxBlockCacheMb; kUnavailable naming the path when
   // the directory is held by another process or another open store (RocksDB's
   // LOCK file), or cannot be created or read; kDataLoss when RocksDB reports
