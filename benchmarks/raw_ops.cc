@@ -130,7 +130,9 @@ class SqliteRawOp final : public RawOp {
                                              int threads) {
     auto sync = uri.TakeEnum("synchronous", {"off", "normal", "full", "extra"});
     if (!sync) return tl::unexpected(sync.error());
-    auto busy = uri.TakeUint("busy_timeout_ms", 0, 3'600'000);
+    auto busy =
+        uri.TakeDuration("busy_timeout_ms", std::chrono::milliseconds(0),
+                         std::chrono::milliseconds(3'600'000));
     if (!busy) return tl::unexpected(busy.error());
     uri.TakeString("sweep_interval_s");  // The store's; no raw meaning.
     if (auto s = uri.RejectUnknown(); !s) return tl::unexpected(s.error());
@@ -147,7 +149,9 @@ class SqliteRawOp final : public RawOp {
       op->connections_.push_back(db);
       sqlite3_stmt* insert = nullptr;
       if (rc == SQLITE_OK) {
-        sqlite3_busy_timeout(db, static_cast<int>(busy->value_or(60'000)));
+        sqlite3_busy_timeout(
+            db, static_cast<int>(
+                    busy->value_or(std::chrono::milliseconds(60'000)).count()));
         rc = sqlite3_exec(db, pragma.c_str(), nullptr, nullptr, nullptr);
       }
       if (rc == SQLITE_OK) {

@@ -23,9 +23,6 @@
 namespace idem {
 namespace {
 
-// A day: a longer interval is a typo, and lets records pile up.
-constexpr std::uint64_t kMaxSweepIntervalS = 86'400;
-
 using Opener = Result<std::unique_ptr<Store>> (*)(StoreUri&,
                                                   const StoreOptions&);
 
@@ -60,16 +57,19 @@ Result<std::unique_ptr<Store>> OpenStore(std::string_view uri,
   auto parsed = StoreUri::Parse(uri);
   if (!parsed) return tl::unexpected(parsed.error());
   // Every scheme's: the sweeper is OpenStore's, not a backend's.
-  auto sweep_s = parsed->TakeUint("sweep_interval_s", 0, kMaxSweepIntervalS);
+  auto sweep_s = parsed->TakeDuration(
+      "sweep_interval_s", std::chrono::seconds(0),
+      std::chrono::duration_cast<std::chrono::seconds>(kMaxSweepInterval));
   if (!sweep_s) return tl::unexpected(sweep_s.error());
   SweeperOptions sweeper;
-  sweeper.interval = sweep_s->has_value() ? std::chrono::seconds(**sweep_s)
-                                          : options.sweep_interval;
+  sweeper.interval =
+      sweep_s->has_value() ? Duration(**sweep_s) : options.sweep_interval;
   sweeper.clock = options.clock;
   sweeper.log = options.log;
-  if (sweeper.interval < Duration::zero()) {
+  if (sweeper.interval < Duration::zero() ||
+      sweeper.interval > kMaxSweepInterval) {
     return tl::unexpected(parsed->InvalidArgument(
-        "StoreOptions::sweep_interval must not be negative"));
+        "StoreOptions::sweep_interval must be from 0 to 24 h"));
   }
   for (const Backend& b : kBackends) {
     if (b.scheme != nullptr && parsed->scheme() == b.scheme) {

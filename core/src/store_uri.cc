@@ -45,13 +45,19 @@ struct QueryListDeleter {
 
 std::string RedactUri(std::string_view uri) {
   std::string out(uri);
-  // userinfo password: scheme://user:PASSWORD@host
+  // userinfo password: scheme://user:PASSWORD@host. Found in the raw text,
+  // never through the URI parser, since the text that most needs redacting
+  // is the one that does not parse, or parses wrongly: a password with a raw
+  // '/', '?' or '#' ends the authority early for a parser (u:12/ab@h parses
+  // as host u, port 12, path /ab@h), and one with '@' moves the host. So the
+  // password runs from the first ':' after "//" to the LAST '@' of the whole
+  // text. When a '@' also appears in the path or query this redacts more
+  // than the password (host:5432/db?x=a@b becomes host:***@b): in an error
+  // message, hiding too much is the safe mistake.
   const auto authority = out.find("://");
   if (authority != std::string::npos) {
     const std::size_t start = authority + 3;
-    const std::size_t end = out.find_first_of("/?#", start);
-    const std::size_t at =
-        out.rfind('@', end == std::string::npos ? out.size() : end);
+    const std::size_t at = out.rfind('@');
     if (at != std::string::npos && at >= start) {
       const std::size_t colon = out.find(':', start);
       if (colon != std::string::npos && colon < at) {
@@ -164,16 +170,19 @@ std::optional<std::string> StoreUri::TakeString(std::string_view name) {
   return std::nullopt;
 }
 
+bool StoreUri::ParseUint(std::string_view text, std::uint64_t& value) {
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  return !text.empty() && ec == std::errc() && ptr == end;
+}
+
 Result<std::optional<std::uint64_t>> StoreUri::TakeUint(std::string_view name,
                                                         std::uint64_t min,
                                                         std::uint64_t max) {
   auto raw = TakeString(name);
   if (!raw) return std::optional<std::uint64_t>();
   std::uint64_t value = 0;
-  const char* end = raw->data() + raw->size();
-  const auto [ptr, ec] = std::from_chars(raw->data(), end, value);
-  if (raw->empty() || ec != std::errc() || ptr != end || value < min ||
-      value > max) {
+  if (!ParseUint(*raw, value) || value < min || value > max) {
     return tl::unexpected(
         InvalidArgument("parameter '" + std::string(name) +
                         "' must be an integer from " + std::to_string(min) +

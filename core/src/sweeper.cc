@@ -13,10 +13,18 @@ Result<std::unique_ptr<Sweeper>> Sweeper::Start(Store& store,
                      "sweeper: batch must be positive");
   }
   if (options.interval < Duration::zero() ||
-      options.max_pass_time < Duration::zero()) {
+      options.interval > kMaxSweepInterval) {
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        "sweeper: interval must be from 0 to " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                               kMaxSweepInterval)
+                               .count()) +
+            " s");
+  }
+  if (options.max_pass_time < Duration::zero()) {
     return MakeError(ErrorCode::kInvalidArgument,
-                     "sweeper: interval and max_pass_time must not be "
-                     "negative");
+                     "sweeper: max_pass_time must not be negative");
   }
   if (!options.clock) options.clock = SystemClock::Instance();
   std::unique_ptr<Sweeper> sweeper(new Sweeper(store, std::move(options)));

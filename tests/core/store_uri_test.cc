@@ -2,6 +2,8 @@
 
 #include "idem/store_uri.h"
 
+#include <chrono>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -85,6 +87,38 @@ TEST(StoreUriTest, BadValuesNameTheParameterAndTheUri) {
   EXPECT_THAT(twice.error().message(), HasSubstr("twice"));
 }
 
+TEST(StoreUriTest, DurationsAreRangeCheckedInTheirUnit) {
+  using std::chrono::milliseconds;
+  using std::chrono::seconds;
+  auto uri = StoreUri::Parse("x:?wait_ms=1500&every_s=60");
+  ASSERT_TRUE(uri.has_value());
+  auto wait = uri->TakeDuration("wait_ms", milliseconds(0), milliseconds(3000));
+  ASSERT_TRUE(wait.has_value());
+  EXPECT_EQ(wait->value(), milliseconds(1500));
+  auto every = uri->TakeDuration("every_s", seconds(1), seconds(60));
+  ASSERT_TRUE(every.has_value());
+  EXPECT_EQ(every->value(), seconds(60));
+  auto absent = uri->TakeDuration("absent_s", seconds(0), seconds(1));
+  ASSERT_TRUE(absent.has_value());
+  EXPECT_FALSE(absent->has_value());
+  EXPECT_TRUE(uri->RejectUnknown().has_value());
+
+  for (const char* bad :
+       {"x:?wait_ms=3001", "x:?wait_ms=-1", "x:?wait_ms=1e3",
+        "x:?wait_ms=", "x:?wait_ms=18446744073709551616", "x:?wait_ms=1.5"}) {
+    SCOPED_TRACE(bad);
+    auto parsed = StoreUri::Parse(bad);
+    ASSERT_TRUE(parsed.has_value());
+    auto d =
+        parsed->TakeDuration("wait_ms", milliseconds(0), milliseconds(3000));
+    ASSERT_FALSE(d.has_value());
+    EXPECT_EQ(d.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(d.error().message(), HasSubstr("'wait_ms'"));
+    EXPECT_THAT(d.error().message(), HasSubstr("from 0 to 3000 ms"));
+    EXPECT_THAT(d.error().message(), HasSubstr(bad));
+  }
+}
+
 TEST(StoreUriTest, MalformedUrisAreErrors) {
   for (const char* bad : {"", "no-scheme", "://x", "memory: space"}) {
     auto uri = StoreUri::Parse(bad);
@@ -127,6 +161,46 @@ TEST(StoreUriTest, RedactionHidesPasswordsEverywhere) {
   EXPECT_EQ(RedactUri("postgresql://h/db?user=u&password=pw&x=1"),
             "postgresql://h/db?user=u&password=***&x=1");
   EXPECT_EQ(RedactUri("not a uri :pw@"), "not a uri :pw@");
+}
+
+// Issue #8 §6: a password with a raw '/', '#', '?' or '@' (not
+// percent-encoded) was printed in clear, since the authority was taken to
+// end at the first of "/?#".
+TEST(StoreUriTest, RedactionDoesNotDependOnParsing) {
+  for (const char* password :
+       {"pa/ss", "pa#ss", "pa?ss", "pa@ss", "p/a?s#s@x", "12/34", "pa ss"}) {
+    SCOPED_TRACE(password);
+    const std::string text =
+        "postgresql://user:" + std::string(password) + "@db.example/idem";
+    EXPECT_EQ(RedactUri(text), "postgresql://user:***@db.example/idem");
+    // Whatever the parser makes of it (an error, or another host and port),
+    // no message shows the password.
+    auto parsed = StoreUri::Parse(text);
+    const std::string message = parsed.has_value()
+                                    ? parsed->InvalidArgument("x").message()
+                                    : parsed.error().message();
+    EXPECT_THAT(message, Not(HasSubstr(password)));
+    EXPECT_THAT(message, HasSubstr("user:***@db.example"));
+    auto opened = OpenStore(text);
+    ASSERT_FALSE(opened.has_value());
+    EXPECT_THAT(opened.error().message(), Not(HasSubstr(password)));
+  }
+}
+
+TEST(StoreUriTest, AMalformedUriErrorHidesThePassword) {
+  // uriparser refuses a raw space and '#' twice; the message still names the
+  // URI, redacted.
+  for (const char* text : {"postgresql://u:s3cr et/Zq9@h:5432/db",
+                           "postgresql://u:s3cr#Zq9#x@h/db",
+                           "redis://:s3cr/Zq9@h:6379/0?prefix=a b"}) {
+    SCOPED_TRACE(text);
+    auto parsed = StoreUri::Parse(text);
+    ASSERT_FALSE(parsed.has_value());
+    EXPECT_THAT(parsed.error().message(), HasSubstr("malformed URI"));
+    EXPECT_THAT(parsed.error().message(), Not(HasSubstr("s3cr")));
+    EXPECT_THAT(parsed.error().message(), Not(HasSubstr("Zq9")));
+    EXPECT_THAT(parsed.error().message(), HasSubstr(":***@h"));
+  }
 }
 
 TEST(OpenStoreTest, OpensTheMemoryStore) {

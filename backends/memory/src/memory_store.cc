@@ -9,7 +9,10 @@
 //
 // Capacity is counted in slots (see reserved_ and the stripes): a claim
 // reserves a slot before publishing a new record, a removal frees it after
-// its CAS.
+// its CAS. Bytes are counted the same way (bytes_reserved_ and the stripes'
+// byte credits): a claim reserves kRecordBytes with its slot, a Complete
+// ResponseBytes before its CAS; whoever unlinks a record gives back what it
+// was charged, after the CAS that unlinked it.
 
 #include "idem/memory_store.h"
 
@@ -50,6 +53,8 @@ constexpr int kFullAttempts = 3;
 // touch the shared line less often but park more of the capacity in
 // stripes, where other threads find it only after a scan.
 constexpr std::size_t kMaxCreditBatch = 64;
+// The same for bytes: at most 2 x 64 KiB parked per stripe, 2 MiB in all.
+constexpr std::size_t kMaxByteBatch = std::size_t{64} << 10;
 
 // Threads are spread over the stripes in the order they first use a store
 // (round robin, shared by all stores), so up to kStripes threads never share
@@ -131,6 +136,26 @@ struct MemoryStore::Entry {
   RecordId id;
   Record record;
 };
+
+std::size_t MemoryStore::ResponseBytes(const Response& response) {
+  std::size_t n = kResponseBytes + response.body.size();
+  for (const Header& header : response.headers) {
+    n += kHeaderBytes + header.first.size() + header.second.size();
+  }
+  return n;
+}
+
+namespace {
+
+// What unlinking `record` gives back.
+std::size_t ChargedBytes(const Record& record) {
+  return MemoryStore::kRecordBytes +
+         (record.response != nullptr
+              ? MemoryStore::ResponseBytes(*record.response)
+              : 0);
+}
+
+}  // namespace
 
 // An immutable array of entries, allocated in one block with its header.
 // Records sit inline: a change costs one allocation (the new chain) and one
@@ -271,11 +296,18 @@ Result<std::unique_ptr<MemoryStore>> MemoryStore::Open(
                          std::to_string(kMaxCapacity) + " (got " +
                          std::to_string(options.capacity) + ")");
   }
+  if (options.max_bytes < kMinMaxBytes || options.max_bytes > kMaxMaxBytes) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "memory store: max_bytes must be between " +
+                         std::to_string(kMinMaxBytes) + " and " +
+                         std::to_string(kMaxMaxBytes) + " (got " +
+                         std::to_string(options.max_bytes) + ")");
+  }
   const std::size_t buckets =
       std::max(kMinBuckets, std::bit_ceil(options.capacity));
   try {
     return std::unique_ptr<MemoryStore>(
-        new MemoryStore(options.capacity, buckets));
+        new MemoryStore(options.capacity, options.max_bytes, buckets));
   } catch (const std::bad_alloc&) {
     return MakeError(ErrorCode::kResourceExhausted,
                      "memory store: cannot allocate an index for capacity " +
@@ -292,10 +324,13 @@ Result<std::unique_ptr<Store>> MemoryStore::OpenFromUri(
   if (!uri.user().empty() || !uri.password().empty() || !uri.host().empty() ||
       !uri.port().empty() || !uri.path().empty()) {
     return tl::unexpected(uri.InvalidArgument(
-        "unexpected path or host (the memory store takes only ?capacity=N)"));
+        "unexpected path or host (the memory store takes only "
+        "?capacity=N&max_bytes=M)"));
   }
   auto capacity = uri.TakeUint("capacity", 1, kMaxCapacity);
   if (!capacity) return tl::unexpected(capacity.error());
+  auto max_bytes = uri.TakeUint("max_bytes", kMinMaxBytes, kMaxMaxBytes);
+  if (!max_bytes) return tl::unexpected(max_bytes.error());
   if (Status unknown = uri.RejectUnknown(); !unknown) {
     return tl::unexpected(unknown.error());
   }
@@ -303,20 +338,34 @@ Result<std::unique_ptr<Store>> MemoryStore::OpenFromUri(
   if (capacity->has_value()) {
     options.capacity = static_cast<std::size_t>(**capacity);
   }
+  if (max_bytes->has_value()) {
+    options.max_bytes = static_cast<std::size_t>(**max_bytes);
+  }
   auto store = Open(options);
   if (!store) return tl::unexpected(store.error());
   return std::unique_ptr<Store>(std::move(*store));
 }
 
-MemoryStore::MemoryStore(std::size_t capacity, std::size_t bucket_count)
+MemoryStore::MemoryStore(std::size_t capacity, std::size_t max_bytes,
+                         std::size_t bucket_count)
     : capacity_(capacity),
+      max_bytes_(max_bytes),
       bucket_count_(bucket_count),
       bucket_shift_(64 - std::countr_zero(bucket_count)),
       buckets_(AllocateBuckets(bucket_count)),
       // A small store keeps its capacity in the shared count, so that a
       // scan for parked credits is rare.
       credit_batch_(std::clamp<std::size_t>(capacity / (4 * kStripes), 1,
-                                            kMaxCreditBatch)) {}
+                                            kMaxCreditBatch)),
+      byte_batch_(std::clamp<std::size_t>(max_bytes / (4 * kStripes), 1,
+                                          kMaxByteBatch)) {
+  // The charges estimate the heap a record occupies (memory_store.h): they
+  // cover at least its entry (with a share of its chain's header), the
+  // shared response with its control block, and each header's strings.
+  static_assert(sizeof(Entry) + 16 <= kRecordBytes);
+  static_assert(sizeof(Response) + 32 <= kResponseBytes);
+  static_assert(sizeof(Header) <= kHeaderBytes);
+}
 
 MemoryStore::~MemoryStore() {
   // No concurrent callers (documented), so everything still linked is ours
@@ -401,6 +450,102 @@ void MemoryStore::ReleaseSlots(std::size_t n) {
   }
 }
 
+// TryReserveSlot for `n` bytes. Unlike a slot, `n` may be more than any one
+// stripe holds: after the stripe and the shared count, it gathers every
+// stripe's credits and takes only the rest from the shared count, giving
+// everything back if that is not enough.
+bool MemoryStore::TryReserveBytes(std::size_t n) {
+  Stripe& mine = MyStripe();
+  std::size_t c = mine.byte_credits.load(std::memory_order_relaxed);
+  while (c >= n) {
+    if (mine.byte_credits.compare_exchange_weak(
+            c, c - n, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+      return true;
+    }
+  }
+  // n <= kMaxMaxBytes and reserved <= max_bytes_: the sums cannot overflow.
+  std::size_t r = bytes_reserved_.load(std::memory_order_relaxed);
+  while (r + n <= max_bytes_) {
+    const std::size_t take = std::min(n + byte_batch_, max_bytes_ - r);
+    if (bytes_reserved_.compare_exchange_weak(r, r + take,
+                                              std::memory_order_acq_rel,
+                                              std::memory_order_relaxed)) {
+      if (take > n) {
+        mine.byte_credits.fetch_add(take - n, std::memory_order_acq_rel);
+      }
+      return true;
+    }
+  }
+  std::size_t gathered = 0;
+  for (Stripe& stripe : stripes_) {
+    if (stripe.byte_credits.load(std::memory_order_relaxed) == 0) continue;
+    gathered += stripe.byte_credits.exchange(0, std::memory_order_acq_rel);
+    if (gathered >= n) break;
+  }
+  if (gathered < n) {
+    const std::size_t rest = n - gathered;
+    r = bytes_reserved_.load(std::memory_order_relaxed);
+    while (r + rest <= max_bytes_) {
+      if (bytes_reserved_.compare_exchange_weak(r, r + rest,
+                                                std::memory_order_acq_rel,
+                                                std::memory_order_relaxed)) {
+        gathered = n;
+        break;
+      }
+    }
+  }
+  if (gathered < n) {
+    if (gathered > 0) ReleaseBytes(gathered);
+    return false;
+  }
+  if (gathered > n) ReleaseBytes(gathered - n);
+  return true;
+}
+
+void MemoryStore::ReleaseBytes(std::size_t n) {
+  if (n == 0) return;
+  Stripe& mine = MyStripe();
+  const std::size_t had =
+      mine.byte_credits.fetch_add(n, std::memory_order_acq_rel);
+  if (had + n <= 2 * byte_batch_) return;
+  std::size_t c = had + n;
+  while (c > byte_batch_) {
+    if (mine.byte_credits.compare_exchange_weak(c, byte_batch_,
+                                                std::memory_order_acq_rel,
+                                                std::memory_order_relaxed)) {
+      bytes_reserved_.fetch_sub(c - byte_batch_, std::memory_order_acq_rel);
+      return;
+    }
+  }
+}
+
+std::size_t MemoryStore::bytes() const {
+  // As size(): credits first, so the result is never low.
+  std::size_t credits = 0;
+  for (const Stripe& s : stripes_) {
+    credits += s.byte_credits.load(std::memory_order_acquire);
+  }
+  const std::size_t reserved = bytes_reserved_.load(std::memory_order_acquire);
+  return reserved > credits ? reserved - credits : 0;
+}
+
+TimePoint MemoryStore::LatestNow() const {
+  std::int64_t latest = 0;
+  for (const Stripe& s : stripes_) {
+    latest = std::max(latest, s.latest_now_ns.load(std::memory_order_relaxed));
+  }
+  return TimePoint(
+      std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(latest)));
+}
+
+Error MemoryStore::Full() const {
+  return Error(ErrorCode::kResourceExhausted,
+               "memory store full: " + std::to_string(size()) +
+                   " live records (capacity " + std::to_string(capacity_) +
+                   "), " + std::to_string(bytes()) + " bytes (max_bytes " +
+                   std::to_string(max_bytes_) + ")");
+}
+
 void MemoryStore::BumpGeneration() {
   MyStripe().generation.fetch_add(1, std::memory_order_acq_rel);
 }
@@ -430,6 +575,8 @@ MemoryStoreStats MemoryStore::stats() const {
   s.records = size();
   s.capacity = capacity_;
   s.buckets = bucket_count_;
+  s.bytes = bytes();
+  s.max_bytes = max_bytes_;
   s.reclaim_sweeps = reclaim_sweeps_.load(std::memory_order_relaxed);
   s.swept_buckets = swept_buckets_.load(std::memory_order_relaxed);
   s.reclaimed = reclaimed_.load(std::memory_order_relaxed);
@@ -450,6 +597,7 @@ MemoryStore::SweepResult MemoryStore::SweepBucket(std::atomic<Chain*>& bucket,
   for (;;) {
     Chain* cur = hp.Protect(bucket);
     SweepResult result;
+    std::size_t removed_bytes = 0;
     if (cur == nullptr) return result;
     // The first `limit` expired entries go; the rule is applied again when
     // building, on the same immutable chain, so both passes agree.
@@ -464,6 +612,7 @@ MemoryStore::SweepResult MemoryStore::SweepBucket(std::atomic<Chain*>& bucket,
     for (std::size_t i = 0; i < cur->size(); ++i) {
       if (first_pass(cur->at(i))) {
         ++result.removed;
+        removed_bytes += ChargedBytes(cur->at(i).record);
       } else {
         ++result.kept;
         result.min_kept_expiry =
@@ -488,6 +637,7 @@ MemoryStore::SweepResult MemoryStore::SweepBucket(std::atomic<Chain*>& bucket,
                                        std::memory_order_relaxed)) {
       hazard::Retire(cur, &Chain::Free);
       ReleaseSlots(result.removed);
+      ReleaseBytes(removed_bytes);
       return result;
     }
     if (next != nullptr) Chain::Free(next);
@@ -588,6 +738,16 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
   // record away) about 12 ns more; fresh claims are the common case.
   __builtin_prefetch(&bucket);
   const Record fresh = NewClaimRecord(fp, now, ttl, lock_timeout);
+  {
+    std::atomic<std::int64_t>& latest = MyStripe().latest_now_ns;
+    const std::int64_t now_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            now.time_since_epoch())
+            .count();
+    if (latest.load(std::memory_order_relaxed) < now_ns) {
+      latest.store(now_ns, std::memory_order_relaxed);
+    }
+  }
   hazard::Pointer hp;
   int full_attempts = 0;
   for (;;) {
@@ -607,23 +767,28 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
     // A new id needs a slot. It is reserved right before the CAS so that
     // claims racing on the same new id hold extra slots only for an instant.
     const bool needs_slot = old == nullptr;
-    if (needs_slot && !TryReserveSlot()) {
+    bool reserved = needs_slot && TryReserveSlot();
+    if (reserved && !TryReserveBytes(kRecordBytes)) {
+      ReleaseSlots(1);
+      reserved = false;
+    }
+    if (needs_slot && !reserved) {
       Chain::Free(next);
       if (full_attempts == 0) ReclaimForClaim(now);
       // Look again a couple of times: a racing claim may have just inserted
       // this id (the answer is then its outcome, not "full"), or given back
       // a slot it held for an instant. Bounded, so the call never waits.
       if (++full_attempts < kFullAttempts) continue;
-      return MakeError(ErrorCode::kResourceExhausted,
-                       "memory store full: " + std::to_string(size()) +
-                           " live records (capacity " +
-                           std::to_string(capacity_) + ")");
+      return tl::unexpected(Full());
     }
     Chain* expected = cur;
     if (!bucket.compare_exchange_strong(expected, next,
                                         std::memory_order_seq_cst,
                                         std::memory_order_relaxed)) {
-      if (needs_slot) ReleaseSlots(1);
+      if (needs_slot) {
+        ReleaseSlots(1);
+        ReleaseBytes(kRecordBytes);
+      }
       Chain::Free(next);
       continue;
     }
@@ -632,6 +797,11 @@ Result<ClaimResult> MemoryStore::ClaimImpl(const RecordId& id,
     result.token = fresh.token;
     result.takeover = live;
     result.locked_until = fresh.locked_until;
+    // An expired completed record replaced: its response goes with it (its
+    // kRecordBytes stay, for the fresh record in its slot).
+    if (old != nullptr && old->response != nullptr) {
+      ReleaseBytes(ResponseBytes(*old->response));
+    }
     // `old` lives in `cur`: retired together.
     if (cur != nullptr) hazard::Retire(cur, &Chain::Free);
     BumpGeneration();  // A new expiry is published: see ReclaimForClaim.
@@ -663,12 +833,19 @@ Result<bool> MemoryStore::CompleteShared(
 }
 
 // Exactly one of `response` and `stored` is set; a copy of `response` is made
-// only once the record is known to be completable.
-bool MemoryStore::CompleteImpl(const RecordId& id, const Token& token,
-                               const Response* response,
-                               std::shared_ptr<const Response> stored) {
+// only once the record is known to be completable. Its bytes are charged
+// once, before the first CAS, and given back unless a CAS publishes it.
+Result<bool> MemoryStore::CompleteImpl(const RecordId& id, const Token& token,
+                                       const Response* response,
+                                       std::shared_ptr<const Response> stored) {
   hazard::Pointer hp;
   std::atomic<Chain*>& bucket = BucketFor(id);
+  struct Charge {
+    MemoryStore& store;
+    std::size_t bytes = 0;
+    ~Charge() { store.ReleaseBytes(bytes); }
+  } charge{*this};
+  int full_attempts = 0;
   for (;;) {
     Chain* cur = hp.Protect(bucket);
     if (cur == nullptr) return false;
@@ -679,6 +856,18 @@ bool MemoryStore::CompleteImpl(const RecordId& id, const Token& token,
       return false;
     }
     if (stored == nullptr) stored = std::make_shared<const Response>(*response);
+    if (charge.bytes == 0) {
+      const std::size_t need = ResponseBytes(*stored);
+      if (!TryReserveBytes(need)) {
+        // As a claim does: reclaim expired records (by the latest time a
+        // claim saw; Complete has none of its own), look again, then fail
+        // leaving the record in progress.
+        if (full_attempts == 0) ReclaimForClaim(LatestNow());
+        if (++full_attempts < kFullAttempts) continue;
+        return tl::unexpected(Full());
+      }
+      charge.bytes = need;
+    }
     Record completed = old;
     completed.state = RecordState::kCompleted;
     completed.response = stored;
@@ -688,6 +877,7 @@ bool MemoryStore::CompleteImpl(const RecordId& id, const Token& token,
                                        std::memory_order_seq_cst,
                                        std::memory_order_relaxed)) {
       hazard::Retire(cur, &Chain::Free);
+      charge.bytes = 0;  // Now the record's, given back when it goes.
       return true;
     }
     Chain::Free(next);
@@ -714,6 +904,7 @@ bool MemoryStore::ReleaseImpl(const RecordId& id, const Token& token) {
     if (old.state != RecordState::kInProgress || old.token != token) {
       return false;
     }
+    const std::size_t charged = ChargedBytes(old);
     Chain* next = Chain::WithRemoved(cur, index);
     Chain* expected = cur;
     if (bucket.compare_exchange_strong(expected, next,
@@ -721,6 +912,7 @@ bool MemoryStore::ReleaseImpl(const RecordId& id, const Token& token) {
                                        std::memory_order_relaxed)) {
       hazard::Retire(cur, &Chain::Free);
       ReleaseSlots(1);
+      ReleaseBytes(charged);
       return true;
     }
     if (next != nullptr) Chain::Free(next);
@@ -743,6 +935,7 @@ bool MemoryStore::RevokeImpl(const RecordId& id) {
     if (cur == nullptr) return false;
     const std::size_t index = cur->Find(id);
     if (index == cur->size()) return false;
+    const std::size_t charged = ChargedBytes(cur->at(index).record);
     Chain* next = Chain::WithRemoved(cur, index);
     Chain* expected = cur;
     if (bucket.compare_exchange_strong(expected, next,
@@ -750,6 +943,7 @@ bool MemoryStore::RevokeImpl(const RecordId& id) {
                                        std::memory_order_relaxed)) {
       hazard::Retire(cur, &Chain::Free);
       ReleaseSlots(1);
+      ReleaseBytes(charged);
       return true;
     }
     if (next != nullptr) Chain::Free(next);

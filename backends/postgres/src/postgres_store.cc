@@ -1067,19 +1067,21 @@ Result<std::unique_ptr<Store>> PostgresStore::OpenFromUri(
   auto pool = uri.TakeUint("pool", 1, 1024);
   if (!pool) return tl::unexpected(pool.error());
   if (pool->has_value()) o.pool_size = static_cast<std::size_t>(**pool);
-  auto acquire = uri.TakeUint("acquire_timeout_ms", 0, 3'600'000);
+  // The same maxima (1 h) as Open checks for the typed options.
+  auto acquire =
+      uri.TakeDuration("acquire_timeout_ms", std::chrono::milliseconds(0),
+                       std::chrono::milliseconds(3'600'000));
   if (!acquire) return tl::unexpected(acquire.error());
-  if (acquire->has_value()) {
-    o.acquire_timeout = std::chrono::milliseconds(**acquire);
-  }
-  auto connect = uri.TakeUint("connect_timeout_s", 1, 3600);
+  if (acquire->has_value()) o.acquire_timeout = **acquire;
+  auto connect = uri.TakeDuration("connect_timeout_s", std::chrono::seconds(1),
+                                  std::chrono::seconds(3600));
   if (!connect) return tl::unexpected(connect.error());
-  if (connect->has_value()) o.connect_timeout = std::chrono::seconds(**connect);
-  auto statement = uri.TakeUint("statement_timeout_ms", 1, 3'600'000);
+  if (connect->has_value()) o.connect_timeout = **connect;
+  auto statement =
+      uri.TakeDuration("statement_timeout_ms", std::chrono::milliseconds(1),
+                       std::chrono::milliseconds(3'600'000));
   if (!statement) return tl::unexpected(statement.error());
-  if (statement->has_value()) {
-    o.statement_timeout = std::chrono::milliseconds(**statement);
-  }
+  if (statement->has_value()) o.statement_timeout = **statement;
   auto sslmode = uri.TakeEnum(
       "sslmode",
       {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"});

@@ -33,8 +33,10 @@
 #include <utility>
 #include <vector>
 
+#include "background_errors.h"
 #include "idem/record_codec.h"
 #include "idem/token.h"
+#include "info_log.h"
 
 namespace idem {
 namespace {
@@ -73,6 +75,45 @@ std::optional<std::int64_t> PeekExpiresAtNs(std::string_view value) {
          << (8 * i);
   }
   return static_cast<std::int64_t>(u);
+}
+
+// Whether `name` is a file RocksDB writes into its directory (what an
+// interrupted first open may leave behind without a CURRENT file yet), or
+// the lost+found of a file system mounted there for the database.
+bool IsRocksdbFileName(const std::string& name) {
+  if (name == "lost+found") return true;
+  if (name == "LOCK" || name == "IDENTITY" || name == "LOG" ||
+      name.rfind("LOG.old.", 0) == 0 || name.rfind("MANIFEST-", 0) == 0 ||
+      name.rfind("OPTIONS-", 0) == 0) {
+    return true;
+  }
+  // 000012.log, 000013.sst, 000014.dbtmp
+  const std::size_t dot = name.find('.');
+  if (dot == 0 || dot == std::string::npos) return false;
+  const std::string ext = name.substr(dot + 1);
+  if (ext != "log" && ext != "sst" && ext != "dbtmp") return false;
+  return std::all_of(name.begin(), name.begin() + dot,
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A directory entry that shows `path` is not a RocksDB database (e.g.
+// `rocksdb:/`, which would scatter RocksDB files over /), or nullopt: the
+// directory is missing or empty, holds a database (CURRENT), or only the
+// files of one being created.
+std::optional<std::string> ForeignEntry(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return std::nullopt;
+  if (std::filesystem::exists(std::filesystem::path(path) / "CURRENT", ec)) {
+    return std::nullopt;
+  }
+  std::filesystem::directory_iterator it(path, ec);
+  if (ec) return std::nullopt;  // Unreadable: RocksDB's open reports it.
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (ec) return std::nullopt;
+    const std::string name = it->path().filename().string();
+    if (!IsRocksdbFileName(name)) return name;
+  }
+  return std::nullopt;
 }
 
 rocksdb::Slice KeyOf(const RecordId& id) {
@@ -199,6 +240,10 @@ struct RocksdbStore::Impl {
   rocksdb::WriteOptions write_options;
   rocksdb::ReadOptions read_options;
   std::unique_ptr<Stripe[]> stripes{new Stripe[kStripes]};
+  // Registered as a listener: stops and resumes writes around RocksDB's
+  // background errors (background_errors.h).
+  std::shared_ptr<rocksdb_internal::BackgroundErrors> background_errors =
+      std::make_shared<rocksdb_internal::BackgroundErrors>();
 
   std::mutex purge_mu;
   // The key the next PurgeExpired scan starts at ("" = the first key).
@@ -230,6 +275,17 @@ struct RocksdbStore::Impl {
     return stripes[id.Prefix64() % kStripes];
   }
 
+  // Before every write: nullopt when it may be issued, else the
+  // kUnavailable error to return instead of issuing it (a background error
+  // stops writes until DB::Resume() clears it; background_errors.h).
+  std::optional<Error> WritesStopped(std::string_view op) {
+    std::optional<std::string> why = background_errors->Check(
+        [&] { return RocksdbCall([&] { return db->Resume(); }); });
+    if (!why) return std::nullopt;
+    return Error(ErrorCode::kUnavailable,
+                 Prefix(path) + std::string(op) + ": " + *why);
+  }
+
   Error DataLoss(const RecordId& id, const Error& decode) const {
     return Error(ErrorCode::kDataLoss,
                  Prefix(path) + "record " + id.ToHex() +
@@ -256,6 +312,7 @@ struct RocksdbStore::Impl {
     Result<T> result = decide(current, write);
     if (!result) return result;
     if (write.kind == Write::Kind::kNone) return result;
+    if (auto stopped = WritesStopped(op)) return Unexpected(*stopped);
     s = RocksdbCall([&] {
       return write.kind == Write::Kind::kPut
                  ? db->Put(write_options, cf, key, write.value)
@@ -386,6 +443,7 @@ struct RocksdbStore::Impl {
       ++n;
     }
     if (n == 0) return n;
+    if (auto stopped = WritesStopped("purge")) return Unexpected(*stopped);
     const rocksdb::Status s =
         RocksdbCall([&] { return db->Write(write_options, &batch); });
     if (!s.ok()) return Unexpected(StatusError(path, "purge", s));
@@ -474,6 +532,13 @@ Result<std::unique_ptr<RocksdbStore>> RocksdbStore::Open(
       return MakeError(ErrorCode::kInvalidArgument,
                        Prefix(path) + "exists and is not a directory");
     }
+    if (std::optional<std::string> other = ForeignEntry(path)) {
+      return MakeError(
+          ErrorCode::kInvalidArgument,
+          Prefix(path) + "holds other files (e.g. '" + *other +
+              "') but no RocksDB database (no CURRENT file); refusing to "
+              "write RocksDB files into it: give an empty or new directory");
+    }
     std::filesystem::create_directories(path, ec);
     if (ec) {
       return MakeError(
@@ -491,8 +556,12 @@ Result<std::unique_ptr<RocksdbStore>> RocksdbStore::Open(
     rocksdb::DBOptions db_options;
     db_options.create_if_missing = true;
     db_options.create_missing_column_families = true;
-    // RocksDB's own info LOG: keep a few, not one per open forever.
+    // RocksDB's own info LOG: keep a few, not one per open forever. Written
+    // by a logger that a full disk cannot turn into an abort (info_log.h).
     db_options.keep_log_file_num = 4;
+    db_options.info_log = rocksdb_internal::InfoLog::Open(
+        path, rocksdb::InfoLogLevel::INFO_LEVEL);
+    db_options.listeners.push_back(impl->background_errors);
     db_options.max_background_jobs = 2;
 
     rocksdb::ColumnFamilyOptions cf_options;

@@ -986,9 +986,12 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(
                      "':memory:' (a pooled store needs a file)");
   }
   if (options.busy_timeout < std::chrono::milliseconds::zero() ||
-      options.busy_timeout.count() > std::numeric_limits<int>::max()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     Prefix(path) + "busy_timeout out of range");
+      options.busy_timeout > SqliteStoreOptions::kMaxBusyTimeout) {
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        Prefix(path) + "busy_timeout must be from 0 to " +
+            std::to_string(SqliteStoreOptions::kMaxBusyTimeout.count()) +
+            " ms, got " + std::to_string(options.busy_timeout.count()));
   }
   if (options.cache_mb > kMaxCacheMb) {
     return MakeError(ErrorCode::kInvalidArgument,
@@ -1046,11 +1049,10 @@ Result<std::unique_ptr<Store>> SqliteStore::OpenFromUri(
                                  : s == "full"   ? SqliteSynchronous::kFull
                                                  : SqliteSynchronous::kExtra;
   }
-  auto busy = uri.TakeUint("busy_timeout_ms", 0, 3'600'000);
+  auto busy = uri.TakeDuration("busy_timeout_ms", std::chrono::milliseconds(0),
+                               SqliteStoreOptions::kMaxBusyTimeout);
   if (!busy) return tl::unexpected(busy.error());
-  if (busy->has_value()) {
-    sqlite_options.busy_timeout = std::chrono::milliseconds(**busy);
-  }
+  if (busy->has_value()) sqlite_options.busy_timeout = **busy;
   auto cache = uri.TakeUint("cache_mb", 0, kMaxCacheMb);
   if (!cache) return tl::unexpected(cache.error());
   if (cache->has_value()) sqlite_options.cache_mb = **cache;

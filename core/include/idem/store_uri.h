@@ -15,6 +15,7 @@
 #ifndef IDEM_STORE_URI_H_
 #define IDEM_STORE_URI_H_
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -54,6 +55,15 @@ class StoreUri {
   Result<std::optional<std::uint64_t>> TakeUint(std::string_view name,
                                                 std::uint64_t min,
                                                 std::uint64_t max);
+  // A duration: an integer count of `Unit` (std::chrono::milliseconds for a
+  // parameter named `*_ms`, seconds for `*_s`) in [min, max], with min >= 0.
+  // Every duration parameter of every store goes through this, so that each
+  // has a maximum, checked where it enters, before any conversion can
+  // overflow. kInvalidArgument naming the URI, the parameter, its range and
+  // unit otherwise.
+  template <typename Unit>
+  Result<std::optional<Unit>> TakeDuration(std::string_view name, Unit min,
+                                           Unit max);
   // true/false/1/0/yes/no/on/off; kInvalidArgument otherwise.
   Result<std::optional<bool>> TakeBool(std::string_view name);
   // One of `allowed` (case-insensitive, returned lowercased).
@@ -73,12 +83,40 @@ class StoreUri {
   Error InvalidArgument(std::string_view what) const;
 
  private:
+  // Decimal digits only, no sign or space, no overflow.
+  static bool ParseUint(std::string_view text, std::uint64_t& value);
+  static std::string DurationUnitName(std::chrono::milliseconds) {
+    return "ms";
+  }
+  static std::string DurationUnitName(std::chrono::seconds) { return "s"; }
+
   std::string scheme_, user_, password_, host_, port_, path_, redacted_;
   std::vector<std::pair<std::string, std::string>> params_;
 };
 
+template <typename Unit>
+Result<std::optional<Unit>> StoreUri::TakeDuration(std::string_view name,
+                                                   Unit min, Unit max) {
+  const auto raw = TakeString(name);
+  if (!raw) return std::optional<Unit>();
+  const std::uint64_t lo = static_cast<std::uint64_t>(min.count());
+  const std::uint64_t hi = static_cast<std::uint64_t>(max.count());
+  std::uint64_t value = 0;
+  if (!ParseUint(*raw, value) || value < lo || value > hi) {
+    return tl::unexpected(InvalidArgument(
+        "parameter '" + std::string(name) + "' must be a duration from " +
+        std::to_string(lo) + " to " + std::to_string(hi) + " " +
+        DurationUnitName(Unit(1)) + ", got '" + *raw + "'"));
+  }
+  return std::optional<Unit>(Unit(static_cast<typename Unit::rep>(value)));
+}
+
 // `uri` with the password of its userinfo replaced by "***" (and also any
-// `password=` query parameter). Works on strings that do not parse.
+// `password=` query parameter). Works on the raw text, without parsing it, so
+// it also hides a password in a string that does not parse or parses wrongly
+// (a raw '/', '?', '#' or '@' in the password): everything from the first ':'
+// after "//" to the last '@' of the text is replaced. A '@' in the path or
+// query thus hides more than the password, never less.
 std::string RedactUri(std::string_view uri);
 
 }  // namespace idem

@@ -39,9 +39,14 @@
 
 namespace idem {
 
+// The longest interval Start accepts: a longer one is a typo that lets
+// records pile up (and would overflow the steady clock's deadline when it
+// nears Duration::max()).
+inline constexpr Duration kMaxSweepInterval = std::chrono::hours(24);
+
 struct SweeperOptions {
   // Time between the end of one pass and the start of the next; zero starts
-  // no thread (SweepOnce still works). Must not be negative.
+  // no thread (SweepOnce still works). From 0 to kMaxSweepInterval.
   // Default: 60 s.
   Duration interval = std::chrono::seconds(60);
   // Records per PurgeExpired call. Small enough that one call holds a
@@ -72,8 +77,8 @@ class Sweeper {
  public:
   // Sweeps `store`, which must outlive the sweeper. With a positive
   // interval starts the thread, whose first pass runs one interval from
-  // now. Errors: kInvalidArgument for a zero batch or a negative interval
-  // or max_pass_time.
+  // now. Errors: kInvalidArgument for a zero batch, an interval outside
+  // 0..kMaxSweepInterval or a negative max_pass_time.
   static Result<std::unique_ptr<Sweeper>> Start(Store& store,
                                                 SweeperOptions options);
 

@@ -5,6 +5,8 @@
 #include "idem/memory_store.h"
 
 #include <chrono>
+#include <fstream>
+#include <iostream>
 #include <memory>
 #include <string>
 
@@ -133,8 +135,12 @@ TEST(MemoryStoreCapacityTest, FullStoreRejectsNewKeysButAnswersHeldOnes) {
   auto full = store->Claim(Id(4), Fp(4), kT0, hours(1), seconds(60));
   ASSERT_FALSE(full.has_value());
   EXPECT_EQ(full.error().code(), ErrorCode::kResourceExhausted);
+  // 4 records, one of them completed with a 4-byte body and no header.
   EXPECT_EQ(full.error().message(),
-            "memory store full: 4 live records (capacity 4)");
+            "memory store full: 4 live records (capacity 4), " +
+                std::to_string(4 * MemoryStore::kRecordBytes +
+                               MemoryStore::kResponseBytes + 4) +
+                " bytes (max_bytes 268435456)");
 
   // Keys already held need no new slot.
   EXPECT_EQ(store->Claim(Id(0), Fp(0), kT0, hours(1), seconds(60))->outcome,
@@ -375,6 +381,212 @@ TEST(MemoryStoreUriTest, RejectsBadUris) {
     EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument) << text;
     EXPECT_THAT(store.error().message(), HasSubstr("store URI")) << text;
   }
+}
+
+// ---- The byte budget (max_bytes)
+
+std::unique_ptr<MemoryStore> OpenWithBytes(std::size_t max_bytes,
+                                           std::size_t capacity = 100000) {
+  auto store = MemoryStore::Open(
+      MemoryStoreOptions{.capacity = capacity, .max_bytes = max_bytes});
+  EXPECT_TRUE(store.has_value()) << store.error().ToString();
+  return std::move(*store);
+}
+
+Response Body(std::size_t n) {
+  return Response{.status = 201,
+                  .headers = {{"Content-Type", "text/plain"}},
+                  .body = std::string(n, 'x')};
+}
+
+TEST(MemoryStoreBytesTest, ChargesAreDocumented) {
+  EXPECT_EQ(MemoryStoreOptions{}.max_bytes, std::size_t{256} << 20);
+  EXPECT_EQ(MemoryStore::ResponseBytes(Body(1000)),
+            MemoryStore::kResponseBytes + MemoryStore::kHeaderBytes +
+                std::string_view("Content-Type").size() +
+                std::string_view("text/plain").size() + 1000);
+}
+
+TEST(MemoryStoreBytesTest, ClaimsStopAtMaxBytes) {
+  constexpr std::size_t kMax = 4096;
+  constexpr std::size_t kFits = kMax / MemoryStore::kRecordBytes;
+  auto store = OpenWithBytes(kMax);
+  for (std::uint64_t i = 0; i < kFits; ++i) MustAcquire(*store, i, kT0);
+  EXPECT_EQ(store->bytes(), kFits * MemoryStore::kRecordBytes);
+  auto full = store->Claim(Id(kFits), Fp(kFits), kT0, hours(1), seconds(60));
+  ASSERT_FALSE(full.has_value());
+  EXPECT_EQ(full.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_THAT(full.error().message(), HasSubstr("memory store full"));
+  EXPECT_THAT(full.error().message(), HasSubstr("max_bytes 4096"));
+  EXPECT_EQ(store->stats().bytes, kFits * MemoryStore::kRecordBytes);
+  EXPECT_EQ(store->stats().max_bytes, kMax);
+}
+
+TEST(MemoryStoreBytesTest, ACompleteThatDoesNotFitLeavesTheRecordInProgress) {
+  auto store = OpenWithBytes(4096);
+  const Token token = MustAcquire(*store, 1, kT0);
+  auto big = store->Complete(Id(1), token, Body(5000));
+  ASSERT_FALSE(big.has_value());
+  EXPECT_EQ(big.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_THAT(big.error().message(), HasSubstr("memory store full"));
+  // Unchanged: still locked by its holder, nothing else charged.
+  auto record = store->Inspect(Id(1), kT0);
+  ASSERT_TRUE(record.has_value() && record->has_value());
+  EXPECT_EQ((*record)->state, RecordState::kInProgress);
+  EXPECT_EQ((*record)->token, token);
+  EXPECT_EQ(store->bytes(), MemoryStore::kRecordBytes);
+  EXPECT_EQ(store->Claim(Id(1), Fp(1), kT0, hours(1), seconds(60))->outcome,
+            ClaimOutcome::kInProgress);
+  // The same holder can still store a response that fits.
+  ASSERT_EQ(store->Complete(Id(1), token, Body(100)), true);
+  EXPECT_EQ(store->bytes(),
+            MemoryStore::kRecordBytes + MemoryStore::ResponseBytes(Body(100)));
+}
+
+TEST(MemoryStoreBytesTest, ACompleteSharedIsChargedToo) {
+  auto store = OpenWithBytes(4096);
+  const Token token = MustAcquire(*store, 1, kT0);
+  auto big = store->CompleteShared(
+      Id(1), token, std::make_shared<const Response>(Body(5000)));
+  ASSERT_FALSE(big.has_value());
+  EXPECT_EQ(big.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(store->bytes(), MemoryStore::kRecordBytes);
+}
+
+TEST(MemoryStoreBytesTest, ReleasePurgeAndReuseGiveTheBytesBack) {
+  auto store = OpenWithBytes(4096);
+  const Token a = MustAcquire(*store, 1, kT0);
+  const Token b = MustAcquire(*store, 2, kT0);
+  ASSERT_EQ(store->Complete(Id(2), b, Body(1000)), true);
+  ASSERT_EQ(store->Release(Id(1), a), true);
+  EXPECT_EQ(store->bytes(),
+            MemoryStore::kRecordBytes + MemoryStore::ResponseBytes(Body(1000)));
+  // A claim over the expired completed record keeps its slot's charge and
+  // gives back its response's.
+  MustAcquire(*store, 2, kT0 + hours(2));
+  EXPECT_EQ(store->bytes(), MemoryStore::kRecordBytes);
+  ASSERT_EQ(store->PurgeExpired(kT0 + hours(4), 10), std::size_t{1});
+  EXPECT_EQ(store->bytes(), 0u);
+}
+
+TEST(MemoryStoreBytesTest, RevokeGivesTheBytesBack) {
+  auto store = OpenWithBytes(4096);
+  const Token a = MustAcquire(*store, 1, kT0);
+  const Token b = MustAcquire(*store, 2, kT0);
+  ASSERT_EQ(store->Complete(Id(2), b, Body(1000)), true);
+  ASSERT_EQ(store->Revoke(Id(2)), true);
+  EXPECT_EQ(store->bytes(), MemoryStore::kRecordBytes);
+  ASSERT_EQ(store->Revoke(Id(1)), true);
+  EXPECT_EQ(store->bytes(), 0u);
+  EXPECT_EQ(store->Complete(Id(1), a, Body(10)), false);
+}
+
+// A reclaiming call sweeps up to 1024 buckets: small tables, so that one
+// sweep covers all of them.
+TEST(MemoryStoreBytesTest, ExpiredRecordsAreReclaimedFirstWhenBytesRunOut) {
+  auto store = OpenWithBytes(4096, /*capacity=*/64);
+  // Expired at kT0 + 1 h, holding most of the budget.
+  const Token old = MustAcquire(*store, 1, kT0);
+  ASSERT_EQ(store->Complete(Id(1), old, Body(3000)), true);
+  // A claim that fits, then a Complete that fits only once the expired
+  // record is reclaimed (by the time of the latest claim).
+  const Token fresh = MustAcquire(*store, 2, kT0 + hours(2));
+  ASSERT_EQ(store->Complete(Id(2), fresh, Body(600)), true);
+  EXPECT_EQ(store->bytes(),
+            MemoryStore::kRecordBytes + MemoryStore::ResponseBytes(Body(600)));
+  // The same for claims: fill with records that expire, then claim later.
+  auto small = OpenWithBytes(4096, /*capacity=*/64);
+  constexpr std::size_t kFits = 4096 / MemoryStore::kRecordBytes;
+  for (std::uint64_t i = 0; i < kFits; ++i) {
+    MustAcquire(*small, i, kT0, /*ttl=*/seconds(10), seconds(10));
+  }
+  ExpectFull(*small, kFits, kT0);
+  MustAcquire(*small, kFits, kT0 + seconds(11));
+  EXPECT_EQ(small->stats().reclaimed, kFits);
+}
+
+TEST(MemoryStoreBytesTest, OpenRejectsMaxBytesOutOfRange) {
+  for (const std::size_t bad : {std::size_t{0}, MemoryStore::kMinMaxBytes - 1,
+                                MemoryStore::kMaxMaxBytes + 1}) {
+    auto store = MemoryStore::Open(MemoryStoreOptions{.max_bytes = bad});
+    ASSERT_FALSE(store.has_value()) << bad;
+    EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(store.error().message(), HasSubstr("max_bytes"));
+  }
+}
+
+TEST(MemoryStoreUriTest, ParsesMaxBytes) {
+  auto store = OpenUri("memory:?capacity=100&max_bytes=8192");
+  ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  auto& memory = dynamic_cast<MemoryStore&>(**store);
+  EXPECT_EQ(memory.max_bytes(), 8192u);
+  EXPECT_EQ(memory.capacity(), 100u);
+  auto defaults = OpenUri("memory:");
+  ASSERT_TRUE(defaults.has_value());
+  EXPECT_EQ(dynamic_cast<MemoryStore&>(**defaults).max_bytes(),
+            std::size_t{256} << 20);
+}
+
+TEST(MemoryStoreUriTest, RejectsBadMaxBytesNamingIt) {
+  for (const char* text : {
+           "memory:?max_bytes=0",
+           "memory:?max_bytes=4095",
+           "memory:?max_bytes=1099511627777",
+           "memory:?max_bytes=abc",
+           "memory:?max_bytes=-1",
+           "memory:?max_bytes=",
+       }) {
+    auto store = OpenUri(text);
+    ASSERT_FALSE(store.has_value()) << text;
+    EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument) << text;
+    EXPECT_THAT(store.error().message(), HasSubstr("max_bytes")) << text;
+  }
+}
+
+// Resident memory of this process, in KiB (0 where /proc is missing).
+std::size_t RssKib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6));
+  }
+  return 0;
+}
+
+// The case: 1 MiB bodies, each under a new key. At the default
+// budget the store takes 255 of them, then answers store full; the resident
+// memory they add is printed (the bound is what the count asserts: RSS under
+// sanitizers is not the store's).
+TEST(MemoryStoreBytesTest, OneMiBBodiesStopAtTheDefaultBudget) {
+  auto opened = MemoryStore::Open(MemoryStoreOptions{});
+  ASSERT_TRUE(opened.has_value());
+  MemoryStore& store = **opened;
+  const std::size_t rss_before = RssKib();
+  const Response body{201,
+                      {{"Content-Type", "application/json"}},
+                      std::string(std::size_t{1} << 20, 'x')};
+  const std::size_t per_record =
+      MemoryStore::kRecordBytes + MemoryStore::ResponseBytes(body);
+  std::size_t stored = 0;
+  bool full = false;
+  for (std::uint64_t k = 0; k < 1000 && !full; ++k) {
+    auto claim = store.Claim(Id(k), Fp(k), kT0, hours(24), seconds(60));
+    ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+    auto done = store.Complete(Id(k), claim->token, body);
+    if (!done) {
+      EXPECT_EQ(done.error().code(), ErrorCode::kResourceExhausted);
+      full = true;
+      break;
+    }
+    ASSERT_TRUE(*done);
+    ++stored;
+  }
+  ASSERT_TRUE(full);
+  EXPECT_EQ(stored, MemoryStoreOptions::kDefaultMaxBytes / per_record);
+  EXPECT_LE(store.bytes(), MemoryStoreOptions::kDefaultMaxBytes);
+  std::cout << stored << " responses of 1 MiB stored before store full; RSS "
+            << rss_before / 1024 << " MiB -> " << RssKib() / 1024 << " MiB"
+            << std::endl;
 }
 
 }  // namespace

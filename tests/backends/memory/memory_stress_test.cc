@@ -340,5 +340,75 @@ TEST(MemoryStoreStressTest, StoresComeAndGoWhileThreadsRun) {
   EXPECT_EQ(errors.load(), 0);
 }
 
+// The byte budget under 16 threads that claim, complete (bodies of varied
+// sizes), release and fail: the bytes charged never exceed max_bytes and,
+// once the threads are done, equal exactly what the successful calls were
+// charged; then one thread can fill what is left to within one record.
+TEST(MemoryStoreStressTest, BytesAreExactAcrossThreads) {
+  constexpr std::size_t kMaxBytes = 64 << 10;
+  constexpr int kPerThread = 200;
+  auto opened = MemoryStore::Open(
+      MemoryStoreOptions{.capacity = 100000, .max_bytes = kMaxBytes});
+  ASSERT_TRUE(opened.has_value());
+  MemoryStore& store = **opened;
+  std::atomic<std::size_t> charged{0};
+  std::atomic<int> full{0};
+  std::atomic<int> errors{0};
+  std::atomic<bool> over{false};
+  RunThreads(kThreads, [&](int t) {
+    for (int i = 0; i < kPerThread; ++i) {
+      const int k = t * kPerThread + i;
+      auto r = store.Claim(Id(k), Fp(k), kT0, hours(1), hours(1));
+      if (store.bytes() > kMaxBytes) over = true;
+      if (!r) {
+        (r.error().code() == ErrorCode::kResourceExhausted ? full : errors)
+            .fetch_add(1);
+        continue;
+      }
+      if (r->outcome != ClaimOutcome::kAcquired) errors.fetch_add(1);
+      if (k % 3 == 0) {
+        if (!store.Release(Id(k), r->token).value_or(false)) {
+          errors.fetch_add(1);
+        }
+        continue;
+      }
+      std::size_t mine = MemoryStore::kRecordBytes;
+      const Response response{201, {}, std::string((k * 37) % 700, 'b')};
+      auto done = store.Complete(Id(k), r->token, response);
+      if (done.has_value() && *done) {
+        mine += MemoryStore::ResponseBytes(response);
+      } else if (done.has_value() ||
+                 done.error().code() != ErrorCode::kResourceExhausted) {
+        errors.fetch_add(1);
+      } else {
+        full.fetch_add(1);  // Left in progress, still charged its record.
+      }
+      charged.fetch_add(mine);
+      if (store.bytes() > kMaxBytes) over = true;
+    }
+  });
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_FALSE(over.load());
+  EXPECT_GT(full.load(), 0) << "the budget was never reached";
+  EXPECT_EQ(store.bytes(), charged.load());
+  ASSERT_LE(store.bytes(), kMaxBytes);
+
+  // A new thread claims until the budget is spent: what is left is less
+  // than one record, wherever the other threads parked their credits.
+  std::thread([&] {
+    for (int k = 0; k < 100000; ++k) {
+      auto r = store.Claim(Id(1000000 + k), Fp(k), kT0, hours(1), hours(1));
+      if (!r) {
+        EXPECT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
+        break;
+      }
+      charged.fetch_add(MemoryStore::kRecordBytes);
+    }
+  }).join();
+  EXPECT_EQ(store.bytes(), charged.load());
+  EXPECT_LE(store.bytes(), kMaxBytes);
+  EXPECT_LT(kMaxBytes - store.bytes(), MemoryStore::kRecordBytes);
+}
+
 }  // namespace
 }  // namespace idem

@@ -22,6 +22,7 @@
 #include <rocksdb/perf_context.h>
 #include <rocksdb/perf_level.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -40,6 +41,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/full_disk.h"
 #include "support/temp_dir.h"
 
 #include "idem/clock.h"
@@ -503,6 +505,55 @@ TEST_F(RocksdbStoreTest, APathThatIsAFileIsInvalid) {
   EXPECT_THAT(store.error().message(), HasSubstr(file));
 }
 
+// Issue #8 §6: `rocksdb:/` opened a database in /, among the system's files.
+TEST_F(RocksdbStoreTest, ADirectoryWithOtherFilesButNoDatabaseIsRefused) {
+  const std::filesystem::path dir = DbPath();
+  std::filesystem::create_directories(dir / "etc");
+  std::ofstream(dir / "notes.txt") << "not a database";
+  for (const bool via_uri : {false, true}) {
+    SCOPED_TRACE(via_uri);
+    std::optional<Error> error;
+    if (via_uri) {
+      auto store = ::idem::OpenStore("rocksdb:" + DbPath());
+      if (!store) error = store.error();
+    } else {
+      auto store = RocksdbStore::Open({.path = DbPath()});
+      if (!store) error = store.error();
+    }
+    ASSERT_TRUE(error.has_value());
+    EXPECT_EQ(error->code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(error->message(), HasSubstr(DbPath()));
+    EXPECT_THAT(error->message(), HasSubstr("no RocksDB database"));
+  }
+  // Nothing was written there.
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_THAT(names, ::testing::ElementsAre("etc", "notes.txt"));
+}
+
+TEST_F(RocksdbStoreTest, EmptyAndExistingDirectoriesAreAccepted) {
+  std::filesystem::create_directories(DbPath());
+  {
+    auto store = OpenStore();  // Empty.
+    ASSERT_NE(store, nullptr);
+  }
+  // An existing database, with a file of the operator's beside it.
+  std::ofstream(std::filesystem::path(DbPath()) / "README") << "idem records";
+  EXPECT_NE(OpenStore(), nullptr);
+  // Only what an interrupted first open leaves (no CURRENT yet).
+  const std::filesystem::path fresh = dir_.path() / "fresh";
+  std::filesystem::create_directories(fresh);
+  std::ofstream(fresh / "LOCK");
+  std::ofstream(fresh / "LOG");
+  // A volume mounted for the database has its lost+found.
+  std::filesystem::create_directories(fresh / "lost+found");
+  auto store = RocksdbStore::Open({.path = fresh.string()});
+  EXPECT_TRUE(store.has_value()) << store.error().ToString();
+}
+
 TEST_F(RocksdbStoreTest, EmptyPathIsInvalid) {
   auto store = RocksdbStore::Open({});
   ASSERT_FALSE(store.has_value());
@@ -656,6 +707,66 @@ TEST_F(RocksdbStoreTest, TheClientKeyNeverReachesTheFiles) {
   // In the write-ahead log while open, in a table file after closing.
   idem::testing::ExpectNoSecretInFilesOpenAndClosed(OpenStore(), clock_,
                                                     dir_.path());
+}
+
+// ---- A full filesystem (issue #8, §1)
+
+// Not a test on its own: the child process of the test below (run with
+// --gtest_also_run_disabled_tests and kFullDiskDirEnv set). A store that
+// aborts the process kills this child only.
+TEST(RocksdbFullDiskHelper, DISABLED_Workload) {
+  const char* dir = std::getenv(testing::kFullDiskDirEnv);
+  if (dir == nullptr) GTEST_SKIP() << testing::kFullDiskDirEnv << " not set";
+  const std::string path = (std::filesystem::path(dir) / "db").string();
+  testing::FullDiskWorkload(
+      [&]() -> std::unique_ptr<Store> {
+        auto store = RocksdbStore::Open({.path = path});
+        EXPECT_TRUE(store.has_value()) << store.error().ToString();
+        return store ? std::move(*store) : nullptr;
+      },
+      dir);
+}
+
+// On a full filesystem every failed write is kUnavailable (the Guard answers
+// 503), nothing aborts the process, the store recovers by itself once space
+// is back, and no completed record is lost (also across a reopen).
+TEST(RocksdbFullDiskTest, FailsWithUnavailableAndRecoversWhenSpaceReturns) {
+  std::unique_ptr<testing::TmpfsMount> mount;
+  IDEM_MOUNT_TMPFS_OR_SKIP(mount, 16u << 20);
+  const testing::ChildResult child = testing::RunTestInChild(
+      "RocksdbFullDiskHelper.DISABLED_Workload",
+      {std::string(testing::kFullDiskDirEnv) + "=" + mount->path().string()},
+      std::chrono::seconds(240));
+  EXPECT_TRUE(child.exited && child.exit_code == 0) << child.Describe();
+  EXPECT_THAT(child.output, HasSubstr("[  PASSED  ] 1 test"))
+      << child.Describe();
+}
+
+TEST(RocksdbFullDiskHelper, DISABLED_Shutdown) {
+  const char* dir = std::getenv(testing::kFullDiskDirEnv);
+  if (dir == nullptr) GTEST_SKIP() << testing::kFullDiskDirEnv << " not set";
+  const std::string path = (std::filesystem::path(dir) / "db").string();
+  testing::FullDiskShutdownWorkload(
+      [&]() -> std::unique_ptr<Store> {
+        auto store = RocksdbStore::Open({.path = path});
+        EXPECT_TRUE(store.has_value()) << store.error().ToString();
+        return store ? std::move(*store) : nullptr;
+      },
+      dir);
+}
+
+// A server stopped while the disk is full: closing does not crash, and the
+// completed records are all there once it opens again with space back.
+TEST(RocksdbFullDiskTest, ClosingOnAFullDiskLosesNothing) {
+  std::unique_ptr<testing::TmpfsMount> mount;
+  IDEM_MOUNT_TMPFS_OR_SKIP(mount, 16u << 20);
+  const testing::ChildResult child = testing::RunTestInChild(
+      "RocksdbFullDiskHelper.DISABLED_Shutdown",
+      {std::string(testing::kFullDiskDirEnv) + "=" + mount->path().string()},
+      std::chrono::seconds(240));
+  EXPECT_TRUE(child.exited && child.exit_code == 0) << child.Describe();
+  EXPECT_THAT(child.output, HasSubstr("[  PASSED  ] 1 test"))
+      << child.Describe();
 }
 
 }  // namespace

@@ -40,6 +40,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/full_disk.h"
 #include "support/temp_dir.h"
 
 #include "idem/clock.h"
@@ -696,6 +697,43 @@ TEST_F(SqliteStoreTest, CacheMbOutOfRangeNamesTheParameter) {
   EXPECT_THAT(direct.error().message(), HasSubstr("cache_mb"));
 }
 
+// Issue #8 §6: every duration has a maximum, checked where it enters. The
+// typed options took a busy_timeout of 24 days and any sweep_interval (the
+// sweeper's wait_for then overflows the clock).
+TEST_F(SqliteStoreTest, DurationsHaveAMaximumNamedInTheError) {
+  for (const std::string& param : {std::string("busy_timeout_ms=3600001"),
+                                   std::string("sweep_interval_s=86401")}) {
+    SCOPED_TRACE(param);
+    auto uri = idem::OpenStore("sqlite:" + DbPath() + "?" + param);
+    ASSERT_FALSE(uri.has_value());
+    EXPECT_EQ(uri.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(uri.error().message(),
+                HasSubstr("'" + param.substr(0, param.find('=')) + "'"));
+    EXPECT_THAT(uri.error().message(), HasSubstr("must be a duration from"));
+  }
+  EXPECT_TRUE(idem::OpenStore("sqlite:" + DbPath() +
+                              "?busy_timeout_ms=3600000&sweep_interval_s=86400")
+                  .has_value());
+
+  auto busy =
+      SqliteStore::Open({.path = DbPath(),
+                         .busy_timeout = SqliteStoreOptions::kMaxBusyTimeout +
+                                         std::chrono::milliseconds(1)});
+  ASSERT_FALSE(busy.has_value());
+  EXPECT_EQ(busy.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(busy.error().message(), HasSubstr("busy_timeout"));
+  // The sweeper is OpenStore's: its typed option is checked there.
+  for (const idem::Duration sweep :
+       {idem::Duration(idem::kMaxSweepInterval + std::chrono::seconds(1)),
+        idem::Duration::max(), idem::Duration(std::chrono::seconds(-1))}) {
+    auto store =
+        idem::OpenStore("sqlite:" + DbPath(), {.sweep_interval = sweep});
+    ASSERT_FALSE(store.has_value()) << sweep.count();
+    EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(store.error().message(), HasSubstr("sweep_interval"));
+  }
+}
+
 // How much SQLite holds in memory in this process (every connection's page
 // cache included) after writing ~8 MiB of records through a store with
 // `cache_mb`, less what it held before.
@@ -901,6 +939,65 @@ TEST_F(SqliteStoreTest, FourProcessesOfEightThreadsClaimEachIdOnce) {
     ASSERT_TRUE(record->has_value());
     EXPECT_EQ((*record)->token.ToHex(), winner_token[i]) << "id " << i;
   }
+}
+
+// ---- A full filesystem (issue #8, §1)
+
+// Not a test on its own: the child process of the test below (run with
+// --gtest_also_run_disabled_tests and kFullDiskDirEnv set).
+TEST(SqliteFullDiskHelper, DISABLED_Workload) {
+  const char* dir = std::getenv(testing::kFullDiskDirEnv);
+  if (dir == nullptr) GTEST_SKIP() << testing::kFullDiskDirEnv << " not set";
+  const std::string path = (std::filesystem::path(dir) / "idem.db").string();
+  testing::FullDiskWorkload(
+      [&]() -> std::unique_ptr<Store> {
+        auto store = SqliteStore::Open({.path = path});
+        EXPECT_TRUE(store.has_value()) << store.error().ToString();
+        return store ? std::move(*store) : nullptr;
+      },
+      dir);
+}
+
+// As for RocksDB: on a full filesystem every failed write is kUnavailable,
+// nothing aborts, writes succeed again once space is back, and no completed
+// record is lost (also across a reopen).
+TEST(SqliteFullDiskTest, FailsWithUnavailableAndRecoversWhenSpaceReturns) {
+  std::unique_ptr<testing::TmpfsMount> mount;
+  IDEM_MOUNT_TMPFS_OR_SKIP(mount, 16u << 20);
+  const testing::ChildResult child = testing::RunTestInChild(
+      "SqliteFullDiskHelper.DISABLED_Workload",
+      {std::string(testing::kFullDiskDirEnv) + "=" + mount->path().string()},
+      std::chrono::seconds(240));
+  EXPECT_TRUE(child.exited && child.exit_code == 0) << child.Describe();
+  EXPECT_THAT(child.output, HasSubstr("[  PASSED  ] 1 test"))
+      << child.Describe();
+}
+
+TEST(SqliteFullDiskHelper, DISABLED_Shutdown) {
+  const char* dir = std::getenv(testing::kFullDiskDirEnv);
+  if (dir == nullptr) GTEST_SKIP() << testing::kFullDiskDirEnv << " not set";
+  const std::string path = (std::filesystem::path(dir) / "idem.db").string();
+  testing::FullDiskShutdownWorkload(
+      [&]() -> std::unique_ptr<Store> {
+        auto store = SqliteStore::Open({.path = path});
+        EXPECT_TRUE(store.has_value()) << store.error().ToString();
+        return store ? std::move(*store) : nullptr;
+      },
+      dir);
+}
+
+// A server stopped while the disk is full: closing does not crash, and the
+// completed records are all there once it opens again with space back.
+TEST(SqliteFullDiskTest, ClosingOnAFullDiskLosesNothing) {
+  std::unique_ptr<testing::TmpfsMount> mount;
+  IDEM_MOUNT_TMPFS_OR_SKIP(mount, 16u << 20);
+  const testing::ChildResult child = testing::RunTestInChild(
+      "SqliteFullDiskHelper.DISABLED_Shutdown",
+      {std::string(testing::kFullDiskDirEnv) + "=" + mount->path().string()},
+      std::chrono::seconds(240));
+  EXPECT_TRUE(child.exited && child.exit_code == 0) << child.Describe();
+  EXPECT_THAT(child.output, HasSubstr("[  PASSED  ] 1 test"))
+      << child.Describe();
 }
 
 }  // namespace

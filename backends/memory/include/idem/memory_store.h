@@ -1,5 +1,5 @@
-// The lock-free in-memory store: `memory:?capacity=N` (SEMANTICS.md, "Stores,
-// chosen by URI").
+// The lock-free in-memory store: `memory:?capacity=N&max_bytes=M`
+// (SEMANTICS.md, "Stores, chosen by URI").
 //
 // Records live in this process only: they are lost when it exits and are not
 // shared with other processes (Info(): durable = false,
@@ -26,6 +26,29 @@
 // earliest of those records expires or a record is added or taken over. A
 // claim over an expired record of the same key, or a takeover, reuses its
 // slot. Expired records are otherwise reclaimed by PurgeExpired.
+//
+// Bytes: records are also bounded by `max_bytes` (default 256 MiB), since
+// `capacity` alone lets large responses take any amount of memory (1 M
+// records of 1 MiB bodies: a terabyte). Each record is charged
+// kRecordBytes (its id, fingerprint, token, times and index entry) while it
+// is held, and a completed one also ResponseBytes(response) (its status,
+// headers and body, with a fixed overhead per header and per response): an
+// estimate of the heap they occupy, counted exactly. The hash index (8
+// bytes per bucket, allocated at Open) is not charged.
+//  - A claim that needs a new record and does not fit fails with
+//    kResourceExhausted ("memory store full", the Guard answers 503
+//    store_full), after reclaiming expired records as for capacity.
+//  - A Complete whose response does not fit, after reclaiming expired
+//    records (judged by the latest `now` any claim passed), fails with
+//    kResourceExhausted and leaves the record in progress: its lock still
+//    holds until lock_timeout, so a duplicate gets 409 instead of running the
+//    handler again while the first response is sent; the Guard counts
+//    store_failed. It never releases the claim silently.
+//  - A release, a purge, a reclaim, or a claim over an expired completed
+//    record gives the bytes back.
+// The bound is exact: the bytes charged never exceed max_bytes, under any
+// concurrency (striped like capacity; near the bound, a call may find the
+// store full while another thread briefly holds the bytes it needs).
 //
 // Thread-safety: every method may be called concurrently from any number of
 // threads, except the destructor, which must not run concurrently with any
@@ -58,14 +81,26 @@ struct MemoryStoreOptions {
   // parameter `capacity`.
   // Default: 1'000'000.
   std::size_t capacity = 1'000'000;
+
+  // The most bytes the held records may be charged (see "Bytes" above):
+  // claims and completes that would exceed it fail with kResourceExhausted.
+  // 256 MiB holds a million in-progress or small completed records, or 250
+  // responses of 1 MiB. Must be in [MemoryStore::kMinMaxBytes,
+  // MemoryStore::kMaxMaxBytes]; URI parameter `max_bytes` (a byte count).
+  // Default: 268'435'456 (256 MiB).
+  std::size_t max_bytes = kDefaultMaxBytes;
+
+  static constexpr std::size_t kDefaultMaxBytes = std::size_t{256} << 20;
 };
 
 // Counters for monitoring and tests; each field is read separately, so the
 // set is not one atomic snapshot.
 struct MemoryStoreStats {
-  std::size_t records = 0;   // Held now, live or expired (see size()).
-  std::size_t capacity = 0;  // As configured.
-  std::size_t buckets = 0;   // Hash buckets (a power of two >= capacity).
+  std::size_t records = 0;    // Held now, live or expired (see size()).
+  std::size_t capacity = 0;   // As configured.
+  std::size_t buckets = 0;    // Hash buckets (a power of two >= capacity).
+  std::size_t bytes = 0;      // Charged to the held records (see max_bytes).
+  std::size_t max_bytes = 0;  // As configured.
   // Sweeps for expired records run by claims that found the store full, the
   // buckets they examined and the records they reclaimed.
   std::uint64_t reclaim_sweeps = 0;
@@ -79,18 +114,32 @@ class MemoryStore final : public Store {
  public:
   // Largest accepted capacity (2^30 records).
   static constexpr std::size_t kMaxCapacity = std::size_t{1} << 30;
+  // Accepted max_bytes: from 4 KiB (a few records) to 1 TiB.
+  static constexpr std::size_t kMinMaxBytes = std::size_t{4} << 10;
+  static constexpr std::size_t kMaxMaxBytes = std::size_t{1} << 40;
+
+  // What a held record is charged, completed or not.
+  static constexpr std::size_t kRecordBytes = 160;
+  // What a completed record's response adds: kResponseBytes, plus for each
+  // header kHeaderBytes and its name and value, plus the body.
+  static constexpr std::size_t kResponseBytes = 128;
+  static constexpr std::size_t kHeaderBytes = 64;
+  static std::size_t ResponseBytes(const Response& response);
 
   // Creates an empty store.
   // Errors: kInvalidArgument when options.capacity is 0 or above
-  // kMaxCapacity; kResourceExhausted when the index cannot be allocated.
+  // kMaxCapacity, or options.max_bytes is outside [kMinMaxBytes,
+  // kMaxMaxBytes]; kResourceExhausted when the index cannot be allocated.
   static Result<std::unique_ptr<MemoryStore>> Open(
       const MemoryStoreOptions& options);
 
   // Creates a store from a parsed `memory:` URI, as OpenStore does. Takes the
-  // `capacity` parameter (an integer in [1, kMaxCapacity]) from `uri`.
+  // `capacity` parameter (an integer in [1, kMaxCapacity]) and `max_bytes`
+  // (an integer in [kMinMaxBytes, kMaxMaxBytes]) from `uri`.
   // Errors: kInvalidArgument naming the URI when the scheme is not "memory",
-  // when anything follows "memory:" besides the query, when `capacity` is not
-  // a valid number in range, or when another parameter is present.
+  // when anything follows "memory:" besides the query, when `capacity` or
+  // `max_bytes` is not a valid number in range (the message names it), or
+  // when another parameter is present.
   // `options` is accepted for uniformity; the memory store needs no clock.
   static Result<std::unique_ptr<Store>> OpenFromUri(
       StoreUri& uri, const StoreOptions& options);
@@ -108,8 +157,9 @@ class MemoryStore final : public Store {
   // reclaims expired records first.
   // Errors: kInvalidArgument when ttl or lock_timeout is not positive;
   // kResourceExhausted ("memory store full: ...") when the store holds
-  // `capacity` records and none of those examined had expired, or when
-  // memory allocation fails. Near capacity the answer is approximate in the
+  // `capacity` records, or a new record would take the bytes charged above
+  // max_bytes, and none of those examined had expired, or when memory
+  // allocation fails. Near capacity the answer is approximate in the
   // safe direction, since a claim never waits for another: claims racing to
   // insert new ids hold their slots for an instant before publishing, and
   // only one claim sweeps at a time, and free slots move between per-thread
@@ -123,7 +173,9 @@ class MemoryStore final : public Store {
   // Returns true after storing a copy of `response` and marking the record
   // completed (same expires_at) if it is in_progress with `token`; false,
   // changing nothing, otherwise. Concurrent calls with the same token: at
-  // most one returns true. Error: kResourceExhausted when out of memory.
+  // most one returns true. Error: kResourceExhausted when out of memory, or
+  // ("memory store full: ...") when the response would take the bytes
+  // charged above max_bytes: the record is then left in progress, unchanged.
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const Response& response) override;
   // As Complete, but keeps `response` itself (shared with the caller, never
@@ -165,6 +217,10 @@ class MemoryStore final : public Store {
   // call is running; approximate (by the calls in flight) otherwise.
   std::size_t size() const;
   std::size_t capacity() const { return capacity_; }
+  std::size_t max_bytes() const { return max_bytes_; }
+  // Bytes charged to the held records; exact when no call is running,
+  // approximate (by the calls in flight) otherwise, never above max_bytes.
+  std::size_t bytes() const;
   MemoryStoreStats stats() const;
 
  private:
@@ -172,12 +228,18 @@ class MemoryStore final : public Store {
   class Chain;
   struct SweepResult;
 
-  MemoryStore(std::size_t capacity, std::size_t bucket_count);
+  MemoryStore(std::size_t capacity, std::size_t max_bytes,
+              std::size_t bucket_count);
 
   static std::atomic<Chain*>* AllocateBuckets(std::size_t count);
   std::atomic<Chain*>& BucketFor(const RecordId& id);
   bool TryReserveSlot();
   void ReleaseSlots(std::size_t n);
+  bool TryReserveBytes(std::size_t n);
+  void ReleaseBytes(std::size_t n);
+  // The latest `now` a claim passed (for a Complete that reclaims).
+  TimePoint LatestNow() const;
+  Error Full() const;
   // Called by a claim that found no free slot.
   void ReclaimForClaim(TimePoint now);
   SweepResult SweepBucket(std::atomic<Chain*>& bucket, TimePoint now,
@@ -186,14 +248,15 @@ class MemoryStore final : public Store {
   Result<ClaimResult> ClaimImpl(const RecordId& id, const Fingerprint& fp,
                                 TimePoint now, Duration ttl,
                                 Duration lock_timeout);
-  bool CompleteImpl(const RecordId& id, const Token& token,
-                    const Response* response,
-                    std::shared_ptr<const Response> stored);
+  Result<bool> CompleteImpl(const RecordId& id, const Token& token,
+                            const Response* response,
+                            std::shared_ptr<const Response> stored);
   bool ReleaseImpl(const RecordId& id, const Token& token);
   bool RevokeImpl(const RecordId& id);
   std::size_t PurgeImpl(TimePoint now, std::size_t limit);
 
   const std::size_t capacity_;
+  const std::size_t max_bytes_;
   const std::size_t bucket_count_;  // A power of two.
   const int bucket_shift_;          // 64 - log2(bucket_count_).
   // Each bucket points to an immutable chain of the records hashed to it
@@ -218,12 +281,19 @@ class MemoryStore final : public Store {
     // an expired record) is published by a thread of this stripe; the sum
     // over stripes only grows, which is what a sweep checks.
     std::atomic<std::uint64_t> generation{0};
+    // Byte credits: as `credits`, against max_bytes_ and bytes_reserved_.
+    std::atomic<std::size_t> byte_credits{0};
+    // The latest `now` passed by a claim of a thread of this stripe, in ns
+    // since the epoch (a plain max; racing writers may keep a smaller one).
+    std::atomic<std::int64_t> latest_now_ns{0};
   };
   Stripe& MyStripe();
   void BumpGeneration();
   std::uint64_t GenerationSum() const;
   const std::size_t credit_batch_;
   alignas(64) std::atomic<std::size_t> reserved_{0};
+  const std::size_t byte_batch_;
+  alignas(64) std::atomic<std::size_t> bytes_reserved_{0};
   Stripe stripes_[kStripes];
 
   // Held (try-lock, never waited on) by the one claim that sweeps for

@@ -69,6 +69,17 @@
 // caught at this boundary (std::bad_alloc -> kResourceExhausted, others ->
 // kInternal).
 //
+// A full disk: a write that fails (ENOSPC on the WAL) returns kUnavailable
+// (the Guard answers 503) and RocksDB stops accepting writes. The store then
+// issues none until DB::Resume() succeeds; it tries that itself, before a
+// write, at most once a second, so it recovers by itself within about a
+// second of the next call once space is back (RocksDB's own recovery, which
+// waits for 64 MiB of free space, is switched off). Reads, and so replays,
+// go on meanwhile; nothing that a call reported written is lost. RocksDB's
+// info LOG is written by the store's own logger, since RocksDB's aborts the
+// process (a failed assertion in librocksdb) on the second log line it
+// cannot write. A fatal background error (not a full disk) needs a reopen.
+//
 // Thread-safety: every method may be called concurrently from any number of
 // threads, except the destructor, which must not run concurrently with any
 // other call on the same store.
@@ -132,7 +143,11 @@ class RocksdbStore final : public Store {
   // compaction filter takes time from store_options.clock (SystemClock when
   // null).
   // Errors: kInvalidArgument when options.path is empty or names something
-  // that is not a directory, or when options.block_cache_mb is above
+  // that is not a directory, or a directory that holds other files but no
+  // RocksDB database (no CURRENT file; e.g. `rocksdb:/`): a missing or empty
+  // directory, or one holding only the files of an interrupted first open
+  // (or a lost+found), is fine; the message names the path and one of the
+  // files. Also when options.block_cache_mb is above
   // RocksdbStoreOptions::kMaxBlockCacheMb; kUnavailable naming the path when
   // the directory is held by another process or another open store (RocksDB's
   // LOCK file), or cannot be created or read; kDataLoss when RocksDB reports

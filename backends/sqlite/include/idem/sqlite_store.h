@@ -145,10 +145,11 @@ struct SqliteStoreOptions {
   SqliteSynchronous synchronous = SqliteSynchronous::kNormal;
 
   // How long a write waits for another connection's (or process's) write
-  // lock before failing with kUnavailable. URI parameter `busy_timeout_ms`,
-  // 0..3600000.
+  // lock before failing with kUnavailable. At most kMaxBusyTimeout (1 h).
+  // URI parameter `busy_timeout_ms`, 0..3600000.
   // Default: 5 s.
   std::chrono::milliseconds busy_timeout{5000};
+  static constexpr std::chrono::milliseconds kMaxBusyTimeout{3'600'000};
 
   // The page cache of the writer connection, which makes every claim,
   // completion and release, in MiB (PRAGMA cache_size); 0 keeps SQLite's
