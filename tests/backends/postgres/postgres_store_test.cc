@@ -157,6 +157,21 @@ TEST(PostgresUriTest, BadParametersAreInvalidArgumentsNamingTheRedactedUri) {
   EXPECT_THAT(OpenError(base + "?tabel=x").message(), HasSubstr("tabel"));
 }
 
+// Every duration has its maximum (1 h), named in the error with its unit.
+TEST(PostgresUriTest, DurationsAboveTheirMaximumNameTheParameter) {
+  const std::string base = "postgresql://idem:secret@127.0.0.1:1/idem";
+  for (const char* query :
+       {"?acquire_timeout_ms=3600001", "?connect_timeout_s=3601",
+        "?statement_timeout_ms=3600001", "?statement_timeout_ms=1e9"}) {
+    SCOPED_TRACE(query);
+    const std::string name = std::string(query + 1, std::strchr(query, '='));
+    const Error e = OpenError(base + query);
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.ToString();
+    EXPECT_THAT(e.message(), HasSubstr("'" + name + "' must be a duration"));
+    EXPECT_THAT(e.message(), Not(HasSubstr("secret")));
+  }
+}
+
 TEST(PostgresUriTest, MissingDatabaseIsInvalidArgument) {
   for (const std::string uri :
        {"postgresql://idem:secret@127.0.0.1:1", "postgresql://idem@h/a/b",
