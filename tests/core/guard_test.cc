@@ -124,7 +124,7 @@ class GuardTest : public ::testing::Test {
   // Sum of the step outcomes: must equal the number of protected requests.
   std::uint64_t StepTotal() const {
     std::uint64_t total = 0;
-    for (int i = 0; i <= static_cast<int>(Outcome::kAnonymousRejected); ++i) {
+    for (int i = 0; i <= static_cast<int>(kLastStepOutcome); ++i) {
       total += guard_->metrics().Get(static_cast<Outcome>(i));
     }
     return total;
@@ -393,10 +393,15 @@ TEST_F(GuardTest, Step8StoreErrorFailClosedIs503) {
   EXPECT_THAT(logs_.back(), HasSubstr("error: "));
 }
 
-TEST_F(GuardTest, Step8CorruptRecordIsAStoreErrorNotAMiss) {
+TEST_F(GuardTest, Step8cCorruptRecordIsAnErrorNotAMiss) {
   store_->fail_claim = ErrorCode::kDataLoss;
-  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 503);
+  ExpectProblem(Send(Req{}.Key("secret-key")), 500,
+                problem_code::kRecordDamaged);
   EXPECT_EQ(runs_, 0);
+  EXPECT_EQ(Count(Outcome::kRecordDamaged), 1u);
+  EXPECT_EQ(Count(Outcome::kStoreError), 0u);
+  EXPECT_THAT(guard_->metrics().RenderPrometheus(),
+              HasSubstr("idem_requests_total{outcome=\"record_damaged\"} 1\n"));
 }
 
 TEST_F(GuardTest, Step8StoreErrorFailOpenRunsUnprotectedAndBacksOff) {
@@ -756,6 +761,7 @@ TEST_F(GuardTest, Step8cDamagedRecordIs500AndStartsNoBackoff) {
             "true");
   EXPECT_EQ(runs_, 1);
   EXPECT_EQ(Count(Outcome::kFailOpen), 0u);
+  EXPECT_EQ(Count(Outcome::kRecordDamaged), 1u);
   // The log names the whole record id, for idemctl revoke --record-id.
   const std::string hex = MakeRecordId("tenant-a", "secret-key").ToHex();
   EXPECT_THAT(logs_, ::testing::Contains(
@@ -789,7 +795,8 @@ TEST_F(GuardTest, InvalidRouteOptionsAreRefusedWithoutTheStore) {
   open.ttl = Duration::zero();
   auto bad = std::make_shared<const GuardOptions>(open);
   const Response r = Send(Req{}.Key("secret-key"), bad);
-  EXPECT_EQ(r.status, 500);
+  ExpectProblem(r, 500, problem_code::kRouteInvalid);
+  EXPECT_EQ(Count(Outcome::kRouteInvalid), 1u);
   EXPECT_EQ(runs_, 0);
   EXPECT_EQ(store_->claims, 0);
   EXPECT_THAT(logs_, ::testing::Contains(
@@ -802,6 +809,20 @@ TEST_F(GuardTest, InvalidRouteOptionsAreRefusedWithoutTheStore) {
   EXPECT_EQ(Send(Req{}.Key("secret-key")).FindHeader("Idempotent-Replayed"),
             "true");
   EXPECT_EQ(runs_, 1);
+}
+
+TEST_F(GuardTest, MakeRouteOptionsValidatesLikeTheGuard) {
+  GuardOptions o;
+  o.ttl = Duration::zero();
+  auto bad = Guard::MakeRouteOptions(o);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(bad.error().message(), HasSubstr("ttl"));
+  o.ttl = hours(1);
+  auto good = Guard::MakeRouteOptions(o);
+  ASSERT_TRUE(good.has_value());
+  EXPECT_EQ((*good)->ttl, hours(1));
+  EXPECT_EQ(Send(Req{}.Key("secret-key"), *good).status, 201);
 }
 
 TEST_F(GuardTest, ValidateRefusesZeroLimitsAndHugeDurations) {

@@ -160,9 +160,21 @@ class Guard {
   Guard(const Guard&) = delete;
   Guard& operator=(const Guard&) = delete;
 
+  // A route's own options, validated by the same rules as the guard's
+  // (GuardOptions::Validate): kInvalidArgument naming the bad field. Call it
+  // where routes are registered, so a bad route fails at start-up; pass the
+  // result to Begin, BeginWithKey, Run or RunOnce.
+  static Result<std::shared_ptr<const GuardOptions>> MakeRouteOptions(
+      GuardOptions options);
+
   // Steps 1-8 of SEMANTICS.md for one request, with the guard's options or
-  // the route's own. Never throws and never returns an error: store failures
-  // become 503 problems (fail-closed) or kPassThrough (fail-open).
+  // the route's own. Never throws and never returns an error: an unreachable
+  // store becomes a 503 problem (fail-closed) or kPassThrough (fail-open
+  // route), a damaged record a 500 problem (idempotency_record_damaged).
+  // Route options that fail Validate (given without MakeRouteOptions) are
+  // refused on every request: a 500 problem idempotency_route_invalid,
+  // counted as kRouteInvalid, an error logged naming the bad field; the
+  // store is not called and no back-off starts.
   Decision Begin(const RequestView& request,
                  std::shared_ptr<const GuardOptions> route = nullptr);
 
@@ -214,7 +226,9 @@ class Guard {
                    std::string_view code, std::string detail,
                    std::string_view instance, bool retry_after);
   Decision PassThrough(Outcome outcome);
-  bool InFailOpenBackoff(TimePoint now) const;
+  bool InFailOpenBackoff(const GuardOptions& route, TimePoint now) const;
+  std::optional<Decision> RefuseInvalidRoute(const GuardOptions& route,
+                                             std::string_view instance);
   void Log(LogLevel level, const std::string& message) const;
   void ReleaseClaim(const ClaimHandle& claim, Outcome outcome);
 
@@ -223,7 +237,8 @@ class Guard {
   std::shared_ptr<Clock> clock_;
   std::shared_ptr<Metrics> metrics_;
   LogSink log_;
-  // Fail-open backoff: until this time (clock ns) the store is skipped.
+  // Fail-open backoff: until this time (clock ns) fail-open routes skip the
+  // store (the latest back-off any fail-open route started).
   std::atomic<Duration::rep> skip_store_until_{0};
 };
 
