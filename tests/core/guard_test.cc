@@ -503,6 +503,31 @@ TEST_F(GuardTest, DroppedClaimHandleReleasesTheKey) {
   EXPECT_EQ(Count(Outcome::kReleased), 1u);
 }
 
+TEST_F(GuardTest, RunSaysHowTheResponseEnded) {
+  RunInfo info;
+  auto run = [&](const Req& req) {
+    View v(req);
+    return guard_->Run(
+        v.view, [&] { return handler_response_; }, nullptr, &info);
+  };
+  run(Req{}.Key("a"));
+  EXPECT_EQ(info.outcome, Outcome::kExecuted);
+  EXPECT_EQ(info.finish, FinishResult::kStored);
+  run(Req{}.Key("a"));
+  EXPECT_EQ(info.outcome, Outcome::kReplayed);
+  EXPECT_FALSE(info.finish.has_value());
+  handler_response_.status = 503;
+  run(Req{}.Key("b"));
+  EXPECT_EQ(info.finish, FinishResult::kReleased);
+  handler_response_ = Created(std::string((1 << 20) + 1, 'x'));
+  run(Req{}.Key("c"));
+  EXPECT_EQ(info.finish, FinishResult::kNotStored);
+  store_->fail_complete = ErrorCode::kUnavailable;
+  handler_response_ = Created();
+  run(Req{}.Key("d"));
+  EXPECT_EQ(info.finish, FinishResult::kStoreFailed);
+}
+
 TEST_F(GuardTest, OversizeResponseIsSentUnstoredAndReleased) {
   GuardOptions o;
   o.max_stored_response = 16;

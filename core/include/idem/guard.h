@@ -71,15 +71,31 @@ enum class Action {
   kWait,         // Call Guard::Resume after Decision::retry_in.
 };
 
-// What ClaimHandle::Finish did with the handler's response.
+// What ClaimHandle::Finish did with the handler's response. Only kStored
+// keeps the at-most-once promise for the key; every other value means the
+// response was sent unstored and says what a retry will get.
 enum class FinishResult {
   kStored,         // Completed: retries replay it.
-  kReleased,       // Status not stored: the key was released.
-  kNotStored,      // Body over max_stored_response: released, warning logged.
-  kStaleComplete,  // The lock had been taken over; not stored, warning logged.
+  kReleased,       // Status not stored: the key was released; a retry runs
+                   // the handler again.
+  kNotStored,      // Body over max_stored_response: released, warning
+                   // logged; a retry runs the handler again.
+  kStaleComplete,  // The lock had been taken over; not stored, warning
+                   // logged; retries replay the other request's response.
   kStoreFailed,    // Complete failed; the record stays in_progress until its
-                   // lock times out. Error logged.
+                   // lock times out (409 until then, then the handler runs
+                   // again). Error logged.
   kInactive,       // The handle held no claim (moved-from or already used).
+};
+
+// What Guard::Run did, for a caller that must know whether a retry replays.
+struct RunInfo {
+  // The step outcome (as Decision::outcome).
+  Outcome outcome = Outcome::kUnprotected;
+  // Set when the handler ran under a claim: how Finish ended. Unset when
+  // Run answered without the handler or ran it unprotected (kUnprotected,
+  // kTooLarge, kFailOpen: nothing stored, a retry runs it again).
+  std::optional<FinishResult> finish;
 };
 
 class Guard;
@@ -193,18 +209,24 @@ class Guard {
   // Begin, wait (sleeping on the guard's clock), run `handler` when the key
   // is acquired or unprotected, Finish, and return what to send. `handler`
   // is a callable returning Response; if it throws, the key is released and
-  // the exception propagates.
+  // the exception propagates. With `info`, Run also says what it did
+  // (RunInfo), e.g. that the response was sent unstored.
   template <typename Handler>
   Response Run(const RequestView& request, Handler&& handler,
-               std::shared_ptr<const GuardOptions> route = nullptr) {
+               std::shared_ptr<const GuardOptions> route = nullptr,
+               RunInfo* info = nullptr) {
     Decision d = Begin(request, std::move(route));
     while (d.action == Action::kWait) {
       clock_->SleepFor(d.retry_in);
       d = Resume(std::move(d));
     }
+    if (info != nullptr) *info = RunInfo{d.outcome, std::nullopt};
     if (d.action == Action::kRespond) return std::move(d.response);
     Response response = handler();
-    if (d.action == Action::kExecute) d.claim.Finish(response);
+    if (d.action == Action::kExecute) {
+      const FinishResult finish = d.claim.Finish(response);
+      if (info != nullptr) info->finish = finish;
+    }
     return response;
   }
 
