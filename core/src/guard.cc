@@ -146,7 +146,12 @@ Guard::Guard(GuardSetup setup)
       clock_(setup.clock ? std::move(setup.clock) : SystemClock::Instance()),
       metrics_(setup.metrics ? std::move(setup.metrics)
                              : std::make_shared<Metrics>()),
-      log_(std::move(setup.log)) {}
+      // A failing store under load would otherwise log one line per
+      // request (hundreds of MB a minute).
+      log_(setup.log_repeat_interval > Duration::zero()
+               ? RateLimitedLogSink(std::move(setup.log), clock_,
+                                    setup.log_repeat_interval)
+               : std::move(setup.log)) {}
 
 void Guard::Log(LogLevel level, const std::string& message) const {
   if (log_) log_(level, message);

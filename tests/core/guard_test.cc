@@ -153,8 +153,9 @@ class GuardTest : public ::testing::Test {
   std::shared_ptr<ManualClock> clock_;
   std::shared_ptr<Store> memory_;
   std::shared_ptr<testing::FaultyStore> store_;
-  std::unique_ptr<Guard> guard_;
+  // Before guard_: the guard's destructor logs pending repeat counts.
   std::vector<std::string> logs_;
+  std::unique_ptr<Guard> guard_;
   Response handler_response_ = Created();
   int runs_ = 0;
   bool throw_ = false;

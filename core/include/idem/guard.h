@@ -164,8 +164,14 @@ struct GuardSetup {
   std::shared_ptr<Clock> clock;
   // Default: a new Metrics owned by the Guard.
   std::shared_ptr<Metrics> metrics;
-  // Default: no logging.
+  // Default: no logging. Called until the Guard is destroyed (its
+  // destructor writes pending repeat counts), so whatever it captures must
+  // outlive the Guard.
   LogSink log;
+  // Repeated log messages of one kind (log.h, LogRateLimiter) are written
+  // once per this interval, with a count; 0 writes every message. Default:
+  // 10 s.
+  Duration log_repeat_interval = std::chrono::seconds(10);
 };
 
 class Guard {
