@@ -372,8 +372,7 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state) {
     switch (error.code()) {
       case ErrorCode::kResourceExhausted:
         Log(LogLevel::kWarning, "idempotency store full: " + error.message());
-        return Problem(Outcome::kStoreFull, opts, 503,
-                       problem_code::kStoreFull,
+        return Problem(Outcome::kStoreFull, opts, 503, problem_code::kStoreFull,
                        "The server cannot accept more idempotent requests "
                        "right now; retry later.",
                        state->instance, true);

@@ -110,8 +110,8 @@ void LogRateLimiter::Log(LogLevel level, std::string_view message) {
       it->second.latest.assign(message);
     } else {
       const std::uint64_t count = it->second.suppressed;
-      out.emplace_back(level, count > 0 ? Repeated(message, count)
-                                        : std::string(message));
+      out.emplace_back(
+          level, count > 0 ? Repeated(message, count) : std::string(message));
       it->second = Window{now, 0, {}};
     }
     // After this message's own kind, which just opened a window if its old

@@ -790,8 +790,8 @@ TEST_F(GuardTest, Step8cDamagedRecordIs500AndStartsNoBackoff) {
   EXPECT_EQ(Count(Outcome::kRecordDamaged), 1u);
   // The log names the whole record id, for idemctl revoke --record-id.
   const std::string hex = MakeRecordId("tenant-a", "secret-key").ToHex();
-  EXPECT_THAT(logs_, ::testing::Contains(
-                         ::testing::AllOf(HasSubstr("error: "), HasSubstr(hex))));
+  EXPECT_THAT(logs_, ::testing::Contains(::testing::AllOf(HasSubstr("error: "),
+                                                          HasSubstr(hex))));
 }
 
 TEST_F(GuardTest, OnlyAnUnreachableStoreFailsOpen) {
@@ -802,8 +802,7 @@ TEST_F(GuardTest, OnlyAnUnreachableStoreFailsOpen) {
     Rebuild(o);
     runs_ = 0;
     store_->fail_claim = code;
-    EXPECT_GE(Send(Req{}.Key("secret-key")).status, 500)
-        << ErrorCodeName(code);
+    EXPECT_GE(Send(Req{}.Key("secret-key")).status, 500) << ErrorCodeName(code);
     EXPECT_EQ(runs_, 0) << ErrorCodeName(code);
     store_->fail_claim = std::nullopt;
     Send(Req{}.Key("secret-key"));
@@ -825,8 +824,8 @@ TEST_F(GuardTest, InvalidRouteOptionsAreRefusedWithoutTheStore) {
   EXPECT_EQ(Count(Outcome::kRouteInvalid), 1u);
   EXPECT_EQ(runs_, 0);
   EXPECT_EQ(store_->claims, 0);
-  EXPECT_THAT(logs_, ::testing::Contains(
-                         ::testing::AllOf(HasSubstr("error: "), HasSubstr("ttl"))));
+  EXPECT_THAT(logs_, ::testing::Contains(::testing::AllOf(HasSubstr("error: "),
+                                                          HasSubstr("ttl"))));
   EXPECT_EQ(guard_->BeginWithKey("s", "k", "op", "in", bad).action,
             Action::kRespond);
   EXPECT_EQ(store_->claims, 0);
@@ -929,7 +928,6 @@ TEST_F(GuardTest, AnonymousBypassOnAKeyRequiredRoute) {
   EXPECT_EQ(Send(no_key).status, 201);
   EXPECT_EQ(Count(Outcome::kUnprotected), 1u);
 }
-
 
 }  // namespace
 }  // namespace idem

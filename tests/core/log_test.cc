@@ -124,9 +124,9 @@ TEST(LogRateLimiterTest, ManyThreadsLoseNoCount) {
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
         for (int i = 0; i < kPerThread; ++i) {
-          limiter.Log(LogLevel::kError,
-                      "store full (" + std::to_string(t * kPerThread + i) +
-                          " live records)");
+          limiter.Log(LogLevel::kError, "store full (" +
+                                            std::to_string(t * kPerThread + i) +
+                                            " live records)");
         }
       });
     }
@@ -134,10 +134,10 @@ TEST(LogRateLimiterTest, ManyThreadsLoseNoCount) {
     EXPECT_EQ(out.lines.size(), 1u);
   }
   ASSERT_EQ(out.lines.size(), 2u);
-  EXPECT_THAT(out.lines[1],
-              HasSubstr("(repeated " +
-                        std::to_string(kThreads * kPerThread - 1) +
-                        " times in the last 10 s)"));
+  EXPECT_THAT(
+      out.lines[1],
+      HasSubstr("(repeated " + std::to_string(kThreads * kPerThread - 1) +
+                " times in the last 10 s)"));
 }
 
 TEST(LogRateLimiterTest, ZeroIntervalForwardsEverything) {

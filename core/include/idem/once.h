@@ -39,15 +39,15 @@ enum class OnceStorage {
   kStored,    // fn ran; its result is stored, repeats replay it.
   kReplayed,  // An earlier run's stored result; fn did not run.
   // The rest: fn ran and its result is not stored.
-  kTooLarge,        // Over max_stored_response; the key was released, so a
-                    // repeat runs fn again. Warning logged.
+  kTooLarge,         // Over max_stored_response; the key was released, so a
+                     // repeat runs fn again. Warning logged.
   kStatusNotStored,  // The route's stored_statuses exclude 200; released.
-  kStaleComplete,   // fn outlived lock_timeout and another run took the key
-                    // over; repeats replay that run's result. Warning logged.
-  kStoreFailed,     // Storing failed; repeats get kUnavailable until
-                    // lock_timeout, then run fn again. Error logged.
-  kFailOpen,        // The store was unreachable and the route fails open: fn
-                    // ran unprotected; repeats run fn again.
+  kStaleComplete,    // fn outlived lock_timeout and another run took the key
+                     // over; repeats replay that run's result. Warning logged.
+  kStoreFailed,      // Storing failed; repeats get kUnavailable until
+                     // lock_timeout, then run fn again. Error logged.
+  kFailOpen,         // The store was unreachable and the route fails open: fn
+                     // ran unprotected; repeats run fn again.
 };
 
 struct OnceResult {
@@ -56,8 +56,7 @@ struct OnceResult {
   OnceStorage storage = OnceStorage::kStored;
   // True when a repeat with this key gets `value` back without running fn.
   bool stored() const {
-    return storage == OnceStorage::kStored ||
-           storage == OnceStorage::kReplayed;
+    return storage == OnceStorage::kStored || storage == OnceStorage::kReplayed;
   }
 };
 

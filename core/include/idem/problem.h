@@ -2,8 +2,8 @@
 // handler's (SEMANTICS.md, "What a protected request gets").
 //
 // Bodies are application/problem+json with type, title (the status phrase),
-// status, detail, instance (the request path; omitted when empty) and code. They never contain
-// the key, the scope or the request body.
+// status, detail, instance (the request path; omitted when empty) and code.
+// They never contain the key, the scope or the request body.
 //
 // Thread-safety: pure functions.
 

@@ -29,7 +29,8 @@ struct DemoOptions {
   // The store to open; see ResolveStoreUri.
   std::string store_uri;
   std::chrono::seconds ttl{24 * 3600};
-  std::chrono::seconds lock_timeout{60};
+  // Fractions of a second allowed (--lock-timeout 0.3).
+  Duration lock_timeout = std::chrono::seconds(60);
   std::chrono::milliseconds lock_wait{0};
   // I/O threads.
   int threads = 2;
