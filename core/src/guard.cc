@@ -202,9 +202,11 @@ std::optional<Decision> Guard::RefuseInvalidRoute(const GuardOptions& route,
   if (valid) return std::nullopt;
   // A configuration bug, not a store outage: no store call, no back-off, and
   // the problem is built from the guard's own (valid) options.
-  Log(LogLevel::kError, "route refused, its " + valid.error().message() +
-                            " (register routes with Guard::MakeRouteOptions "
-                            "to catch this at start-up)");
+  Log(LogLevel::kError,
+      "request refused: the route's options are invalid (" +
+          valid.error().message() +
+          "); register routes with Guard::MakeRouteOptions to catch this at "
+          "start-up");
   return Problem(Outcome::kRouteInvalid, *options_, 500,
                  problem_code::kRouteInvalid,
                  "The server's idempotency settings for this endpoint are "

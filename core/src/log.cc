@@ -36,8 +36,12 @@ std::string LogRateLimiter::Shape(std::string_view message) {
       ++end;
     }
     const std::string_view word = message.substr(i, end - i);
-    if (digit && hex) {
-      out += '#';  // A number or a hex id.
+    if (digit && hex && word.size() == 64) {
+      // A whole record id, logged so that an operator acts on that record
+      // (a damaged one): every record keeps its own line.
+      out += word;
+    } else if (digit && hex) {
+      out += '#';  // A number or a short id.
     } else {
       // A word with digits inside ("x2", "v1beta"): only the digits vary.
       for (std::size_t j = 0; j < word.size(); ++j) {

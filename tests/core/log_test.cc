@@ -41,6 +41,10 @@ TEST(LogRateLimiterTest, ShapeStripsNumbersAndIds) {
             "rocksdb:/tmp/x#/idem failed");
   EXPECT_EQ(LogRateLimiter::Shape("store failed: unavailable"),
             "store failed: unavailable");
+  const std::string id(64, 'a');
+  const std::string other = std::string(63, 'a') + "1";
+  EXPECT_NE(LogRateLimiter::Shape("damaged record " + id + " (1)"),
+            LogRateLimiter::Shape("damaged record " + other + " (1)"));
 }
 
 TEST(LogRateLimiterTest, RepeatsInsideTheIntervalAreCountedOnce) {

@@ -38,8 +38,11 @@ using LogSink = std::function<void(LogLevel level, std::string_view message)>;
 
 // Forwards messages to a sink, at most one line per kind per interval. A
 // kind is the level plus the message's shape: the message with every number
-// and hex id replaced by '#' ("response of 17 bytes ..., record 3fa9..." and
-// "response of 20 bytes ..., record 77c0..." are one kind).
+// and short hex id replaced by '#' ("response of 17 bytes ..., record
+// 3fa9..." and "response of 20 bytes ..., record 77c0..." are one kind). A
+// whole record id (64 hex digits, as the damaged-record error gives it for
+// the operator to revoke) stays part of the shape, so each such record gets
+// its own line.
 //
 //  - The first message of a kind is forwarded at once and opens a window of
 //    `interval`.
