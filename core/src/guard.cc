@@ -146,7 +146,12 @@ Guard::Guard(GuardSetup setup)
       clock_(setup.clock ? std::move(setup.clock) : SystemClock::Instance()),
       metrics_(setup.metrics ? std::move(setup.metrics)
                              : std::make_shared<Metrics>()),
-      log_(std::move(setup.log)) {}
+      // A failing store under load would otherwise log one line per
+      // request (hundreds of MB a minute).
+      log_(setup.log_repeat_interval > Duration::zero()
+               ? RateLimitedLogSink(std::move(setup.log), clock_,
+                                    setup.log_repeat_interval)
+               : std::move(setup.log)) {}
 
 void Guard::Log(LogLevel level, const std::string& message) const {
   if (log_) log_(level, message);
@@ -182,28 +187,50 @@ Decision Guard::PassThrough(Outcome outcome) {
   return d;
 }
 
-bool Guard::InFailOpenBackoff(TimePoint now) const {
-  return now.time_since_epoch().count() <
-         skip_store_until_.load(std::memory_order_relaxed);
+bool Guard::InFailOpenBackoff(const GuardOptions& route, TimePoint now) const {
+  // A fail-closed route always asks the store: another route's back-off
+  // must not switch its protection off.
+  return route.on_store_error == StoreErrorPolicy::kFailOpen &&
+         now.time_since_epoch().count() <
+             skip_store_until_.load(std::memory_order_relaxed);
+}
+
+std::optional<Decision> Guard::RefuseInvalidRoute(const GuardOptions& route,
+                                                  std::string_view instance) {
+  if (&route == options_.get()) return std::nullopt;
+  auto valid = route.Validate();
+  if (valid) return std::nullopt;
+  // A configuration bug, not a store outage: no store call, no back-off, and
+  // the problem is built from the guard's own (valid) options.
+  Log(LogLevel::kError,
+      "request refused: the route's options are invalid (" +
+          valid.error().message() +
+          "); register routes with Guard::MakeRouteOptions to catch this at "
+          "start-up");
+  return Problem(Outcome::kRouteInvalid, *options_, 500,
+                 problem_code::kRouteInvalid,
+                 "The server's idempotency settings for this endpoint are "
+                 "invalid; the request was not run.",
+                 instance, false);
+}
+
+Result<std::shared_ptr<const GuardOptions>> Guard::MakeRouteOptions(
+    GuardOptions options) {
+  if (auto valid = options.Validate(); !valid) {
+    return tl::unexpected(valid.error());
+  }
+  return std::make_shared<const GuardOptions>(std::move(options));
 }
 
 Decision Guard::Begin(const RequestView& request,
                       std::shared_ptr<const GuardOptions> route) {
-  if (!route) route = options_;
-  const GuardOptions& opts = *route;
   const std::string_view instance = PathOf(request.target);
-
-  // Whether idem applies to anonymous callers at all comes first.
-  if (!request.scope && opts.anonymous != AnonymousPolicy::kShared) {
-    if (opts.anonymous == AnonymousPolicy::kBypass) {
-      return PassThrough(Outcome::kUnprotected);
-    }
-    return Problem(Outcome::kAnonymousRejected, opts, 401,
-                   problem_code::kAuthenticationRequired,
-                   "Requests with an Idempotency-Key to this endpoint must be "
-                   "authenticated.",
-                   instance, false);
+  if (!route) {
+    route = options_;
+  } else if (auto refused = RefuseInvalidRoute(*route, instance)) {
+    return std::move(*refused);
   }
+  const GuardOptions& opts = *route;
 
   // Steps 1 and 2: the key.
   std::string_view values[2];
@@ -220,6 +247,17 @@ Decision Guard::Begin(const RequestView& request,
                    "This endpoint requires an Idempotency-Key header: send a "
                    "unique value (a UUID, say) and send the same value again "
                    "when you retry.",
+                   instance, false);
+  }
+  // Step 1c: the anonymous policy is about requests that carry a key.
+  if (!request.scope && opts.anonymous != AnonymousPolicy::kShared) {
+    if (opts.anonymous == AnonymousPolicy::kBypass) {
+      return PassThrough(Outcome::kUnprotected);
+    }
+    return Problem(Outcome::kAnonymousRejected, opts, 401,
+                   problem_code::kAuthenticationRequired,
+                   "Requests with an Idempotency-Key to this endpoint must be "
+                   "authenticated.",
                    instance, false);
   }
   auto key =
@@ -245,7 +283,7 @@ Decision Guard::Begin(const RequestView& request,
   }
 
   const TimePoint now = clock_->Now();
-  if (InFailOpenBackoff(now)) return PassThrough(Outcome::kFailOpen);
+  if (InFailOpenBackoff(opts, now)) return PassThrough(Outcome::kFailOpen);
 
   // Only the configured headers take part, in the configured order; repeated
   // headers are joined as HTTP allows.
@@ -281,7 +319,11 @@ Decision Guard::Begin(const RequestView& request,
 Decision Guard::BeginWithKey(std::string_view scope, std::string_view key,
                              std::string_view operation, std::string_view input,
                              std::shared_ptr<const GuardOptions> route) {
-  if (!route) route = options_;
+  if (!route) {
+    route = options_;
+  } else if (auto refused = RefuseInvalidRoute(*route, operation)) {
+    return std::move(*refused);
+  }
   const GuardOptions& opts = *route;
   if (key.empty() || key.size() > opts.max_key_length) {
     return Problem(Outcome::kKeyInvalid, opts, 400, problem_code::kKeyInvalid,
@@ -299,7 +341,7 @@ Decision Guard::BeginWithKey(std::string_view scope, std::string_view key,
                    operation, false);
   }
   const TimePoint now = clock_->Now();
-  if (InFailOpenBackoff(now)) return PassThrough(Outcome::kFailOpen);
+  if (InFailOpenBackoff(opts, now)) return PassThrough(Outcome::kFailOpen);
   FingerprintInput fp;
   fp.method = "CALL";
   fp.target = operation;
@@ -329,20 +371,47 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state) {
 
   if (!claimed) {
     const Error& error = claimed.error();
-    if (error.code() == ErrorCode::kResourceExhausted) {
-      Log(LogLevel::kWarning, "idempotency store full: " + error.message());
-      return Problem(Outcome::kStoreFull, opts, 503, problem_code::kStoreFull,
-                     "The server cannot accept more idempotent requests right "
-                     "now; retry later.",
-                     state->instance, true);
-    }
-    if (opts.on_store_error == StoreErrorPolicy::kFailOpen) {
-      skip_store_until_.store(
-          (now + opts.store_backoff).time_since_epoch().count(),
-          std::memory_order_relaxed);
-      Log(LogLevel::kError, "idempotency store failed (" + error.ToString() +
-                                "); running unprotected for the store backoff");
-      return PassThrough(Outcome::kFailOpen);
+    switch (error.code()) {
+      case ErrorCode::kResourceExhausted:
+        Log(LogLevel::kWarning, "idempotency store full: " + error.message());
+        return Problem(Outcome::kStoreFull, opts, 503, problem_code::kStoreFull,
+                       "The server cannot accept more idempotent requests "
+                       "right now; retry later.",
+                       state->instance, true);
+      case ErrorCode::kDataLoss:
+        // One record's problem, not the store's: only this key is refused,
+        // and the full id lets an operator revoke the record.
+        Log(LogLevel::kError,
+            "damaged idempotency record " + state->id.ToHex() + " (" +
+                error.ToString() +
+                "); requests with its key get 500 until it is revoked "
+                "(idemctl revoke --record-id)");
+        return Problem(Outcome::kRecordDamaged, opts, 500,
+                       problem_code::kRecordDamaged,
+                       "The stored record of this Idempotency-Key is damaged; "
+                       "the request was not run. Contact the operator, or "
+                       "send a new key if the request must run now.",
+                       state->instance, false);
+      case ErrorCode::kUnavailable:
+        // The one error that means "the store is unreachable": only a
+        // fail-open route runs unprotected, and only fail-open routes skip
+        // the store for the back-off.
+        if (opts.on_store_error == StoreErrorPolicy::kFailOpen) {
+          skip_store_until_.store(
+              (now + opts.store_backoff).time_since_epoch().count(),
+              std::memory_order_relaxed);
+          Log(LogLevel::kError,
+              "idempotency store failed (" + error.ToString() +
+                  "); fail-open routes run unprotected for the store backoff");
+          return PassThrough(Outcome::kFailOpen);
+        }
+        break;
+      case ErrorCode::kInvalidArgument:
+      case ErrorCode::kInternal:
+        // Not an outage: a bug or a store that cannot serve this call.
+        // Failing open would switch protection off for a fault that
+        // retrying does not cure, so every route answers 503.
+        break;
     }
     Log(LogLevel::kError, "idempotency store failed: " + error.ToString());
     return Problem(Outcome::kStoreError, opts, 503,

@@ -1,5 +1,7 @@
 #include "idem/guard_options.h"
 
+#include <string>
+
 namespace idem {
 
 StatusSet StatusSet::Default() {
@@ -21,24 +23,58 @@ StatusSet& StatusSet::Remove(int status) {
   return *this;
 }
 
+namespace {
+
+// "24 h", "365 days", "10 s": how the maxima are written in the header.
+std::string Describe(Duration d) {
+  using std::chrono::duration_cast;
+  const auto secs = duration_cast<std::chrono::seconds>(d).count();
+  if (secs % 86400 == 0 && secs >= 2 * 86400) {
+    return std::to_string(secs / 86400) + " days";
+  }
+  if (secs % 3600 == 0 && secs > 0) return std::to_string(secs / 3600) + " h";
+  return std::to_string(secs) + " s";
+}
+
+}  // namespace
+
 Status GuardOptions::Validate() const {
-  auto bad = [](const char* what) {
+  auto bad = [](const std::string& what) {
     return MakeError(ErrorCode::kInvalidArgument,
-                     std::string("invalid guard option: ") + what);
+                     "invalid guard option: " + what);
+  };
+  auto at_most = [](const char* field, Duration max) {
+    return std::string(field) + " must be at most " + Describe(max);
   };
   if (ttl <= Duration::zero()) return bad("ttl must be positive");
+  if (ttl > kMaxTtl) return bad(at_most("ttl", kMaxTtl));
   if (lock_timeout <= Duration::zero()) {
     return bad("lock_timeout must be positive");
   }
-  if (lock_wait < Duration::zero())
+  if (lock_timeout > kMaxLockTimeout) {
+    return bad(at_most("lock_timeout", kMaxLockTimeout));
+  }
+  if (lock_wait < Duration::zero()) {
     return bad("lock_wait must not be negative");
+  }
+  if (lock_wait > kMaxLockWait) return bad(at_most("lock_wait", kMaxLockWait));
   if (retry_after < Duration::zero()) {
     return bad("retry_after must not be negative");
+  }
+  if (retry_after > kMaxRetryAfter) {
+    return bad(at_most("retry_after", kMaxRetryAfter));
   }
   if (store_backoff < Duration::zero()) {
     return bad("store_backoff must not be negative");
   }
+  if (store_backoff > kMaxStoreBackoff) {
+    return bad(at_most("store_backoff", kMaxStoreBackoff));
+  }
   if (max_key_length == 0) return bad("max_key_length must be positive");
+  if (max_request_body == 0) return bad("max_request_body must be positive");
+  if (max_stored_response == 0) {
+    return bad("max_stored_response must be positive");
+  }
   if (replay_header_name.empty()) {
     return bad("replay_header_name must not be empty");
   }

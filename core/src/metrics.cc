@@ -32,6 +32,10 @@ std::string_view OutcomeName(Outcome outcome) {
       return "store_full";
     case Outcome::kAnonymousRejected:
       return "anonymous_rejected";
+    case Outcome::kRecordDamaged:
+      return "record_damaged";
+    case Outcome::kRouteInvalid:
+      return "route_invalid";
     case Outcome::kReleased:
       return "released";
     case Outcome::kNotStored:

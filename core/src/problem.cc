@@ -53,7 +53,9 @@ Response MakeProblemResponse(const Problem& problem) {
   body["title"] = StatusPhrase(problem.status);
   body["status"] = problem.status;
   body["detail"] = problem.detail;
-  body["instance"] = problem.instance;
+  // A request the HTTP parser rejected has no path: omit the member rather
+  // than send an empty URI reference.
+  if (!problem.instance.empty()) body["instance"] = problem.instance;
   body["code"] = problem.code;
   Response r;
   r.status = problem.status;

@@ -124,7 +124,7 @@ class GuardTest : public ::testing::Test {
   // Sum of the step outcomes: must equal the number of protected requests.
   std::uint64_t StepTotal() const {
     std::uint64_t total = 0;
-    for (int i = 0; i <= static_cast<int>(Outcome::kAnonymousRejected); ++i) {
+    for (int i = 0; i <= static_cast<int>(kLastStepOutcome); ++i) {
       total += guard_->metrics().Get(static_cast<Outcome>(i));
     }
     return total;
@@ -153,8 +153,9 @@ class GuardTest : public ::testing::Test {
   std::shared_ptr<ManualClock> clock_;
   std::shared_ptr<Store> memory_;
   std::shared_ptr<testing::FaultyStore> store_;
-  std::unique_ptr<Guard> guard_;
+  // Before guard_: the guard's destructor logs pending repeat counts.
   std::vector<std::string> logs_;
+  std::unique_ptr<Guard> guard_;
   Response handler_response_ = Created();
   int runs_ = 0;
   bool throw_ = false;
@@ -393,10 +394,15 @@ TEST_F(GuardTest, Step8StoreErrorFailClosedIs503) {
   EXPECT_THAT(logs_.back(), HasSubstr("error: "));
 }
 
-TEST_F(GuardTest, Step8CorruptRecordIsAStoreErrorNotAMiss) {
+TEST_F(GuardTest, Step8cCorruptRecordIsAnErrorNotAMiss) {
   store_->fail_claim = ErrorCode::kDataLoss;
-  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 503);
+  ExpectProblem(Send(Req{}.Key("secret-key")), 500,
+                problem_code::kRecordDamaged);
   EXPECT_EQ(runs_, 0);
+  EXPECT_EQ(Count(Outcome::kRecordDamaged), 1u);
+  EXPECT_EQ(Count(Outcome::kStoreError), 0u);
+  EXPECT_THAT(guard_->metrics().RenderPrometheus(),
+              HasSubstr("idem_requests_total{outcome=\"record_damaged\"} 1\n"));
 }
 
 TEST_F(GuardTest, Step8StoreErrorFailOpenRunsUnprotectedAndBacksOff) {
@@ -496,6 +502,31 @@ TEST_F(GuardTest, DroppedClaimHandleReleasesTheKey) {
   EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);
   EXPECT_EQ(runs_, 1);
   EXPECT_EQ(Count(Outcome::kReleased), 1u);
+}
+
+TEST_F(GuardTest, RunSaysHowTheResponseEnded) {
+  RunInfo info;
+  auto run = [&](const Req& req) {
+    View v(req);
+    return guard_->Run(
+        v.view, [&] { return handler_response_; }, nullptr, &info);
+  };
+  run(Req{}.Key("a"));
+  EXPECT_EQ(info.outcome, Outcome::kExecuted);
+  EXPECT_EQ(info.finish, FinishResult::kStored);
+  run(Req{}.Key("a"));
+  EXPECT_EQ(info.outcome, Outcome::kReplayed);
+  EXPECT_FALSE(info.finish.has_value());
+  handler_response_.status = 503;
+  run(Req{}.Key("b"));
+  EXPECT_EQ(info.finish, FinishResult::kReleased);
+  handler_response_ = Created(std::string((1 << 20) + 1, 'x'));
+  run(Req{}.Key("c"));
+  EXPECT_EQ(info.finish, FinishResult::kNotStored);
+  store_->fail_complete = ErrorCode::kUnavailable;
+  handler_response_ = Created();
+  run(Req{}.Key("d"));
+  EXPECT_EQ(info.finish, FinishResult::kStoreFailed);
 }
 
 TEST_F(GuardTest, OversizeResponseIsSentUnstoredAndReleased) {
@@ -697,6 +728,204 @@ TEST_F(GuardTest, LogsNeverContainKeysScopesOrBodies) {
     EXPECT_THAT(line, Not(HasSubstr("tenant-a")));
     EXPECT_THAT(line, Not(HasSubstr("book")));
   }
+}
+
+// --- Regressions: protection never switches itself off ----------------------
+
+TEST_F(GuardTest, FailOpenBackoffDoesNotUnprotectAFailClosedRoute) {
+  GuardOptions open;
+  open.on_store_error = StoreErrorPolicy::kFailOpen;
+  auto open_route = std::make_shared<const GuardOptions>(open);
+  auto closed_route = std::make_shared<const GuardOptions>(GuardOptions{});
+  store_->fail_claim = ErrorCode::kUnavailable;
+  EXPECT_EQ(Send(Req{}.Key("open-key"), open_route).status, 201);
+  EXPECT_EQ(Count(Outcome::kFailOpen), 1u);
+  store_->fail_claim = std::nullopt;
+  // Inside the fail-open route's back-off, the fail-closed route still asks
+  // the (healthy) store: its handler runs once per key.
+  EXPECT_EQ(Send(Req{}.Key("closed-key"), closed_route).status, 201);
+  EXPECT_EQ(Send(Req{}.Key("closed-key"), closed_route)
+                .FindHeader("Idempotent-Replayed"),
+            "true");
+  EXPECT_EQ(runs_, 2);
+  EXPECT_EQ(store_->claims, 3);
+  // The fail-open route itself is in its back-off.
+  EXPECT_EQ(Send(Req{}.Key("open-key-2"), open_route).status, 201);
+  EXPECT_EQ(store_->claims, 3);
+  EXPECT_EQ(Count(Outcome::kFailOpen), 2u);
+}
+
+TEST_F(GuardTest, FailOpenBackoffDoesNotUnprotectAFailClosedRouteWithKey) {
+  GuardOptions open;
+  open.on_store_error = StoreErrorPolicy::kFailOpen;
+  auto open_route = std::make_shared<const GuardOptions>(open);
+  store_->fail_claim = ErrorCode::kUnavailable;
+  EXPECT_EQ(guard_->BeginWithKey("s", "k1", "op", "in", open_route).action,
+            Action::kPassThrough);
+  store_->fail_claim = std::nullopt;
+  Decision d = guard_->BeginWithKey("s", "k2", "op", "in");
+  ASSERT_EQ(d.action, Action::kExecute);
+  EXPECT_EQ(d.claim.Finish(Created()), FinishResult::kStored);
+  EXPECT_EQ(guard_->BeginWithKey("s", "k2", "op", "in").outcome,
+            Outcome::kReplayed);
+}
+
+TEST_F(GuardTest, Step8cDamagedRecordIs500AndStartsNoBackoff) {
+  GuardOptions o;
+  o.on_store_error = StoreErrorPolicy::kFailOpen;
+  Rebuild(o);
+  store_->fail_claim = ErrorCode::kDataLoss;
+  const Response r = Send(Req{}.Key("secret-key"));
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(Body(r)["code"], "idempotency_record_damaged");
+  EXPECT_FALSE(r.FindHeader("Retry-After").has_value());
+  EXPECT_EQ(runs_, 0);
+  store_->fail_claim = std::nullopt;
+  // Other keys are protected at once: no back-off started.
+  EXPECT_EQ(Send(Req{}.Key("other-key")).status, 201);
+  EXPECT_EQ(Send(Req{}.Key("other-key")).FindHeader("Idempotent-Replayed"),
+            "true");
+  EXPECT_EQ(runs_, 1);
+  EXPECT_EQ(Count(Outcome::kFailOpen), 0u);
+  EXPECT_EQ(Count(Outcome::kRecordDamaged), 1u);
+  // The log names the whole record id, for idemctl revoke --record-id.
+  const std::string hex = MakeRecordId("tenant-a", "secret-key").ToHex();
+  EXPECT_THAT(logs_, ::testing::Contains(::testing::AllOf(HasSubstr("error: "),
+                                                          HasSubstr(hex))));
+}
+
+TEST_F(GuardTest, OnlyAnUnreachableStoreFailsOpen) {
+  GuardOptions o;
+  o.on_store_error = StoreErrorPolicy::kFailOpen;
+  for (ErrorCode code : {ErrorCode::kInvalidArgument, ErrorCode::kInternal,
+                         ErrorCode::kResourceExhausted, ErrorCode::kDataLoss}) {
+    Rebuild(o);
+    runs_ = 0;
+    store_->fail_claim = code;
+    EXPECT_GE(Send(Req{}.Key("secret-key")).status, 500) << ErrorCodeName(code);
+    EXPECT_EQ(runs_, 0) << ErrorCodeName(code);
+    store_->fail_claim = std::nullopt;
+    Send(Req{}.Key("secret-key"));
+    EXPECT_EQ(Send(Req{}.Key("secret-key")).FindHeader("Idempotent-Replayed"),
+              "true")
+        << ErrorCodeName(code);
+    EXPECT_EQ(runs_, 1) << ErrorCodeName(code);
+    EXPECT_EQ(Count(Outcome::kFailOpen), 0u) << ErrorCodeName(code);
+  }
+}
+
+TEST_F(GuardTest, InvalidRouteOptionsAreRefusedWithoutTheStore) {
+  GuardOptions open;
+  open.on_store_error = StoreErrorPolicy::kFailOpen;
+  open.ttl = Duration::zero();
+  auto bad = std::make_shared<const GuardOptions>(open);
+  const Response r = Send(Req{}.Key("secret-key"), bad);
+  ExpectProblem(r, 500, problem_code::kRouteInvalid);
+  EXPECT_EQ(Count(Outcome::kRouteInvalid), 1u);
+  EXPECT_EQ(runs_, 0);
+  EXPECT_EQ(store_->claims, 0);
+  EXPECT_THAT(logs_, ::testing::Contains(::testing::AllOf(HasSubstr("error: "),
+                                                          HasSubstr("ttl"))));
+  EXPECT_EQ(guard_->BeginWithKey("s", "k", "op", "in", bad).action,
+            Action::kRespond);
+  EXPECT_EQ(store_->claims, 0);
+  // No back-off: the guard's own routes are protected.
+  Send(Req{}.Key("secret-key"));
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).FindHeader("Idempotent-Replayed"),
+            "true");
+  EXPECT_EQ(runs_, 1);
+}
+
+TEST_F(GuardTest, MakeRouteOptionsValidatesLikeTheGuard) {
+  GuardOptions o;
+  o.ttl = Duration::zero();
+  auto bad = Guard::MakeRouteOptions(o);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(bad.error().message(), HasSubstr("ttl"));
+  o.ttl = hours(1);
+  auto good = Guard::MakeRouteOptions(o);
+  ASSERT_TRUE(good.has_value());
+  EXPECT_EQ((*good)->ttl, hours(1));
+  EXPECT_EQ(Send(Req{}.Key("secret-key"), *good).status, 201);
+}
+
+TEST_F(GuardTest, ValidateRefusesZeroLimitsAndHugeDurations) {
+  auto refused = [](auto mutate, std::string_view field) {
+    GuardOptions o;
+    mutate(o);
+    auto valid = o.Validate();
+    ASSERT_FALSE(valid.has_value()) << field;
+    EXPECT_EQ(valid.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(valid.error().message(), HasSubstr(std::string(field)));
+  };
+  refused([](GuardOptions& o) { o.max_request_body = 0; }, "max_request_body");
+  refused([](GuardOptions& o) { o.max_stored_response = 0; },
+          "max_stored_response");
+  refused([](GuardOptions& o) { o.ttl = hours(24 * 366); }, "ttl");
+  refused([](GuardOptions& o) { o.ttl = Duration::max(); }, "ttl");
+  refused([](GuardOptions& o) { o.lock_timeout = hours(25); }, "lock_timeout");
+  refused([](GuardOptions& o) { o.lock_wait = hours(2); }, "lock_wait");
+  refused([](GuardOptions& o) { o.retry_after = hours(25); }, "retry_after");
+  refused([](GuardOptions& o) { o.store_backoff = hours(2); }, "store_backoff");
+  GuardOptions edge;
+  edge.ttl = hours(24 * 365);
+  edge.lock_timeout = hours(24);
+  edge.lock_wait = hours(1);
+  edge.retry_after = hours(24);
+  edge.store_backoff = hours(1);
+  EXPECT_TRUE(edge.Validate().has_value());
+  // A lock longer than the record is capped at its expiry (SEMANTICS:
+  // locked_until = min(now + lock_timeout, expires_at)), not refused.
+  GuardOptions short_ttl;
+  short_ttl.ttl = seconds(1);
+  EXPECT_TRUE(short_ttl.Validate().has_value());
+}
+
+TEST_F(GuardTest, AnonymousRejectAppliesOnlyToRequestsWithAKey) {
+  GuardOptions reject;
+  reject.anonymous = AnonymousPolicy::kReject;
+  Req no_key;
+  no_key.scope.reset();
+  Req with_key;
+  with_key.Key("secret-key").scope.reset();
+  // Key required: a request without a key is step 1 (400), not 401.
+  Rebuild(reject);
+  ExpectProblem(Send(no_key), 400, problem_code::kKeyMissing);
+  EXPECT_EQ(Send(with_key).status, 401);
+  EXPECT_EQ(Count(Outcome::kKeyMissing), 1u);
+  EXPECT_EQ(Count(Outcome::kAnonymousRejected), 1u);
+  // Key optional: a request without a key is step 1b (passes through).
+  reject.key_required = false;
+  Rebuild(reject);
+  EXPECT_EQ(Send(no_key).status, 201);
+  EXPECT_EQ(Count(Outcome::kUnprotected), 1u);
+  EXPECT_EQ(Send(with_key).status, 401);
+  EXPECT_EQ(runs_, 1);
+}
+
+TEST_F(GuardTest, AnonymousBypassOnAKeyRequiredRoute) {
+  GuardOptions bypass;
+  bypass.anonymous = AnonymousPolicy::kBypass;
+  Rebuild(bypass);
+  Req no_key;
+  no_key.scope.reset();
+  Req with_key;
+  with_key.Key("secret-key").scope.reset();
+  // Step 1 comes first: no key on a key-required route is 400 for everyone.
+  ExpectProblem(Send(no_key), 400, problem_code::kKeyMissing);
+  EXPECT_EQ(runs_, 0);
+  // With a key: runs unprotected, every time.
+  EXPECT_EQ(Send(with_key).status, 201);
+  EXPECT_EQ(Send(with_key).status, 201);
+  EXPECT_EQ(runs_, 2);
+  EXPECT_EQ(Count(Outcome::kUnprotected), 2u);
+  EXPECT_EQ(store_->claims, 0);
+  // Key optional, no key: passes through too.
+  bypass.key_required = false;
+  Rebuild(bypass);
+  EXPECT_EQ(Send(no_key).status, 201);
+  EXPECT_EQ(Count(Outcome::kUnprotected), 1u);
 }
 
 }  // namespace

@@ -7,18 +7,23 @@
 #include <gtest/gtest.h>
 
 #include "idem/memory_store.h"
+#include "support/faulty_store.h"
 
 namespace idem {
 namespace {
 
 class RunOnceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Rebuild(GuardOptions{}); }
+
+  void Rebuild(GuardOptions options) {
     clock_ = std::make_shared<ManualClock>();
     auto store = MemoryStore::Open(MemoryStoreOptions{});
     ASSERT_TRUE(store.has_value());
+    store_ = std::make_shared<testing::FaultyStore>(std::move(*store));
     GuardSetup setup;
-    setup.store = std::move(*store);
+    setup.store = store_;
+    setup.options = std::move(options);
     setup.clock = clock_;
     auto guard = Guard::Create(std::move(setup));
     ASSERT_TRUE(guard.has_value());
@@ -35,6 +40,7 @@ class RunOnceTest : public ::testing::Test {
   }
 
   std::shared_ptr<ManualClock> clock_;
+  std::shared_ptr<testing::FaultyStore> store_;
   std::unique_ptr<Guard> guard_;
   int runs_ = 0;
 };
@@ -44,10 +50,14 @@ TEST_F(RunOnceTest, RunsOnceAndReplaysTheStoredResult) {
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->value, "receipt-1");
   EXPECT_FALSE(first->replayed);
+  EXPECT_EQ(first->storage, OnceStorage::kStored);
+  EXPECT_TRUE(first->stored());
   auto again = Charge("msg-1", "42 EUR");
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->value, "receipt-1");
   EXPECT_TRUE(again->replayed);
+  EXPECT_EQ(again->storage, OnceStorage::kReplayed);
+  EXPECT_TRUE(again->stored());
   EXPECT_EQ(runs_, 1);
   EXPECT_EQ(guard_->metrics().Get(Outcome::kReplayed), 1u);
 }
@@ -88,6 +98,97 @@ TEST_F(RunOnceTest, BadKeysAreInvalidArguments) {
   auto binary = Charge(std::string("\0\x01\xff", 3), "42 EUR");
   ASSERT_TRUE(binary.has_value());
   EXPECT_EQ(runs_, 1);
+}
+
+// A result that is not stored is reported, never silently re-run.
+TEST_F(RunOnceTest, AResultOverMaxStoredResponseSaysItIsNotStored) {
+  GuardOptions o;
+  o.max_stored_response = 4;  // "receipt-1" is 9 bytes.
+  Rebuild(o);
+  auto first = Charge("msg-1", "42 EUR");
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->value, "receipt-1");
+  EXPECT_EQ(first->storage, OnceStorage::kTooLarge);
+  EXPECT_FALSE(first->stored());
+  auto again = Charge("msg-1", "42 EUR");
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->storage, OnceStorage::kTooLarge);
+  EXPECT_EQ(runs_, 2);
+}
+
+TEST_F(RunOnceTest, AFailedCompleteSaysItIsNotStored) {
+  store_->fail_complete = ErrorCode::kUnavailable;
+  auto first = Charge("msg-1", "42 EUR");
+  store_->fail_complete = std::nullopt;
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->storage, OnceStorage::kStoreFailed);
+  EXPECT_FALSE(first->stored());
+  // Until the lock times out a repeat is told to wait, not run.
+  auto again = Charge("msg-1", "42 EUR");
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(runs_, 1);
+}
+
+TEST_F(RunOnceTest, AStaleCompleteSaysItIsNotStored) {
+  auto result = RunOnce(*guard_, "billing", "msg-1", "charge", "42 EUR", [&] {
+    ++runs_;
+    clock_->Advance(std::chrono::seconds(61));  // Past the lock timeout.
+    Decision other =
+        guard_->BeginWithKey("billing", "msg-1", "charge", "42 EUR");
+    EXPECT_EQ(other.action, Action::kExecute);
+    Response theirs;
+    theirs.body = "theirs";
+    EXPECT_EQ(other.claim.Finish(theirs), FinishResult::kStored);
+    return std::string("mine");
+  });
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->value, "mine");
+  EXPECT_EQ(result->storage, OnceStorage::kStaleComplete);
+  EXPECT_FALSE(result->stored());
+  auto again = Charge("msg-1", "42 EUR");
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->value, "theirs");
+}
+
+TEST_F(RunOnceTest, FailOpenSaysItIsNotStored) {
+  GuardOptions o;
+  o.on_store_error = StoreErrorPolicy::kFailOpen;
+  Rebuild(o);
+  store_->fail_claim = ErrorCode::kUnavailable;
+  auto first = Charge("msg-1", "42 EUR");
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->storage, OnceStorage::kFailOpen);
+  EXPECT_FALSE(first->stored());
+}
+
+TEST_F(RunOnceTest, AnUnstoredStatusSaysItIsNotStored) {
+  GuardOptions o;
+  o.stored_statuses = StatusSet().Add(201);
+  auto route = Guard::MakeRouteOptions(o);
+  ASSERT_TRUE(route.has_value());
+  auto first = RunOnce(
+      *guard_, "billing", "msg-1", "charge", "42 EUR",
+      [&] { return std::to_string(++runs_); }, *route);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->storage, OnceStorage::kStatusNotStored);
+}
+
+TEST_F(RunOnceTest, ADamagedRecordIsDataLossAndInvalidRoutesAreRefused) {
+  store_->fail_claim = ErrorCode::kDataLoss;
+  auto damaged = Charge("msg-1", "42 EUR");
+  store_->fail_claim = std::nullopt;
+  ASSERT_FALSE(damaged.has_value());
+  EXPECT_EQ(damaged.error().code(), ErrorCode::kDataLoss);
+  auto bad = std::make_shared<GuardOptions>();
+  bad->lock_timeout = Duration::zero();
+  auto refused = RunOnce(
+      *guard_, "billing", "msg-2", "charge", "42 EUR",
+      [&] { return std::to_string(++runs_); }, bad);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(runs_, 0);
+  EXPECT_EQ(store_->claims, 1);
 }
 
 }  // namespace

@@ -297,7 +297,13 @@ TEST(DemoProcessTest, BadFlagsExit2) {
                                              {"--threads", "0"},
                                              {"--store-calls", "sometimes"},
                                              {"--store-threads", "0"},
-                                             {"--lock-wait", "-1"}}) {
+                                             {"--lock-wait", "-1"},
+                                             {"--ttl", "18446744074"},
+                                             {"--ttl", "9223372037"},
+                                             {"--lock-timeout", "86401"},
+                                             {"--lock-wait", "3600001"},
+                                             {"--sweep-interval", "86401"},
+                                             {"--sweep-interval", "-1"}}) {
     DemoProcess demo(args);
     EXPECT_EQ(demo.Wait(), 2) << args[0];
     EXPECT_NE(demo.Stderr().find("idem-demo:"), std::string::npos);

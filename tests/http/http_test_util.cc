@@ -147,8 +147,15 @@ std::string ProblemMismatch(const Response& response, unsigned status,
   if (body.value("status", 0) != static_cast<int>(status)) {
     why << "status member " << body["status"] << "; ";
   }
-  for (const char* member : {"type", "title", "detail", "instance"}) {
+  for (const char* member : {"type", "title", "detail"}) {
     if (!body.contains(member)) why << "no " << member << "; ";
+  }
+  // `instance` is the request path; a request the HTTP parser rejected
+  // (bad_request) has none, and then the member is omitted, never empty.
+  if (body.contains("instance")) {
+    if (body.value("instance", "").empty()) why << "empty instance; ";
+  } else if (code != "bad_request") {
+    why << "no instance; ";
   }
   return why.str();
 }

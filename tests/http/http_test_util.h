@@ -82,7 +82,9 @@ std::string HeaderOf(const Response& response, std::string_view name);
 bool HasHeader(const Response& response, std::string_view name);
 bool IsReplay(const Response& response);
 // Checks status, content type, the problem members and `code`; returns a
-// description of what is wrong, or "" when it is that problem.
+// description of what is wrong, or "" when it is that problem. `instance`
+// must be non-empty, and present unless code is bad_request (the parser's
+// rejection, which has no path).
 std::string ProblemMismatch(const Response& response, unsigned status,
                             std::string_view code);
 

@@ -71,15 +71,31 @@ enum class Action {
   kWait,         // Call Guard::Resume after Decision::retry_in.
 };
 
-// What ClaimHandle::Finish did with the handler's response.
+// What ClaimHandle::Finish did with the handler's response. Only kStored
+// keeps the at-most-once promise for the key; every other value means the
+// response was sent unstored and says what a retry will get.
 enum class FinishResult {
   kStored,         // Completed: retries replay it.
-  kReleased,       // Status not stored: the key was released.
-  kNotStored,      // Body over max_stored_response: released, warning logged.
-  kStaleComplete,  // The lock had been taken over; not stored, warning logged.
+  kReleased,       // Status not stored: the key was released; a retry runs
+                   // the handler again.
+  kNotStored,      // Body over max_stored_response: released, warning
+                   // logged; a retry runs the handler again.
+  kStaleComplete,  // The lock had been taken over; not stored, warning
+                   // logged; retries replay the other request's response.
   kStoreFailed,    // Complete failed; the record stays in_progress until its
-                   // lock times out. Error logged.
+                   // lock times out (409 until then, then the handler runs
+                   // again). Error logged.
   kInactive,       // The handle held no claim (moved-from or already used).
+};
+
+// What Guard::Run did, for a caller that must know whether a retry replays.
+struct RunInfo {
+  // The step outcome (as Decision::outcome).
+  Outcome outcome = Outcome::kUnprotected;
+  // Set when the handler ran under a claim: how Finish ended. Unset when
+  // Run answered without the handler or ran it unprotected (kUnprotected,
+  // kTooLarge, kFailOpen: nothing stored, a retry runs it again).
+  std::optional<FinishResult> finish;
 };
 
 class Guard;
@@ -148,8 +164,14 @@ struct GuardSetup {
   std::shared_ptr<Clock> clock;
   // Default: a new Metrics owned by the Guard.
   std::shared_ptr<Metrics> metrics;
-  // Default: no logging.
+  // Default: no logging. Called until the Guard is destroyed (its
+  // destructor writes pending repeat counts), so whatever it captures must
+  // outlive the Guard.
   LogSink log;
+  // Repeated log messages of one kind (log.h, LogRateLimiter) are written
+  // once per this interval, with a count; 0 writes every message. Default:
+  // 10 s.
+  Duration log_repeat_interval = std::chrono::seconds(10);
 };
 
 class Guard {
@@ -160,9 +182,21 @@ class Guard {
   Guard(const Guard&) = delete;
   Guard& operator=(const Guard&) = delete;
 
+  // A route's own options, validated by the same rules as the guard's
+  // (GuardOptions::Validate): kInvalidArgument naming the bad field. Call it
+  // where routes are registered, so a bad route fails at start-up; pass the
+  // result to Begin, BeginWithKey, Run or RunOnce.
+  static Result<std::shared_ptr<const GuardOptions>> MakeRouteOptions(
+      GuardOptions options);
+
   // Steps 1-8 of SEMANTICS.md for one request, with the guard's options or
-  // the route's own. Never throws and never returns an error: store failures
-  // become 503 problems (fail-closed) or kPassThrough (fail-open).
+  // the route's own. Never throws and never returns an error: an unreachable
+  // store becomes a 503 problem (fail-closed) or kPassThrough (fail-open
+  // route), a damaged record a 500 problem (idempotency_record_damaged).
+  // Route options that fail Validate (given without MakeRouteOptions) are
+  // refused on every request: a 500 problem idempotency_route_invalid,
+  // counted as kRouteInvalid, an error logged naming the bad field; the
+  // store is not called and no back-off starts.
   Decision Begin(const RequestView& request,
                  std::shared_ptr<const GuardOptions> route = nullptr);
 
@@ -181,18 +215,24 @@ class Guard {
   // Begin, wait (sleeping on the guard's clock), run `handler` when the key
   // is acquired or unprotected, Finish, and return what to send. `handler`
   // is a callable returning Response; if it throws, the key is released and
-  // the exception propagates.
+  // the exception propagates. With `info`, Run also says what it did
+  // (RunInfo), e.g. that the response was sent unstored.
   template <typename Handler>
   Response Run(const RequestView& request, Handler&& handler,
-               std::shared_ptr<const GuardOptions> route = nullptr) {
+               std::shared_ptr<const GuardOptions> route = nullptr,
+               RunInfo* info = nullptr) {
     Decision d = Begin(request, std::move(route));
     while (d.action == Action::kWait) {
       clock_->SleepFor(d.retry_in);
       d = Resume(std::move(d));
     }
+    if (info != nullptr) *info = RunInfo{d.outcome, std::nullopt};
     if (d.action == Action::kRespond) return std::move(d.response);
     Response response = handler();
-    if (d.action == Action::kExecute) d.claim.Finish(response);
+    if (d.action == Action::kExecute) {
+      const FinishResult finish = d.claim.Finish(response);
+      if (info != nullptr) info->finish = finish;
+    }
     return response;
   }
 
@@ -214,7 +254,9 @@ class Guard {
                    std::string_view code, std::string detail,
                    std::string_view instance, bool retry_after);
   Decision PassThrough(Outcome outcome);
-  bool InFailOpenBackoff(TimePoint now) const;
+  bool InFailOpenBackoff(const GuardOptions& route, TimePoint now) const;
+  std::optional<Decision> RefuseInvalidRoute(const GuardOptions& route,
+                                             std::string_view instance);
   void Log(LogLevel level, const std::string& message) const;
   void ReleaseClaim(const ClaimHandle& claim, Outcome outcome);
 
@@ -223,7 +265,8 @@ class Guard {
   std::shared_ptr<Clock> clock_;
   std::shared_ptr<Metrics> metrics_;
   LogSink log_;
-  // Fail-open backoff: until this time (clock ns) the store is skipped.
+  // Fail-open backoff: until this time (clock ns) fail-open routes skip the
+  // store (the latest back-off any fail-open route started).
   std::atomic<Duration::rep> skip_store_until_{0};
 };
 

@@ -51,32 +51,49 @@ enum class OversizePolicy {
 
 enum class AnonymousPolicy {
   kShared,  // Anonymous requests share the scope "".
-  kBypass,  // Anonymous requests run unprotected.
-  kReject,  // 401 idempotency_authentication_required.
+  kBypass,  // Anonymous requests with a key run unprotected.
+  kReject,  // Anonymous requests with a key: 401
+            // idempotency_authentication_required.
 };
+
+// The largest durations Validate accepts. They keep every `now + duration`
+// far inside TimePoint's range (int64 nanoseconds, about 292 years) and are
+// far above any sensible setting, so a typo (a value in ms given as s, a
+// wrapped integer) is refused instead of turned into a record that never
+// expires or a lock that never times out.
+inline constexpr Duration kMaxTtl = std::chrono::hours(24 * 365);
+inline constexpr Duration kMaxLockTimeout = std::chrono::hours(24);
+inline constexpr Duration kMaxLockWait = std::chrono::hours(1);
+inline constexpr Duration kMaxRetryAfter = std::chrono::hours(24);
+inline constexpr Duration kMaxStoreBackoff = std::chrono::hours(1);
 
 struct GuardOptions {
   // A request without Idempotency-Key gets 400 idempotency_key_missing when
   // true, or runs unprotected when false. Default: true.
   bool key_required = true;
-  // Lifetime of a record from its claim. Default: 24 h.
+  // Lifetime of a record from its claim. Default: 24 h. Maximum: 365 days
+  // (kMaxTtl).
   Duration ttl = std::chrono::hours(24);
-  // How long an in_progress record blocks others. Default: 60 s.
+  // How long an in_progress record blocks others. Default: 60 s. Maximum:
+  // 24 h (kMaxLockTimeout). A lock never outlives its record: a claim locks
+  // until min(now + lock_timeout, now + ttl), so a lock_timeout above the
+  // ttl is allowed and means "until the record expires".
   Duration lock_timeout = std::chrono::seconds(60);
   // How long a request waits for an in_progress record to complete before
-  // answering 409. Default: 0 (answer at once).
+  // answering 409. Default: 0 (answer at once). Maximum: 1 h (kMaxLockWait).
   Duration lock_wait = Duration::zero();
   // Retry-After on 409 and 503 answers, rounded up to seconds; 0 omits the
-  // header. Default: 1 s.
+  // header. Default: 1 s. Maximum: 24 h (kMaxRetryAfter).
   Duration retry_after = std::chrono::seconds(1);
   // Longest key, in bytes after unquoting. Default: 255.
   std::size_t max_key_length = 255;
-  // Largest request body that is fingerprinted. Default: 1 MiB.
+  // Largest request body that is fingerprinted. Default: 1 MiB. Must be
+  // positive.
   std::size_t max_request_body = std::size_t{1} << 20;
   // What happens to a larger body. Default: kReject (413).
   OversizePolicy oversize_request = OversizePolicy::kReject;
   // Largest response body that is stored; a larger one is sent unstored and
-  // its key released. Default: 1 MiB.
+  // its key released. Default: 1 MiB. Must be positive.
   std::size_t max_stored_response = std::size_t{1} << 20;
   // Response headers stored and replayed (case-insensitive). Content-Length
   // is always recomputed. Default: Content-Type, Content-Language, Location,
@@ -93,16 +110,32 @@ struct GuardOptions {
   // Added to every replay. Default: "Idempotent-Replayed: true".
   std::string replay_header_name = "Idempotent-Replayed";
   std::string replay_header_value = "true";
-  // Default: kFailClosed, 10 s.
+  // What this route does when the store is unreachable (a claim returned
+  // kUnavailable). Default: kFailClosed. Only a kFailOpen route runs
+  // unprotected, and only kFailOpen routes then skip the store for
+  // store_backoff; a kFailClosed route on the same Guard always asks the
+  // store. Other claim errors never fail open: kDataLoss (a damaged record)
+  // answers 500 idempotency_record_damaged, kResourceExhausted 503
+  // idempotency_store_full, kInvalidArgument and kInternal 503
+  // idempotency_store_unavailable, on every route and without a back-off.
   StoreErrorPolicy on_store_error = StoreErrorPolicy::kFailClosed;
+  // Default: 10 s. Maximum: 1 h (kMaxStoreBackoff).
   Duration store_backoff = std::chrono::seconds(10);
-  // Default: kShared.
+  // Requests without a resolvable scope. Default: kShared. The policy applies
+  // to requests that carry a key (step 1c): a request without a key is step 1
+  // (400 idempotency_key_missing on a key-required route) or step 1b (passes
+  // through on a key-optional route) under every policy, so with kBypass an
+  // anonymous request on a key-required route still needs a key, and then
+  // runs unprotected (nothing stored, the key not even parsed).
   AnonymousPolicy anonymous = AnonymousPolicy::kShared;
   // The `type` member of problem bodies. Default: "about:blank".
   std::string problem_type = "about:blank";
 
-  // kInvalidArgument naming the first bad field (non-positive ttl or lock
-  // timeout, negative waits, zero limits, empty replay header name).
+  // kInvalidArgument naming the first bad field: a ttl or lock_timeout that
+  // is not positive, a negative wait, a duration over its maximum (above),
+  // a zero max_key_length, max_request_body or
+  // max_stored_response, an empty replay header name. Guard::Create and
+  // Guard::MakeRouteOptions call it; Begin refuses a route that fails it.
   Status Validate() const;
 };
 

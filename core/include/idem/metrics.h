@@ -2,7 +2,7 @@
 // Prometheus text (SEMANTICS.md, "What happens to the handler's response").
 //
 // Every request that reaches a protected route adds exactly one step outcome
-// (kKeyMissing .. kAnonymousRejected); an executed request may then add one
+// (kKeyMissing .. kRouteInvalid); an executed request may then add one
 // follow-up (kReleased, kNotStored, kStaleComplete, kStoreFailed) and a
 // takeover claim adds kTakeover. All are exported as
 // idem_requests_total{outcome="..."}, so the step outcomes sum to the number
@@ -37,7 +37,9 @@ enum class Outcome : int {
   kStoreError,
   kFailOpen,
   kStoreFull,
-  kAnonymousRejected,  // anonymous = reject: 401 (not in SEMANTICS' list).
+  kAnonymousRejected,  // anonymous = reject: 401 for a request with a key.
+  kRecordDamaged,      // The key's record cannot be decoded: 500 (step 8c).
+  kRouteInvalid,       // The route's GuardOptions are invalid: 500.
   // Follow-ups of an executed request.
   kReleased,
   kNotStored,
@@ -45,6 +47,8 @@ enum class Outcome : int {
   kStoreFailed,
   kTakeover,
 };
+// The last step outcome: step outcomes are kKeyMissing..kLastStepOutcome.
+inline constexpr Outcome kLastStepOutcome = Outcome::kRouteInvalid;
 inline constexpr int kOutcomeCount = static_cast<int>(Outcome::kTakeover) + 1;
 
 // The label value, e.g. "key_missing".

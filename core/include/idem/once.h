@@ -4,14 +4,21 @@
 //   auto result = idem::RunOnce(guard, tenant, message_id, "charge", payload,
 //                               [&] { return ChargeCard(payload); });
 //   if (!result) ...            // see the errors below
-//   result->value;              // the stored result, fresh or replayed
+//   result->value;              // fn's result, fresh or replayed
 //   result->replayed;           // true when an earlier run's result
+//   result->stored();           // false: a repeat with this key runs fn again
 //
 // It is the Guard underneath, with the same claim/complete/release rules,
 // lock timeout, ttl, waiting and store-error policy: `fn` runs only when the
-// key is acquired (or, fail-open, when the store is down), its result is
-// stored before RunOnce returns, and if `fn` throws the key is released and
-// the exception propagates.
+// key is acquired (or, on a fail-open route, when the store is unreachable),
+// its result is stored before RunOnce returns, and if `fn` throws the key is
+// released and the exception propagates.
+//
+// At most once per key holds while results are stored. When one is not (it
+// is over max_stored_response, storing it failed, the lock had been taken
+// over, the store was skipped fail-open, or the route does not store status
+// 200), RunOnce still returns fn's result but says so in `storage`: a repeat
+// with the same key will run fn again.
 //
 // Thread-safety: as Guard.
 
@@ -27,15 +34,56 @@
 
 namespace idem {
 
+// What became of fn's result; whether a repeat with the key replays it.
+enum class OnceStorage {
+  kStored,    // fn ran; its result is stored, repeats replay it.
+  kReplayed,  // An earlier run's stored result; fn did not run.
+  // The rest: fn ran and its result is not stored.
+  kTooLarge,         // Over max_stored_response; the key was released, so a
+                     // repeat runs fn again. Warning logged.
+  kStatusNotStored,  // The route's stored_statuses exclude 200; released.
+  kStaleComplete,    // fn outlived lock_timeout and another run took the key
+                     // over; repeats replay that run's result. Warning logged.
+  kStoreFailed,      // Storing failed; repeats get kUnavailable until
+                     // lock_timeout, then run fn again. Error logged.
+  kFailOpen,         // The store was unreachable and the route fails open: fn
+                     // ran unprotected; repeats run fn again.
+};
+
 struct OnceResult {
   std::string value;
   bool replayed = false;
+  OnceStorage storage = OnceStorage::kStored;
+  // True when a repeat with this key gets `value` back without running fn.
+  bool stored() const {
+    return storage == OnceStorage::kStored || storage == OnceStorage::kReplayed;
+  }
 };
+
+// The OnceStorage of a run that Finish ended with `finish`.
+inline OnceStorage OnceStorageOf(FinishResult finish) {
+  switch (finish) {
+    case FinishResult::kStored:
+      return OnceStorage::kStored;
+    case FinishResult::kReleased:
+      return OnceStorage::kStatusNotStored;
+    case FinishResult::kNotStored:
+      return OnceStorage::kTooLarge;
+    case FinishResult::kStaleComplete:
+      return OnceStorage::kStaleComplete;
+    case FinishResult::kStoreFailed:
+    case FinishResult::kInactive:
+      break;
+  }
+  return OnceStorage::kStoreFailed;
+}
 
 // Errors (never from `fn`, whose exceptions propagate):
 //  - kInvalidArgument: the key is empty or too long, `input` is over
-//    max_request_body, or the key was used before with another operation or
-//    input (do not retry with this key);
+//    max_request_body, the key was used before with another operation or
+//    input (do not retry with this key), or the route options are invalid;
+//  - kDataLoss: the key's stored record is damaged (logged with its record
+//    id; an operator revokes it);
 //  - kUnavailable: another run with this key is still in progress after
 //    lock_wait, or the store failed and the policy is fail-closed (retry
 //    later with the same key);
@@ -55,18 +103,20 @@ Result<OnceResult> RunOnce(
     case Action::kExecute: {
       Response r;
       r.body = std::forward<Fn>(fn)();
-      d.claim.Finish(r);
-      return OnceResult{std::move(r.body), false};
+      const FinishResult finish = d.claim.Finish(r);
+      return OnceResult{std::move(r.body), false, OnceStorageOf(finish)};
     }
     case Action::kPassThrough:
-      return OnceResult{std::forward<Fn>(fn)(), false};
+      // BeginWithKey passes through only fail-open.
+      return OnceResult{std::forward<Fn>(fn)(), false, OnceStorage::kFailOpen};
     case Action::kRespond:
     case Action::kWait:
       break;
   }
   switch (d.outcome) {
     case Outcome::kReplayed:
-      return OnceResult{std::move(d.response.body), true};
+      return OnceResult{std::move(d.response.body), true,
+                        OnceStorage::kReplayed};
     case Outcome::kConflict:
       return MakeError(ErrorCode::kUnavailable,
                        "a run with this key is still in progress");
@@ -76,6 +126,9 @@ Result<OnceResult> RunOnce(
     case Outcome::kStoreError:
       return MakeError(ErrorCode::kUnavailable,
                        "the idempotency store is unavailable");
+    case Outcome::kRecordDamaged:
+      return MakeError(ErrorCode::kDataLoss,
+                       "the key's stored record is damaged");
     case Outcome::kMismatch:
       return MakeError(ErrorCode::kInvalidArgument,
                        "the key was already used with another operation or "

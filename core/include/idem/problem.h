@@ -2,8 +2,8 @@
 // handler's (SEMANTICS.md, "What a protected request gets").
 //
 // Bodies are application/problem+json with type, title (the status phrase),
-// status, detail, instance (the request path) and code. They never contain
-// the key, the scope or the request body.
+// status, detail, instance (the request path; omitted when empty) and code.
+// They never contain the key, the scope or the request body.
 //
 // Thread-safety: pure functions.
 
@@ -34,13 +34,18 @@ inline constexpr std::string_view kStoreUnavailable =
 inline constexpr std::string_view kStoreFull = "idempotency_store_full";
 inline constexpr std::string_view kAuthenticationRequired =
     "idempotency_authentication_required";
+// 500: the key's record cannot be decoded (step 8c); an operator revokes it.
+inline constexpr std::string_view kRecordDamaged = "idempotency_record_damaged";
+// 500: the route's GuardOptions are invalid (a server configuration bug).
+inline constexpr std::string_view kRouteInvalid = "idempotency_route_invalid";
 }  // namespace problem_code
 
 struct Problem {
   int status = 400;
   std::string_view code;
   std::string detail;
-  std::string_view instance;  // The request path, without the query.
+  // The request path, without the query; omitted from the body when empty.
+  std::string_view instance;
   std::string_view type = "about:blank";
   // Adds "Retry-After: <seconds, rounded up>" when > 0.
   Duration retry_after{0};

@@ -1,6 +1,7 @@
 // Fencing tokens for claims.
 //
-// Thread-safety: NewToken may be called from any thread.
+// Thread-safety: NewToken may be called from any thread, and in a process
+// forked from one that already drew tokens.
 
 #ifndef IDEM_TOKEN_H_
 #define IDEM_TOKEN_H_
@@ -9,9 +10,12 @@
 
 namespace idem {
 
-// 128 bits from a per-thread generator seeded from the OS CSPRNG. Tokens are
-// never shown to clients; they only need to differ between claims, so a
-// per-thread generator keeps the claim path free of a syscall or a lock.
+// 128 bits from the kernel's CSPRNG (getrandom(2)), read a page at a time
+// into a per-thread buffer that the kernel wipes in a forked child
+// (MADV_WIPEONFORK), so a parent and the workers it forked never draw the
+// same token. That matters when they share one store (pre-forked workers on
+// one SQLite file): a repeated token would let one process complete or
+// release another's claim. Aborts only if the kernel refuses randomness.
 Token NewToken();
 
 }  // namespace idem

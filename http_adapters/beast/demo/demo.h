@@ -29,7 +29,8 @@ struct DemoOptions {
   // The store to open; see ResolveStoreUri.
   std::string store_uri;
   std::chrono::seconds ttl{24 * 3600};
-  std::chrono::seconds lock_timeout{60};
+  // Fractions of a second allowed (--lock-timeout 0.3).
+  Duration lock_timeout = std::chrono::seconds(60);
   std::chrono::milliseconds lock_wait{0};
   // I/O threads.
   int threads = 2;
@@ -45,10 +46,10 @@ struct DemoOptions {
   LogSink log;
   // How often the store's expired records are deleted in the background
   // (StoreOptions::sweep_interval; a `sweep_interval_s` in the store URI
-  // wins); zero: never. Flag --sweep-interval SECONDS, 0..kMaxSweepInterval.
+  // wins); zero: never. Flag --sweep-interval SECONDS, 0..86400
+  // (idem::kMaxSweepInterval).
   // Default: 60 s.
   std::chrono::seconds sweep_interval{60};
-  static constexpr std::chrono::seconds kMaxSweepInterval{86'400};
 };
 
 // The store default, in one place: RocksDB in ./var/idem, relative to the

@@ -1,7 +1,8 @@
 // idem-demo: the demo server of SEMANTICS.md ("The demo server").
 //
 //   idem-demo [--listen 127.0.0.1:8080] [--store URI] [--ttl SECONDS]
-//             [--lock-timeout SECONDS] [--lock-wait MILLISECONDS]
+//             [--lock-timeout SECONDS (fractions allowed)]
+//             [--lock-wait MILLISECONDS]
 //             [--threads N] [--store-calls auto|inline|pool]
 //             [--store-threads N]
 //             [--instance NAME] [--sweep-interval SECONDS]
@@ -10,7 +11,8 @@
 // cleanly (in-flight requests answered) on SIGINT or SIGTERM. The store is
 // --store, else $IDEM_STORE, else kDefaultStoreUri (RocksDB in ./var/idem).
 // Exit status: 0 after a signal, 1 when the store cannot be opened (held by
-// another process, say) or the address bound, 2 for bad flags.
+// another process, say) or the address bound, 2 for bad flags (a duration
+// out of its range included: flags.h).
 
 #include <pthread.h>
 #include <signal.h>
@@ -27,6 +29,7 @@
 #include <boost/program_options.hpp>
 
 #include "demo.h"
+#include "flags.h"
 
 namespace {
 
@@ -65,12 +68,13 @@ int BadFlags(const std::string& message) {
 int main(int argc, char** argv) {
   idem::demo::DemoOptions options;
   std::string listen = "127.0.0.1:8080";
-  long long ttl = options.ttl.count();
-  long long lock_timeout = options.lock_timeout.count();
-  long long lock_wait = options.lock_wait.count();
+  // Strings: flags.h parses them with range checks, so that no value wraps.
+  std::string ttl = "86400";
+  std::string lock_timeout = "60";
+  std::string lock_wait = "0";
   std::string store_calls = "auto";
   int store_threads = 4;
-  long long sweep_interval = options.sweep_interval.count();
+  std::string sweep_interval = "60";
 
   const std::string store_help =
       "idempotency store URI (default: $IDEM_STORE, else " +
@@ -87,11 +91,14 @@ int main(int argc, char** argv) {
       ("store", po::value<std::string>()->value_name("URI"),
        store_help.c_str())
       ("ttl", po::value(&ttl)->value_name("SECONDS"),
-       "how long a key's record lives (default 86400)")
+       "how long a key's record lives, at most 31536000 = 365 days "
+       "(default 86400)")
       ("lock-timeout", po::value(&lock_timeout)->value_name("SECONDS"),
-       "how long an in-progress request blocks its key (default 60)")
+       "how long an in-progress request blocks its key, fractions allowed "
+       "(0.3), at most 86400 and at most --ttl (default 60)")
       ("lock-wait", po::value(&lock_wait)->value_name("MILLISECONDS"),
-       "how long a duplicate waits for the first request before 409 (default 0)")
+       "how long a duplicate waits for the first request before 409, at most "
+       "3600000 (default 0)")
       ("threads", po::value(&options.threads)->value_name("N"),
        "I/O threads (default 2)")
       ("store-calls", po::value(&store_calls)->value_name("MODE"),
@@ -121,19 +128,20 @@ int main(int argc, char** argv) {
   if (!ParseListen(listen, options.host, options.port)) {
     return BadFlags("--listen wants HOST:PORT, got '" + listen + "'");
   }
-  if (ttl <= 0) return BadFlags("--ttl must be a positive number of seconds");
-  if (lock_timeout <= 0) {
-    return BadFlags("--lock-timeout must be a positive number of seconds");
-  }
-  if (lock_wait < 0) return BadFlags("--lock-wait must not be negative");
-  if (sweep_interval < 0 ||
-      sweep_interval > idem::demo::DemoOptions::kMaxSweepInterval.count()) {
-    return BadFlags(
-        "--sweep-interval must be between 0 (off) and " +
-        std::to_string(idem::demo::DemoOptions::kMaxSweepInterval.count()) +
-        " seconds, got " + std::to_string(sweep_interval));
-  }
-  options.sweep_interval = std::chrono::seconds(sweep_interval);
+  auto ttl_value = idem::demo::ParseDurationFlag(idem::demo::TtlFlag(), ttl);
+  if (!ttl_value) return BadFlags(ttl_value.error().message());
+  auto lock_timeout_value = idem::demo::ParseDurationFlag(
+      idem::demo::LockTimeoutFlag(), lock_timeout);
+  if (!lock_timeout_value)
+    return BadFlags(lock_timeout_value.error().message());
+  auto lock_wait_value =
+      idem::demo::ParseDurationFlag(idem::demo::LockWaitFlag(), lock_wait);
+  if (!lock_wait_value) return BadFlags(lock_wait_value.error().message());
+  auto sweep_value = idem::demo::ParseDurationFlag(
+      idem::demo::SweepIntervalFlag(), sweep_interval);
+  if (!sweep_value) return BadFlags(sweep_value.error().message());
+  options.sweep_interval =
+      std::chrono::duration_cast<std::chrono::seconds>(*sweep_value);
   if (options.threads <= 0 || options.threads > 1024) {
     return BadFlags("--threads must be between 1 and 1024");
   }
@@ -151,9 +159,10 @@ int main(int argc, char** argv) {
     return BadFlags("--store-calls wants auto, inline or pool, got '" +
                     store_calls + "'");
   }
-  options.ttl = std::chrono::seconds(ttl);
-  options.lock_timeout = std::chrono::seconds(lock_timeout);
-  options.lock_wait = std::chrono::milliseconds(lock_wait);
+  options.ttl = std::chrono::duration_cast<std::chrono::seconds>(*ttl_value);
+  options.lock_timeout = *lock_timeout_value;
+  options.lock_wait =
+      std::chrono::duration_cast<std::chrono::milliseconds>(*lock_wait_value);
   options.idem = vm.count("no-idem") == 0;
   std::optional<std::string> store_flag;
   if (vm.count("store")) store_flag = vm["store"].as<std::string>();

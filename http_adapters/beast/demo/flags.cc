@@ -1,0 +1,85 @@
+#include "flags.h"
+
+#include <cstdint>
+
+#include "idem/guard_options.h"
+#include "idem/sweeper.h"
+
+namespace idem::demo {
+namespace {
+
+std::string Count(const DurationFlag& flag, Duration d) {
+  return std::to_string(d / flag.unit);
+}
+
+}  // namespace
+
+DurationFlag TtlFlag() {
+  return {"--ttl", std::chrono::seconds(1), "seconds", false, false, kMaxTtl};
+}
+
+DurationFlag LockTimeoutFlag() {
+  return {"--lock-timeout", std::chrono::seconds(1), "seconds", true, false,
+          kMaxLockTimeout};
+}
+
+DurationFlag LockWaitFlag() {
+  return {"--lock-wait",  std::chrono::milliseconds(1),
+          "milliseconds", false,
+          true,           kMaxLockWait};
+}
+
+DurationFlag SweepIntervalFlag() {
+  return {"--sweep-interval", std::chrono::seconds(1), "seconds", false, true,
+          kMaxSweepInterval};
+}
+
+Result<Duration> ParseDurationFlag(const DurationFlag& flag,
+                                   std::string_view text) {
+  auto bad = [&] {
+    std::string range = flag.zero_allowed ? "0"
+                        : flag.fractions  ? "more than 0"
+                                          : "1";
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        std::string(flag.name) + " wants a number of " +
+            std::string(flag.unit_name) + " from " + range + " to " +
+            Count(flag, flag.max) +
+            (flag.fractions ? " (fractions allowed, e.g. 0.3)" : "") +
+            ", got '" + std::string(text) + "'");
+  };
+  const std::size_t dot = text.find('.');
+  const std::string_view whole = text.substr(0, dot);
+  const std::string_view fraction =
+      dot == std::string_view::npos ? std::string_view() : text.substr(dot + 1);
+  if (whole.empty() || (dot != std::string_view::npos && !flag.fractions) ||
+      (dot != std::string_view::npos && fraction.empty()) ||
+      fraction.size() > 9) {
+    return bad();
+  }
+  // Whole units, refused as soon as they pass the maximum: nothing wraps.
+  const std::int64_t max_units = flag.max / flag.unit;
+  std::int64_t units = 0;
+  for (char c : whole) {
+    if (c < '0' || c > '9') return bad();
+    units = units * 10 + (c - '0');
+    if (units > max_units) return bad();
+  }
+  Duration value = units * flag.unit;
+  std::int64_t scale = 1;
+  std::int64_t digits = 0;
+  for (char c : fraction) {
+    if (c < '0' || c > '9') return bad();
+    digits = digits * 10 + (c - '0');
+    scale *= 10;
+  }
+  // unit (at most 1 s = 1e9 ns) times digits (< 1e9) fits in 64 bits.
+  value += Duration(flag.unit.count() * digits / scale);
+  if (value > flag.max) return bad();
+  if (value <= Duration::zero() && !(flag.zero_allowed && value.count() == 0)) {
+    return bad();
+  }
+  return value;
+}
+
+}  // namespace idem::demo

@@ -1,0 +1,49 @@
+// Parsing of idem-demo's duration flags (--ttl, --lock-timeout, --lock-wait,
+// --sweep-interval),
+// apart from main.cc so that it is unit-tested.
+//
+// Every duration flag has a maximum, the same as GuardOptions'
+// (guard_options.h), checked here so that the error names the flag instead of
+// surfacing later as a store error, and so that no value wraps around
+// (18446744074 s is not 0.29 s).
+//
+// Thread-safety: pure functions.
+
+#ifndef IDEM_DEMO_FLAGS_H_
+#define IDEM_DEMO_FLAGS_H_
+
+#include <string>
+#include <string_view>
+
+#include "idem/clock.h"
+#include "idem/error.h"
+
+namespace idem::demo {
+
+struct DurationFlag {
+  std::string_view name;       // "--ttl", for messages.
+  Duration unit;               // One unit of the flag's value (1 s, 1 ms).
+  std::string_view unit_name;  // "seconds".
+  bool fractions = false;      // Accept "0.3" (up to 9 decimals).
+  bool zero_allowed = false;
+  Duration max;
+};
+
+// --ttl SECONDS: 1 .. 31536000 (365 days).
+DurationFlag TtlFlag();
+// --lock-timeout SECONDS, fractions allowed: > 0 .. 86400 (24 h).
+DurationFlag LockTimeoutFlag();
+// --lock-wait MILLISECONDS: 0 .. 3600000 (1 h).
+DurationFlag LockWaitFlag();
+// --sweep-interval SECONDS: 0 (off) .. 86400 (24 h, kMaxSweepInterval).
+DurationFlag SweepIntervalFlag();
+
+// A plain decimal number ("60", "0.3"; no sign, exponent or spaces) of
+// flag.unit, within the flag's range. kInvalidArgument otherwise, with a
+// message naming the flag, its range and the value given.
+Result<Duration> ParseDurationFlag(const DurationFlag& flag,
+                                   std::string_view text);
+
+}  // namespace idem::demo
+
+#endif  // IDEM_DEMO_FLAGS_H_
