@@ -296,7 +296,7 @@ TEST(DemoProcessTest, BadFlagsExit2) {
                                              {"--ttl", "0"},
                                              {"--threads", "0"},
                                              {"--store-calls", "sometimes"},
-                                             {"--store-threads", "0"},
+                                             {"--store-threads", "-1"},
                                              {"--lock-wait", "-1"}}) {
     DemoProcess demo(args);
     EXPECT_EQ(demo.Wait(), 2) << args[0];

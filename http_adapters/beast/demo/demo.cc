@@ -21,6 +21,13 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   server_options.host = options.host;
   server_options.port = options.port;
   server_options.threads = options.threads;
+  server_options.max_connections = options.max_connections;
+  server_options.log =
+      options.log ? options.log : [](LogLevel level, std::string_view message) {
+        if (level < LogLevel::kWarning) return;
+        std::cerr << "idem-demo: " << LogLevelName(level) << ": " << message
+                  << std::endl;
+      };
 
   if (!options.idem) {
     demo->app_ = std::make_unique<DemoApp>(options.instance, nullptr);
@@ -47,6 +54,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
         std::cerr << "idem-demo: " << LogLevelName(level) << ": " << message
                   << std::endl;
       };
+  const LogSink log = setup.log;
   auto guard = Guard::Create(std::move(setup));
   if (!guard) return tl::unexpected(guard.error());
   demo->guard_ = std::move(*guard);
@@ -59,6 +67,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   beast::IdempotentHandlerOptions handler_options;
   handler_options.store_threads = options.store_threads;
   handler_options.store_calls = options.store_calls;
+  handler_options.log = log;
   // The demo does no authentication: the bearer token's text is the scope.
   handler_options.scope =
       [](const beast::RequestHeader& header) -> std::optional<std::string> {
