@@ -147,8 +147,13 @@ std::string ProblemMismatch(const Response& response, unsigned status,
   if (body.value("status", 0) != static_cast<int>(status)) {
     why << "status member " << body["status"] << "; ";
   }
-  for (const char* member : {"type", "title", "detail", "instance"}) {
+  for (const char* member : {"type", "title", "detail"}) {
     if (!body.contains(member)) why << "no " << member << "; ";
+  }
+  // `instance` is the request path, or absent when there is none: never "".
+  if (body.contains("instance") &&
+      (!body["instance"].is_string() || body["instance"] == "")) {
+    why << "instance " << body["instance"] << "; ";
   }
   return why.str();
 }

@@ -81,7 +81,8 @@ nlohmann::json Json(const Response& response);
 std::string HeaderOf(const Response& response, std::string_view name);
 bool HasHeader(const Response& response, std::string_view name);
 bool IsReplay(const Response& response);
-// Checks status, content type, the problem members and `code`; returns a
+// Checks status, content type, the problem members (`instance`, when
+// present, a non-empty string) and `code`; returns a
 // description of what is wrong, or "" when it is that problem.
 std::string ProblemMismatch(const Response& response, unsigned status,
                             std::string_view code);

@@ -95,7 +95,7 @@ Response ProblemAnswer(const Request& request, unsigned status,
     res.version(request.version());
     res.result(status);
     res.keep_alive(request.keep_alive());
-    res.prepare_payload();
+    beast::PreparePayload(res);
     return res;
   }
   Problem problem;

@@ -286,7 +286,7 @@ asio::awaitable<Response> IdempotentHandler::HandleProtected(const Route& route,
     std::rethrow_exception(error);
   }
   if (!response.has_content_length() && !response.chunked()) {
-    response.prepare_payload();
+    PreparePayload(response);
   }
   // Stored before it is returned: a client that disconnects after this point
   // gets the replay when it retries. Only the headers the route stores are
