@@ -46,9 +46,9 @@ void ExpectRejectedAndClosed(DemoServer& server, const std::string& bytes,
 
 TEST(FramingTest, TransferEncodingOtherThanOneChunkedGets400AndCloses) {
   DemoServer server;
-  for (const char* te : {"xchunked", "chunked, identity", "chunked, chunked",
-                         "chunked,chunked", "identity", "gzip, chunked",
-                         "chunked;q=1", ""}) {
+  for (const char* te :
+       {"xchunked", "chunked, identity", "chunked, chunked", "chunked,chunked",
+        "identity", "gzip, chunked", "chunked;q=1", ""}) {
     ExpectRejectedAndClosed(
         server,
         ChunkedPost("Idempotency-Key: te\r\nTransfer-Encoding: " +
@@ -66,13 +66,14 @@ TEST(FramingTest, TransferEncodingOtherThanOneChunkedGets400AndCloses) {
                           ChunkedPost("Idempotency-Key: te\r\n"
                                       "Transfer-Encoding: chunked\r\n"
                                       "Content-Length: 5\r\n"),
-                          "bad_request", "Transfer-Encoding and Content-Length");
+                          "bad_request",
+                          "Transfer-Encoding and Content-Length");
   EXPECT_EQ(server.handler_runs(), 0u);
 
   // One `chunked` (any case) is served, and keeps the connection.
   TestClient client(server.port());
-  client.Write(ChunkedPost(
-      "Idempotency-Key: ok\r\nTransfer-Encoding: Chunked\r\n"));
+  client.Write(
+      ChunkedPost("Idempotency-Key: ok\r\nTransfer-Encoding: Chunked\r\n"));
   const Response res = client.Read();
   EXPECT_EQ(res.result_int(), 201u);
   EXPECT_EQ(Json(res)["request"], "hello");
@@ -85,16 +86,16 @@ TEST(FramingTest, AKeyInATrailerIsNotAKey) {
   TestClient client(server.port());
   client.Write(ChunkedPost("Transfer-Encoding: chunked\r\n",
                            "Idempotency-Key: in-trailer\r\n"));
-  EXPECT_EQ(ProblemMismatch(client.Read(), 400, "idempotency_key_missing"),
-            "");
+  EXPECT_EQ(ProblemMismatch(client.Read(), 400, "idempotency_key_missing"), "");
   EXPECT_EQ(server.handler_runs(), 0u);
 }
 
 TEST(FramingTest, AnAuthorizationInATrailerIsNotTheScope) {
   DemoServer server;
   TestClient client(server.port());
-  client.Write(ChunkedPost("Idempotency-Key: k\r\nTransfer-Encoding: chunked\r\n",
-                           "Authorization: Bearer alice\r\n"));
+  client.Write(
+      ChunkedPost("Idempotency-Key: k\r\nTransfer-Encoding: chunked\r\n",
+                  "Authorization: Bearer alice\r\n"));
   const Response first = client.Read();
   EXPECT_EQ(first.result_int(), 201u);
   // The same key and request, anonymous: the same scope, so a replay.
@@ -111,9 +112,9 @@ TEST(FramingTest, AnAuthorizationInATrailerIsNotTheScope) {
 TEST(FramingTest, TwoAuthorizationHeadersGet400) {
   DemoServer server;
   TestClient client(server.port());
-  client.Write(Serialize(Post("/orders", kBody, "two-auth",
-                              {{"Authorization", "Bearer alice"},
-                               {"Authorization", "Bearer bob"}})));
+  client.Write(Serialize(Post(
+      "/orders", kBody, "two-auth",
+      {{"Authorization", "Bearer alice"}, {"Authorization", "Bearer bob"}})));
   const Response res = client.Read();
   EXPECT_EQ(ProblemMismatch(res, 400, "authorization_ambiguous"), "");
   EXPECT_FALSE(res.keep_alive());

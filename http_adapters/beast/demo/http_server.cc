@@ -177,7 +177,7 @@ asio::awaitable<void> HttpServer::Accept() {
   for (;;) {
     // At the bound the server stops accepting; new clients wait in the
     // listen backlog. Polled: a connection that closes needs no wake-up.
-    if (connections() >= max_connections_) {
+    if (open_sockets_.load() >= max_connections_) {
       if (!at_bound) {
         at_bound = true;
         log(LogLevel::kWarning,
@@ -223,6 +223,7 @@ asio::awaitable<void> HttpServer::Accept() {
       failed = 0;
     }
     socket.set_option(tcp::no_delay(true), ec);
+    open_sockets_.fetch_add(1);
     auto executor = socket.get_executor();
     asio::co_spawn(executor, Session(std::move(socket)), asio::detached);
   }
@@ -244,6 +245,10 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
   connection->executor = socket.get_executor();
   boost::beast::tcp_stream stream(std::move(socket));
   connection->stream = &stream;
+  struct Closed {
+    std::atomic<std::size_t>& open;
+    ~Closed() { open.fetch_sub(1); }
+  } closed{open_sockets_};
   if (!Register(connection)) {
     connection->stream = nullptr;
     co_return;

@@ -140,6 +140,9 @@ class HttpServer {
   std::vector<std::thread> threads_;
   std::atomic<bool> shutting_down_{false};
   std::size_t max_connections_ = 0;
+  // Accepted sockets whose session has not ended: counted by the accept
+  // loop itself, so the bound holds before the sessions register.
+  std::atomic<std::size_t> open_sockets_{0};
 
   mutable std::mutex mu_;
   std::unordered_set<std::shared_ptr<Connection>> connections_;  // Under mu_.
