@@ -74,6 +74,16 @@ void ClaimHandle::Abandon() {
   guard_ = nullptr;
 }
 
+void ClaimHandle::Forget(std::string_view why) {
+  if (guard_ == nullptr) return;
+  Guard& guard = *std::exchange(guard_, nullptr);
+  guard.metrics().Count(Outcome::kStoreFailed);
+  guard.Log(LogLevel::kError, std::string(why) +
+                                  "; the key stays locked until its lock "
+                                  "timeout, record " +
+                                  id_.ToHex().substr(0, 16));
+}
+
 FinishResult ClaimHandle::Finish(const Response& response) {
   if (guard_ == nullptr) return FinishResult::kInactive;
   Guard& guard = *std::exchange(guard_, nullptr);

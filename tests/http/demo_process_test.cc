@@ -12,13 +12,16 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +32,7 @@
 
 #include "http_test_util.h"
 #include "idem/open_store.h"
+#include "support/demo_process.h"
 
 extern char** environ;
 
@@ -125,6 +129,7 @@ class DemoProcess {
   std::string Stderr() { return status_ ? ReadAll(err_) : ""; }
 
   void Signal(int sig) { kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
 
   // The exit status after at most `timeout`; nullopt if it did not exit or
   // died of a signal.
@@ -296,7 +301,7 @@ TEST(DemoProcessTest, BadFlagsExit2) {
                                              {"--ttl", "0"},
                                              {"--threads", "0"},
                                              {"--store-calls", "sometimes"},
-                                             {"--store-threads", "0"},
+                                             {"--store-threads", "-1"},
                                              {"--lock-wait", "-1"},
                                              {"--ttl", "18446744074"},
                                              {"--ttl", "9223372037"},
@@ -330,6 +335,111 @@ TEST(DemoProcessTest, StoreThatCannotOpenIsAClearError) {
   DemoProcess env({"--listen", "127.0.0.1:0"}, {"IDEM_STORE=nosuch:"});
   EXPECT_EQ(env.Wait(), 1);
   EXPECT_NE(env.Stderr().find("nosuch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace idem::testing
+
+namespace idem::testing {
+namespace {
+
+// The CPU time (user + system) process `pid` has used, in seconds.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::vector<std::string> f;
+  for (std::string x; fields >> x;) f.push_back(x);
+  if (f.size() < 13) return -1;
+  // After the command: state is field 3, utime 14, stime 15.
+  return static_cast<double>(std::stoull(f[11]) + std::stoull(f[12])) /
+         static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The share of one core `pid` uses over about two seconds.
+double CoreShare(pid_t pid) {
+  const double before = CpuSeconds(pid);
+  const auto start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // A measurement.
+  const double after = CpuSeconds(pid);
+  const std::chrono::duration<double> wall =
+      std::chrono::steady_clock::now() - start;
+  return (after - before) / wall.count();
+}
+
+std::vector<int> OpenConnections(std::uint16_t port, int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    const int fd = proc::Connect(port);
+    if (fd >= 0) fds.push_back(fd);
+  }
+  return fds;
+}
+
+TEST(FdLimitTest, AtTheDescriptorLimitTheServerBacksOffAndRecovers) {
+  // The demo inherits a low RLIMIT_NOFILE; this process keeps its own.
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 64;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::optional<DemoProcess> demo;
+  try {
+    // A bound far above the limit: accept itself must fail with EMFILE.
+    demo.emplace(std::vector<std::string>{"--listen", "127.0.0.1:0", "--store",
+                                          "memory:", "--max-connections",
+                                          "1000"});
+  } catch (...) {
+    setrlimit(RLIMIT_NOFILE, &saved);
+    throw;
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  const std::uint16_t port = demo->WaitListening();
+  ASSERT_NE(port, 0);
+  const double idle = CoreShare(demo->pid());
+
+  // More connections than the server has descriptors: the rest wait in the
+  // listen backlog while accept fails.
+  std::vector<int> fds = OpenConnections(port, 150);
+  ASSERT_GT(fds.size(), 100u);
+  const double at_limit = CoreShare(demo->pid());
+  std::printf("CPU of one core: idle %.3f, at the descriptor limit %.3f\n",
+              idle, at_limit);
+  EXPECT_LT(at_limit, 0.5);  // Generous: it used to spin at 100% and more.
+
+  for (int fd : fds) close(fd);
+  // Once descriptors are free it serves again.
+  const auto stats = proc::Send(port, "GET", "/stats", "", "");
+  ASSERT_TRUE(stats) << "no answer after the connections closed";
+  EXPECT_EQ(stats->status, 200);
+  demo->Signal(SIGTERM);
+  EXPECT_EQ(demo->Wait(), 0);
+}
+
+TEST(FdLimitTest, MaxConnectionsBoundsOpenConnections) {
+  DemoProcess demo({"--listen", "127.0.0.1:0", "--store",
+                    "memory:", "--max-connections", "2"});
+  const std::uint16_t port = demo.WaitListening();
+  ASSERT_NE(port, 0);
+  std::vector<int> held = OpenConnections(port, 2);
+  ASSERT_EQ(held.size(), 2u);
+  // The bound is reached once both are accepted; a third waits.
+  const int third = proc::Connect(port);
+  ASSERT_GE(third, 0);
+  ASSERT_TRUE(proc::WriteAll(third, proc::RawRequest("GET", "/stats", "", "")));
+  EXPECT_FALSE(proc::ReadResponse(
+      third, proc::SteadyClock::now() + std::chrono::seconds(1)));
+  const double at_bound = CoreShare(demo.pid());
+  std::printf("CPU of one core at the connection bound: %.3f\n", at_bound);
+  EXPECT_LT(at_bound, 0.5);
+  close(held[0]);
+  const auto answer = proc::ReadResponse(
+      third, proc::SteadyClock::now() + std::chrono::seconds(60));
+  ASSERT_TRUE(answer) << "the waiting connection was not served";
+  EXPECT_EQ(answer->status, 200);
+  close(third);
+  close(held[1]);
 }
 
 }  // namespace

@@ -382,6 +382,7 @@ class PostgresStore::Impl {
   }
 
   const std::string& table() const { return options_.table; }
+  const PostgresStoreOptions& options() const { return options_; }
 
   std::string Prefix() const {
     return "postgres store '" + display_ + "' table " + quoted_table_ + ": ";
@@ -1136,8 +1137,11 @@ Result<std::size_t> PostgresStore::PurgeExpired(TimePoint now,
 }
 
 StoreInfo PostgresStore::Info() const {
-  return StoreInfo{
-      .name = "postgres", .durable = true, .shared_across_processes = true};
+  return StoreInfo{.name = "postgres",
+                   .durable = true,
+                   .shared_across_processes = true,
+                   .max_concurrent_calls = impl_->options().pool_size,
+                   .acquire_timeout = impl_->options().acquire_timeout};
 }
 
 const std::string& PostgresStore::table() const { return impl_->table(); }

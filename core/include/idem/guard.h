@@ -125,6 +125,12 @@ class ClaimHandle {
   // Releases the key now (the handler failed). Counted as `released`.
   void Abandon();
 
+  // Ends the claim without a store call, for an adapter that could not make
+  // the Finish or Abandon call in time: the record stays in_progress until
+  // its lock times out (a retry gets 409 until then, then runs the handler).
+  // Counted as `store_failed`; `why` is logged as an error with the record.
+  void Forget(std::string_view why);
+
  private:
   friend class Guard;
   Guard* guard_ = nullptr;

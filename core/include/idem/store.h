@@ -103,6 +103,14 @@ struct StoreInfo {
   std::string name;      // "memory", "rocksdb", ...
   bool durable = false;  // Completed records survive a process crash.
   bool shared_across_processes = false;  // Several processes may share it.
+  // Most calls the store serves at once without waiting inside (its
+  // connection pool's size); 0 when it names no bound. Adapters size their
+  // store-call thread pools by it.
+  std::size_t max_concurrent_calls = 0;
+  // How long a call may wait for a resource of the store (a pooled
+  // connection) before it fails; 0 when it never waits for one. Adapters
+  // bound the wait of a queued store call by it.
+  std::chrono::milliseconds acquire_timeout{0};
 };
 
 class Store {

@@ -21,6 +21,15 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   server_options.host = options.host;
   server_options.port = options.port;
   server_options.threads = options.threads;
+  server_options.max_connections = options.max_connections;
+  // One sink for the server, the store's sweeper, the Guard and the adapter.
+  const LogSink log =
+      options.log ? options.log : [](LogLevel level, std::string_view message) {
+        if (level < LogLevel::kWarning) return;
+        std::cerr << "idem-demo: " << LogLevelName(level) << ": " << message
+                  << std::endl;
+      };
+  server_options.log = log;
 
   if (!options.idem) {
     demo->app_ = std::make_unique<DemoApp>(options.instance, nullptr);
@@ -31,12 +40,6 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
     return demo;
   }
 
-  LogSink log =
-      options.log ? options.log : [](LogLevel level, std::string_view message) {
-        if (level < LogLevel::kWarning) return;
-        std::cerr << "idem-demo: " << LogLevelName(level) << ": " << message
-                  << std::endl;
-      };
   if (!store) {
     StoreOptions store_options;
     store_options.sweep_interval = options.sweep_interval;
@@ -50,7 +53,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   setup.options.ttl = options.ttl;
   setup.options.lock_timeout = options.lock_timeout;
   setup.options.lock_wait = options.lock_wait;
-  setup.log = std::move(log);
+  setup.log = log;
   auto guard = Guard::Create(std::move(setup));
   if (!guard) return tl::unexpected(guard.error());
   demo->guard_ = std::move(*guard);
@@ -63,6 +66,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   beast::IdempotentHandlerOptions handler_options;
   handler_options.store_threads = options.store_threads;
   handler_options.store_calls = options.store_calls;
+  handler_options.log = log;
   // The demo does no authentication: the bearer token's text is the scope.
   handler_options.scope =
       [](const beast::RequestHeader& header) -> std::optional<std::string> {

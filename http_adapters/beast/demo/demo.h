@@ -34,8 +34,11 @@ struct DemoOptions {
   std::chrono::milliseconds lock_wait{0};
   // I/O threads.
   int threads = 2;
-  // Threads for store calls (unused with the in-memory store).
-  std::size_t store_threads = 4;
+  // HttpServerOptions::max_connections (0: derived from RLIMIT_NOFILE).
+  std::size_t max_connections = 0;
+  // Threads for store calls (unused with the in-memory store); 0 follows
+  // the store (IdempotentHandlerOptions::store_threads).
+  std::size_t store_threads = 0;
   // Where store calls run (IdempotentHandlerOptions::store_calls): kAuto
   // runs the memory store's inline and every other store's on the pool.
   beast::StoreCalls store_calls = beast::StoreCalls::kAuto;

@@ -88,21 +88,24 @@ Response Make(const Request& request, unsigned status,
 
 Response ProblemAnswer(const Request& request, unsigned status,
                        std::string_view code, std::string detail) {
+  // 1xx, 204 and 304 answers have no body (RFC 9110 §15.3.5, §15.4.5): the
+  // status alone, no Content-Type, no Content-Length.
+  if (status < 200 || status == 204 || status == 304) {
+    Response res;
+    res.version(request.version());
+    res.result(status);
+    res.keep_alive(request.keep_alive());
+    beast::PreparePayload(res);
+    return res;
+  }
   Problem problem;
   problem.status = static_cast<int>(status);
   problem.code = code;
   problem.detail = std::move(detail);
   const std::string_view target = ToStd(request.target());
   problem.instance = target.substr(0, target.find('?'));
-  Response res = beast::ToBeast(MakeProblemResponse(problem), request.version(),
-                                request.keep_alive());
-  // 1xx, 204 and 304 answers have no body.
-  if (status < 200 || status == 204 || status == 304) {
-    res.body().clear();
-    res.erase(http::field::content_type);
-    res.prepare_payload();
-  }
-  return res;
+  return beast::ToBeast(MakeProblemResponse(problem), request.version(),
+                        request.keep_alive());
 }
 
 }  // namespace

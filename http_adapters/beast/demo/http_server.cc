@@ -1,12 +1,17 @@
 #include "http_server.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <exception>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
@@ -16,6 +21,7 @@
 #include <boost/beast/http/write.hpp>
 
 #include "idem/beast/convert.h"
+#include "idem/beast/request_checks.h"
 #include "idem/problem.h"
 
 namespace idem::demo {
@@ -42,6 +48,25 @@ bool IsParseError(const error_code& ec) {
          ec != http::error::need_buffer;
 }
 
+// Accept errors that mean "no descriptor or memory now": retrying at once
+// would fail again at once (the listening socket stays readable).
+bool IsResourceError(const error_code& ec) {
+  return ec == asio::error::no_descriptors || ec.value() == ENFILE ||
+         ec == asio::error::no_buffer_space || ec == asio::error::no_memory;
+}
+
+constexpr std::size_t kMaxDefaultConnections = 10'000;
+
+std::size_t DefaultMaxConnections() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 ||
+      limit.rlim_cur == RLIM_INFINITY) {
+    return kMaxDefaultConnections;
+  }
+  return std::clamp<std::size_t>(static_cast<std::size_t>(limit.rlim_cur / 2),
+                                 1, kMaxDefaultConnections);
+}
+
 }  // namespace
 
 struct HttpServer::Connection {
@@ -49,7 +74,8 @@ struct HttpServer::Connection {
   asio::any_io_executor executor;
   // Set while the session lives; read and written only on its strand.
   boost::beast::tcp_stream* stream = nullptr;
-  // A request has been read and not yet answered. Only on the strand.
+  // The request has reached the handler and its answer is not yet written:
+  // Shutdown lets it finish. Only on the strand.
   bool busy = false;
 };
 
@@ -58,7 +84,10 @@ HttpServer::HttpServer(HttpServerOptions options, RequestHandler handler,
     : options_(std::move(options)),
       handler_(std::move(handler)),
       hooks_(std::move(hooks)),
-      acceptor_(asio::make_strand(ioc_)) {}
+      acceptor_(asio::make_strand(ioc_)),
+      max_connections_(options_.max_connections > 0 ? options_.max_connections
+                                                    : DefaultMaxConnections()) {
+}
 
 HttpServer::~HttpServer() {
   Shutdown();
@@ -102,7 +131,8 @@ void HttpServer::Shutdown() {
   });
   std::lock_guard lock(mu_);
   for (const auto& connection : connections_) {
-    // Idle connections are closed now; busy ones close after their answer.
+    // Connections whose request has not reached the handler (idle, or
+    // still sending) are closed now; busy ones close after their answer.
     asio::post(connection->executor, [connection] {
       if (connection->stream != nullptr && !connection->busy) {
         connection->stream->cancel();
@@ -138,15 +168,62 @@ void HttpServer::Unregister(const std::shared_ptr<Connection>& connection) {
 }
 
 asio::awaitable<void> HttpServer::Accept() {
+  asio::steady_timer pause(acceptor_.get_executor());
+  auto log = [this](LogLevel level, const std::string& message) {
+    if (options_.log) options_.log(level, message);
+  };
+  std::uint64_t failed = 0;  // Resource failures in the current episode.
+  bool at_bound = false;
   for (;;) {
+    // At the bound the server stops accepting; new clients wait in the
+    // listen backlog. Polled: a connection that closes needs no wake-up.
+    if (open_sockets_.load() >= max_connections_) {
+      if (!at_bound) {
+        at_bound = true;
+        log(LogLevel::kWarning,
+            "connection bound reached (max_connections=" +
+                std::to_string(max_connections_) +
+                "); not accepting until a connection closes");
+      }
+      pause.expires_after(options_.accept_backoff);
+      error_code ignored;
+      co_await pause.async_wait(
+          asio::redirect_error(asio::use_awaitable, ignored));
+      if (shutting_down_.load() || !acceptor_.is_open()) co_return;
+      continue;
+    }
+    if (at_bound) {
+      at_bound = false;
+      log(LogLevel::kInfo, "accepting connections again");
+    }
     error_code ec;
     tcp::socket socket = co_await acceptor_.async_accept(
         asio::make_strand(ioc_), asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (shutting_down_.load() || !acceptor_.is_open()) co_return;
+      if (IsResourceError(ec)) {
+        // Retrying at once would burn a core: back off, and say so once.
+        if (failed++ == 0) {
+          log(LogLevel::kError,
+              "accept failed (" + ec.message() + "); retrying every " +
+                  std::to_string(options_.accept_backoff.count()) +
+                  " ms until descriptors are free (" +
+                  std::to_string(connections()) + " connections open)");
+        }
+        pause.expires_after(options_.accept_backoff);
+        error_code ignored;
+        co_await pause.async_wait(
+            asio::redirect_error(asio::use_awaitable, ignored));
+      }
       continue;  // A failed accept (a client that gave up) ends no server.
     }
+    if (failed > 0) {
+      log(LogLevel::kInfo, "accepting again after " + std::to_string(failed) +
+                               " failed accepts");
+      failed = 0;
+    }
     socket.set_option(tcp::no_delay(true), ec);
+    open_sockets_.fetch_add(1);
     auto executor = socket.get_executor();
     asio::co_spawn(executor, Session(std::move(socket)), asio::detached);
   }
@@ -168,6 +245,10 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
   connection->executor = socket.get_executor();
   boost::beast::tcp_stream stream(std::move(socket));
   connection->stream = &stream;
+  struct Closed {
+    std::atomic<std::size_t>& open;
+    ~Closed() { open.fetch_sub(1); }
+  } closed{open_sockets_};
   if (!Register(connection)) {
     connection->stream = nullptr;
     co_return;
@@ -184,8 +265,11 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
     co_await http::async_read_header(stream, buffer, parser,
                                      asio::redirect_error(token, ec));
     std::optional<Response> response;
+    std::optional<beast::HeaderRejection> rejected;
     if (!ec) {
-      connection->busy = true;
+      rejected = beast::CheckRequestHeader(parser.get());
+    }
+    if (!ec && !rejected) {
       if (hooks_.apply) ec = hooks_.apply(parser);
       if (!ec && !parser.is_done()) {
         stream.expires_after(options_.io_timeout);
@@ -200,11 +284,23 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
         }
       }
       if (!ec && !parser.is_done()) {
+        const std::size_t header_fields = beast::HeaderFieldCount(parser.get());
         co_await http::async_read(stream, buffer, parser,
                                   asio::redirect_error(token, ec));
+        // Keys and scopes come from the header section, never a trailer.
+        if (!ec) beast::EraseTrailerFields(parser.get(), header_fields);
       }
     }
-    if (ec == http::error::body_limit) {
+    // The request line, when the parser got that far (instance of a 400).
+    const std::string_view parsed_target = beast::ToStd(parser.get().target());
+    if (rejected) {
+      // Framing we cannot trust (or ambiguous credentials): the body is not
+      // read, the connection closes after the answer.
+      const RequestHeader& header = parser.get().base();
+      response = Answer(parsed_target, header.version(), false, 400,
+                        rejected->code, rejected->detail);
+      drain = true;
+    } else if (ec == http::error::body_limit) {
       const RequestHeader& header = parser.get().base();
       response = hooks_.too_large
                      ? hooks_.too_large(header)
@@ -218,23 +314,31 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
       // The parser rejected the request: answer rather than drop, so the
       // client learns why; the stream's framing is lost, so close after.
       response =
-          Answer({}, 11, false, 400, "bad_request",
+          Answer(parsed_target, 11, false, 400, "bad_request",
                  "The request is not valid HTTP/1.1 (" + ec.message() + ").");
       response->keep_alive(false);
       drain = true;
     } else if (ec) {
       break;  // Closed by the client, timed out or cancelled by Shutdown.
+    } else if (shutting_down_.load()) {
+      break;  // Read while shutting down: it never reaches the handler.
     } else {
-      stream.expires_never();  // The handler takes the time it takes.
+      connection->busy = true;  // From here Shutdown lets it finish.
+      stream.expires_never();   // The handler takes the time it takes.
       Request request = parser.release();
       const unsigned version = request.version();
       const bool keep_alive = request.keep_alive();
       const std::string target(beast::ToStd(request.target()));
+      bool failed = false;
       try {
         response = co_await handler_(std::move(request));
-      } catch (const std::exception&) {
-        // The server's own error handling: a generic answer that says
-        // nothing about the failure (idem has already released the key).
+      } catch (...) {
+        // Whatever the handler threw, std::exception or not, ends in the
+        // server's own error handling (idem has already released the key).
+        failed = true;
+      }
+      if (failed) {
+        // A generic answer that says nothing about the failure.
         response = Answer(target, version, keep_alive, 500, "internal_error",
                           "The server failed to handle the request.");
       }

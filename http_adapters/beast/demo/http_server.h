@@ -37,6 +37,7 @@
 
 #include "idem/beast/handler.h"
 #include "idem/error.h"
+#include "idem/log.h"
 
 namespace idem::demo {
 
@@ -59,6 +60,18 @@ struct HttpServerOptions {
   std::chrono::seconds io_timeout{60};
   // Body limit when no body_limit hook is given. Default: 8 MiB.
   std::uint64_t body_limit = std::uint64_t{8} << 20;
+  // Most connections open at once; at the bound the server stops accepting
+  // (new clients wait in the listen backlog) until one closes. 0: half the
+  // soft RLIMIT_NOFILE, at most 10000 (the rest of the descriptors are the
+  // store's). Default: 0.
+  std::size_t max_connections = 0;
+  // When accept fails for want of descriptors or memory (EMFILE, ENFILE,
+  // ENOBUFS, ENOMEM), the server waits this long before it accepts again
+  // instead of retrying at once. Default: 100 ms.
+  std::chrono::milliseconds accept_backoff{100};
+  // Where the server's warnings go (logged once per episode: accept
+  // failing, the connection bound reached). Default: none.
+  LogSink log;
 };
 
 // What the server asks the layer that knows the routes.
@@ -92,9 +105,10 @@ class HttpServer {
   const std::string& host() const { return options_.host; }
   std::uint16_t port() const { return port_; }
 
-  // Stops accepting, closes idle connections, lets requests in flight finish
-  // and be answered (with Connection: close), then lets the threads return.
-  // Idempotent.
+  // Stops accepting, closes every connection whose request has not reached
+  // the handler (idle ones, and ones still sending a header or body), lets
+  // requests in the handler finish and be answered (with Connection:
+  // close), then lets the threads return. Idempotent.
   void Shutdown();
 
   // Blocks until every server thread has returned (after Shutdown).
@@ -102,6 +116,8 @@ class HttpServer {
 
   // Connections open right now.
   std::size_t connections() const;
+  // The connection bound in force (max_connections, or the derived default).
+  std::size_t max_connections() const { return max_connections_; }
 
  private:
   struct Connection;
@@ -123,6 +139,10 @@ class HttpServer {
   std::uint16_t port_ = 0;
   std::vector<std::thread> threads_;
   std::atomic<bool> shutting_down_{false};
+  std::size_t max_connections_ = 0;
+  // Accepted sockets whose session has not ended: counted by the accept
+  // loop itself, so the bound holds before the sessions register.
+  std::atomic<std::size_t> open_sockets_{0};
 
   mutable std::mutex mu_;
   std::unordered_set<std::shared_ptr<Connection>> connections_;  // Under mu_.

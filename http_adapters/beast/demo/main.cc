@@ -4,7 +4,7 @@
 //             [--lock-timeout SECONDS (fractions allowed)]
 //             [--lock-wait MILLISECONDS]
 //             [--threads N] [--store-calls auto|inline|pool]
-//             [--store-threads N]
+//             [--store-threads N] [--max-connections N]
 //             [--instance NAME] [--sweep-interval SECONDS]
 //
 // Prints "listening on HOST:PORT" once it accepts connections and exits
@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
   std::string lock_timeout = "60";
   std::string lock_wait = "0";
   std::string store_calls = "auto";
-  int store_threads = 4;
+  int store_threads = 0;
+  long long max_connections = 0;
   std::string sweep_interval = "60";
 
   const std::string store_help =
@@ -106,7 +107,11 @@ int main(int argc, char** argv) {
        "--store-threads threads, or auto = inline for memory:, else pool "
        "(default auto)")
       ("store-threads", po::value(&store_threads)->value_name("N"),
-       "threads of the store-call pool (default 4)")
+       "threads of the store-call pool; 0 = the store's connection pool "
+       "size, else 4 (default 0)")
+      ("max-connections", po::value(&max_connections)->value_name("N"),
+       "most connections open at once; 0 = half the open-file limit, at most "
+       "10000 (default 0)")
       ("instance", po::value(&options.instance)->value_name("NAME"),
        "instance name, sent as X-Demo-Instance and part of order ids (default demo)")
       ("sweep-interval", po::value(&sweep_interval)->value_name("SECONDS"),
@@ -145,10 +150,14 @@ int main(int argc, char** argv) {
   if (options.threads <= 0 || options.threads > 1024) {
     return BadFlags("--threads must be between 1 and 1024");
   }
-  if (store_threads <= 0 || store_threads > 1024) {
-    return BadFlags("--store-threads must be between 1 and 1024");
+  if (store_threads < 0 || store_threads > 1024) {
+    return BadFlags("--store-threads must be between 0 and 1024");
   }
   options.store_threads = static_cast<std::size_t>(store_threads);
+  if (max_connections < 0 || max_connections > 10'000'000) {
+    return BadFlags("--max-connections must be between 0 and 10000000");
+  }
+  options.max_connections = static_cast<std::size_t>(max_connections);
   if (store_calls == "auto") {
     options.store_calls = idem::beast::StoreCalls::kAuto;
   } else if (store_calls == "inline") {

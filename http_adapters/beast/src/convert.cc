@@ -39,6 +39,14 @@ idem::Response FromBeast(const Response& response,
   return out;
 }
 
+void PreparePayload(Response& response) {
+  response.prepare_payload();
+  const unsigned status = response.result_int();
+  if (status < 200 || status == 204 || status == 304) {
+    response.erase(http::field::content_length);
+  }
+}
+
 Response ToBeast(const idem::Response& response, unsigned version,
                  bool keep_alive) {
   Response out;
@@ -54,7 +62,7 @@ Response ToBeast(const idem::Response& response, unsigned version,
   }
   out.body() = response.body;
   out.keep_alive(keep_alive);
-  out.prepare_payload();
+  PreparePayload(out);
   return out;
 }
 

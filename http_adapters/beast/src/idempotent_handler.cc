@@ -8,10 +8,53 @@
 #include <boost/asio/this_coro.hpp>
 
 #include "idem/beast/convert.h"
+#include "idem/beast/request_checks.h"
 #include "idem/idempotency_key.h"
 #include "idem/problem.h"
 
 namespace idem::beast {
+namespace {
+
+constexpr std::size_t kDefaultStoreThreads = 4;
+constexpr std::chrono::milliseconds kDefaultQueueTimeout{5000};
+
+// The store of IdempotentHandler::unavailable_: every call fails at once
+// with kUnavailable, saying why. Never blocks.
+class QueueTimeoutStore final : public Store {
+ public:
+  explicit QueueTimeoutStore(std::chrono::milliseconds timeout)
+      : message_(
+            "no store-call thread was free within the store-call queue "
+            "timeout (" +
+            std::to_string(timeout.count()) +
+            " ms); the store was not called") {}
+  Result<ClaimResult> Claim(const RecordId&, const Fingerprint&, TimePoint,
+                            Duration, Duration) override {
+    return MakeError(ErrorCode::kUnavailable, message_);
+  }
+  Result<bool> Complete(const RecordId&, const Token&,
+                        const idem::Response&) override {
+    return MakeError(ErrorCode::kUnavailable, message_);
+  }
+  Result<bool> Release(const RecordId&, const Token&) override {
+    return MakeError(ErrorCode::kUnavailable, message_);
+  }
+  Result<bool> Revoke(const RecordId&) override {
+    return MakeError(ErrorCode::kUnavailable, message_);
+  }
+  Result<std::optional<Record>> Inspect(const RecordId&, TimePoint) override {
+    return MakeError(ErrorCode::kUnavailable, message_);
+  }
+  Result<std::size_t> PurgeExpired(TimePoint, std::size_t) override {
+    return MakeError(ErrorCode::kUnavailable, message_);
+  }
+  StoreInfo Info() const override { return StoreInfo{.name = "unavailable"}; }
+
+ private:
+  const std::string message_;
+};
+
+}  // namespace
 
 Result<std::unique_ptr<IdempotentHandler>> IdempotentHandler::Create(
     std::shared_ptr<Guard> guard, Handler handler,
@@ -24,9 +67,10 @@ Result<std::unique_ptr<IdempotentHandler>> IdempotentHandler::Create(
     return MakeError(ErrorCode::kInvalidArgument,
                      "IdempotentHandler needs a request handler");
   }
-  if (options.store_threads == 0) {
+  if (options.store_queue_timeout.count() < 0) {
     return MakeError(ErrorCode::kInvalidArgument,
-                     "IdempotentHandler needs at least one store thread");
+                     "IdempotentHandler's store_queue_timeout must not be "
+                     "negative");
   }
   return std::unique_ptr<IdempotentHandler>(new IdempotentHandler(
       std::move(guard), std::move(handler), std::move(options)));
@@ -43,9 +87,33 @@ IdempotentHandler::IdempotentHandler(std::shared_ptr<Guard> guard,
   const bool pool = options_.store_calls == StoreCalls::kPool ||
                     (options_.store_calls == StoreCalls::kAuto &&
                      guard_->store().Info().name != "memory");
-  if (pool) {
-    pool_ = std::make_unique<asio::thread_pool>(options_.store_threads);
+  if (!pool) return;
+  const StoreInfo info = guard_->store().Info();
+  std::size_t threads = options_.store_threads;
+  if (threads == 0) {
+    threads = info.max_concurrent_calls > 0 ? info.max_concurrent_calls
+                                            : kDefaultStoreThreads;
   }
+  queue_timeout_ = options_.store_queue_timeout;
+  if (queue_timeout_.count() == 0) {
+    queue_timeout_ = info.acquire_timeout.count() > 0 ? info.acquire_timeout
+                                                      : kDefaultQueueTimeout;
+  }
+  pool_threads_ = threads;
+  pool_ = std::make_unique<asio::thread_pool>(threads);
+  // Shares the guard's options, metrics and clock (non-owning: guard_
+  // outlives it), so its answers are counted where the guard's are.
+  GuardSetup setup;
+  setup.store = std::make_shared<QueueTimeoutStore>(queue_timeout_);
+  setup.options = guard_->options();
+  setup.clock =
+      std::shared_ptr<Clock>(std::shared_ptr<void>(), &guard_->clock());
+  setup.metrics =
+      std::shared_ptr<Metrics>(std::shared_ptr<void>(), &guard_->metrics());
+  setup.log = options_.log;
+  auto unavailable = Guard::Create(std::move(setup));
+  // The guard's own options were valid, so these are.
+  if (unavailable) unavailable_ = std::move(*unavailable);
 }
 
 IdempotentHandler::~IdempotentHandler() {
@@ -90,6 +158,11 @@ std::uint64_t IdempotentHandler::BodyLimit(const RequestHeader& header) const {
 
 boost::beast::error_code IdempotentHandler::ApplyBodyLimit(
     http::request_parser<http::string_body>& parser) const {
+  // A request whose length is ambiguous must not be read at all.
+  if (auto rejected = CheckRequestHeader(parser.get().base());
+      rejected && rejected->code == "bad_request") {
+    return http::error::bad_transfer_encoding;
+  }
   const std::uint64_t limit = BodyLimit(parser.get().base());
   if (const auto length = parser.content_length(); length && *length > limit) {
     return http::error::body_limit;
@@ -148,7 +221,13 @@ asio::awaitable<Response> IdempotentHandler::HandleProtected(const Route& route,
     if (scope) view.scope = *scope;
     auto begin = [&] { return guard_->Begin(view, route.options); };
     if (pool_) {
-      d = co_await OnPool(begin);
+      std::optional<Decision> begun = co_await OnPool(begin);
+      if (begun) {
+        d = std::move(*begun);
+      } else {
+        // Not started in time: answered without the store, as step 8.
+        d = unavailable_->Begin(view, route.options);
+      }
     } else {
       d = begin();
     }
@@ -163,7 +242,9 @@ asio::awaitable<Response> IdempotentHandler::HandleProtected(const Route& route,
       co_await timer.async_wait(asio::use_awaitable);
       auto resume = [&] { return guard_->Resume(std::move(d)); };
       if (pool_) {
-        d = co_await OnPool(resume);
+        std::optional<Decision> resumed = co_await OnPool(resume);
+        // `d` is untouched when the call did not start in time.
+        d = resumed ? std::move(*resumed) : unavailable_->Resume(std::move(d));
       } else {
         d = resume();
       }
@@ -196,14 +277,19 @@ asio::awaitable<Response> IdempotentHandler::HandleProtected(const Route& route,
       return true;
     };
     if (pool_) {
-      co_await OnPool(abandon);
+      if (!co_await OnPool(abandon)) {
+        d.claim.Forget(
+            "releasing a key was not started within the "
+            "store-call queue timeout (" +
+            std::to_string(queue_timeout_.count()) + " ms)");
+      }
     } else {
       abandon();
     }
     std::rethrow_exception(error);
   }
   if (!response.has_content_length() && !response.chunked()) {
-    response.prepare_payload();
+    PreparePayload(response);
   }
   // Stored before it is returned: a client that disconnects after this point
   // gets the replay when it retries. Only the headers the route stores are
@@ -212,7 +298,12 @@ asio::awaitable<Response> IdempotentHandler::HandleProtected(const Route& route,
       FromBeast(response, route.options->stored_headers);
   auto finish = [&] { return d.claim.Finish(stored); };
   if (pool_) {
-    co_await OnPool(finish);
+    if (!co_await OnPool(finish)) {
+      d.claim.Forget(
+          "storing the response was not started within the "
+          "store-call queue timeout (" +
+          std::to_string(queue_timeout_.count()) + " ms); sent unstored");
+    }
   } else {
     finish();
   }

@@ -30,6 +30,12 @@ idem::Response FromBeast(const Response& response);
 idem::Response FromBeast(const Response& response,
                          const std::vector<std::string>& headers);
 
+// response.prepare_payload(), except that a 1xx, 204 or 304 answer gets no
+// Content-Length (RFC 9110 §8.6: a 204 must not have one; on a 304 it would
+// describe the unsent representation). Its body must be empty (Beast throws
+// std::invalid_argument otherwise).
+void PreparePayload(Response& response);
+
 // An idem response (a problem or a replay) as a Beast message for a request
 // of HTTP `version` (11 for 1.1) and keep-alive wish, with Content-Length
 // computed from the body.

@@ -11,8 +11,12 @@
 //   idem->Protect(http::verb::put, "/carts/{id}", cart_options);
 //   ...
 //   // in the session, after http::async_read_header(stream, buf, parser):
+//   if (auto rejected = CheckRequestHeader(parser.get()))   // request_checks.h
+//     send 400 and close the connection;
 //   if (auto ec = idem->ApplyBodyLimit(parser)) ... // as for a body_limit
+//   const std::size_t fields = HeaderFieldCount(parser.get());
 //   http::async_read(stream, buf, parser, ...);
+//   EraseTrailerFields(parser.get(), fields);  // keys come from the header
 //   if (ec == http::error::body_limit)
 //     send idem->TooLarge(parser.get()) and close the connection;
 //   Response res = co_await (*idem)(parser.release());   // or AsyncHandle
@@ -42,6 +46,8 @@
 
 #include <utility>  // Before Asio's coroutine headers; see handler.h.
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -59,6 +65,7 @@
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/error.hpp>
@@ -68,6 +75,7 @@
 #include "idem/beast/route.h"
 #include "idem/error.h"
 #include "idem/guard.h"
+#include "idem/log.h"
 
 namespace idem::beast {
 
@@ -86,8 +94,23 @@ enum class StoreCalls {
 
 struct IdempotentHandlerOptions {
   // Threads of the pool that runs store calls; started only when store calls
-  // go to the pool. Default: 4.
-  std::size_t store_threads = 4;
+  // go to the pool. 0: the store's Info().max_concurrent_calls (PostgreSQL:
+  // its `pool`), or 4 when the store names none. More threads than the store
+  // serves at once would only wait inside the store. Default: 0.
+  std::size_t store_threads = 0;
+  // How long a store call may wait on the pool's queue before it starts: the
+  // deadline of every store call includes its wait in the queue. A claim
+  // not started within it is answered as if the store were unreachable
+  // (step 8: 503 `idempotency_store_unavailable` on a fail-closed route,
+  // unprotected on a fail-open one) without calling the store; a Finish or
+  // release not started within it is not made: logged, counted
+  // `store_failed`, and the record stays in_progress until its lock
+  // timeout. 0: the store's Info().acquire_timeout, or 5 s when the store
+  // names none. Default: 0.
+  std::chrono::milliseconds store_queue_timeout{0};
+  // Where the adapter's own errors go (store calls it could not make in
+  // time). Default: none.
+  LogSink log;
   // Default: kAuto.
   StoreCalls store_calls = StoreCalls::kAuto;
   // Default: every request is anonymous.
@@ -126,6 +149,10 @@ class IdempotentHandler {
   // the declared Content-Length is already over it (Beast checks a declared
   // length only while parsing the header, before the limit could depend on
   // it). Either way a body_limit error is answered with TooLarge().
+  // A request whose framing CheckRequestHeader (request_checks.h) rejects
+  // returns
+  // http::error::bad_transfer_encoding: answer 400 and close the
+  // connection without reading its body.
   boost::beast::error_code ApplyBodyLimit(
       http::request_parser<http::string_body>& parser) const;
 
@@ -160,6 +187,8 @@ class IdempotentHandler {
   const RouteTable& routes() const { return routes_; }
   // Whether store calls run inline (see StoreCalls).
   bool store_calls_inline() const { return !pool_; }
+  // Threads of the store-call pool (0 when store calls run inline).
+  std::size_t store_threads() const { return pool_ ? pool_threads_ : 0; }
 
  private:
   IdempotentHandler(std::shared_ptr<Guard> guard, Handler handler,
@@ -173,33 +202,63 @@ class IdempotentHandler {
                                             Request request);
 
   // Runs `fn` (a store call) on the pool and resumes on the caller's
-  // executor. Callers run `fn` inline instead when there is no pool. One
-  // post to the pool and one back, with the coroutine's own handler: no
-  // second coroutine (co_spawn would add a frame, an awaitable thread and
-  // two type-erased work guards per call). `fn` lives in this frame, which
-  // stays suspended until the handler resumes it.
+  // executor with its result, or with nullopt when no pool thread started
+  // it within the queue timeout (then `fn` never runs). Callers run `fn`
+  // inline instead when there is no pool. One post to the pool and one
+  // back, with the coroutine's own handler, and a timer on the caller's
+  // executor for the queue deadline: whichever of the pool thread and the
+  // timer comes first takes the call. `fn` lives in this frame, which stays
+  // suspended until the handler resumes it, and only the pool thread that
+  // took the call touches it.
   template <typename Fn>
-  asio::awaitable<std::invoke_result_t<Fn&>> OnPool(Fn fn) {
+  asio::awaitable<std::optional<std::invoke_result_t<Fn&>>> OnPool(Fn fn) {
     using Value = std::invoke_result_t<Fn&>;
+    using Out = std::optional<Value>;
     co_return co_await asio::async_initiate<const asio::use_awaitable_t<>,
-                                            void(std::exception_ptr, Value)>(
+                                            void(std::exception_ptr, Out)>(
         [this, &fn](auto handler) {
+          using H = decltype(handler);
           // Keeps the caller's context running until the result is back.
-          auto home = asio::prefer(asio::get_associated_executor(handler),
-                                   asio::execution::outstanding_work.tracked);
-          asio::post(pool_->get_executor(), [&fn, handler = std::move(handler),
-                                             home = std::move(home)]() mutable {
+          using Home =
+              decltype(asio::prefer(asio::get_associated_executor(handler),
+                                    asio::execution::outstanding_work.tracked));
+          struct Call {
+            Call(H h, asio::any_io_executor ex)
+                : handler(std::move(h)),
+                  home(asio::prefer(asio::get_associated_executor(handler),
+                                    asio::execution::outstanding_work.tracked)),
+                  timer(std::move(ex)) {}
+            std::atomic<bool> taken{false};
+            H handler;
+            std::optional<Home> home;  // Reset by the timer when it wins.
+            asio::steady_timer timer;
+          };
+          asio::any_io_executor ex = asio::get_associated_executor(handler);
+          auto call = std::make_shared<Call>(std::move(handler), std::move(ex));
+          call->timer.expires_after(queue_timeout_);
+          call->timer.async_wait([call](const boost::system::error_code& ec) {
+            if (ec || call->taken.exchange(true)) return;
+            Home home = std::move(*call->home);
+            call->home.reset();
+            asio::post(home, [call] {
+              std::move(call->handler)(std::exception_ptr(), Out());
+            });
+          });
+          asio::post(pool_->get_executor(), [&fn, call]() mutable {
+            if (call->taken.exchange(true)) return;  // Timed out in the queue.
             std::exception_ptr error;
-            Value result{};
+            Out result;
             try {
-              result = fn();
+              result.emplace(fn());
             } catch (...) {
               error = std::current_exception();
             }
-            asio::post(home, [handler = std::move(handler), error,
-                              result = std::move(result)]() mutable {
-              std::move(handler)(error, std::move(result));
-            });
+            Home home = std::move(*call->home);
+            asio::post(home,
+                       [call, error, result = std::move(result)]() mutable {
+                         call->timer.cancel();
+                         std::move(call->handler)(error, std::move(result));
+                       });
           });
         },
         asio::use_awaitable);
@@ -210,6 +269,13 @@ class IdempotentHandler {
   IdempotentHandlerOptions options_;
   RouteTable routes_;
   std::unique_ptr<asio::thread_pool> pool_;  // Null: store calls inline.
+  std::size_t pool_threads_ = 0;
+  std::chrono::milliseconds queue_timeout_{0};
+  // Answers the requests whose claim did not start in time: the same
+  // options, metrics and clock over a store that fails every call at once,
+  // so that steps 1-3 and the route's on_store_error apply as they would
+  // to an unreachable store.
+  std::unique_ptr<Guard> unavailable_;
 };
 
 }  // namespace idem::beast

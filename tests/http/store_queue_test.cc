@@ -1,0 +1,235 @@
+// The adapter's store-call pool under a store that hangs: every store call's
+// deadline includes its wait in the pool's queue. A claim that no pool
+// thread started within the queue timeout is answered 503 without calling
+// the store; a Finish that did not start in time is not made (the response
+// is sent, the record stays in progress); the pool is as large as the store
+// says it serves at once.
+
+#include <utility>  // Before Asio's coroutine headers; see handler.h.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "http_test_util.h"
+
+namespace idem::testing {
+namespace {
+
+namespace asio = boost::asio;
+using beast::IdempotentHandler;
+
+constexpr char kBody[] = R"({"n":1})";
+
+// Forwards to a memory store; while `hold` is set, Claim and Complete wait
+// (at most a minute, so a broken test ends) until it is cleared, as calls
+// to a frozen database server do.
+class GateStore final : public Store {
+ public:
+  explicit GateStore(std::size_t max_concurrent_calls = 0)
+      : inner_(OpenMemoryStore()),
+        max_concurrent_calls_(max_concurrent_calls) {}
+
+  void Hold() {
+    std::lock_guard lock(mu_);
+    hold_ = true;
+  }
+  void Open() {
+    {
+      std::lock_guard lock(mu_);
+      hold_ = false;
+    }
+    cv_.notify_all();
+  }
+  int waiting() const { return waiting_.load(); }
+
+  std::atomic<int> claims{0};
+  std::atomic<int> completes{0};
+
+  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
+                            TimePoint now, Duration ttl,
+                            Duration lock_timeout) override {
+    ++claims;
+    Gate();
+    return inner_->Claim(id, fp, now, ttl, lock_timeout);
+  }
+  Result<bool> Complete(const RecordId& id, const Token& token,
+                        const idem::Response& response) override {
+    ++completes;
+    Gate();
+    return inner_->Complete(id, token, response);
+  }
+  Result<bool> Release(const RecordId& id, const Token& token) override {
+    return inner_->Release(id, token);
+  }
+  Result<bool> Revoke(const RecordId& id) override {
+    return inner_->Revoke(id);
+  }
+  Result<std::optional<Record>> Inspect(const RecordId& id,
+                                        TimePoint now) override {
+    return inner_->Inspect(id, now);
+  }
+  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override {
+    return inner_->PurgeExpired(now, limit);
+  }
+  StoreInfo Info() const override {
+    return StoreInfo{.name = "gate",
+                     .durable = true,
+                     .max_concurrent_calls = max_concurrent_calls_};
+  }
+
+ private:
+  void Gate() {
+    std::unique_lock lock(mu_);
+    ++waiting_;
+    cv_.wait_for(lock, std::chrono::minutes(1), [this] { return !hold_; });
+    --waiting_;
+  }
+
+  std::shared_ptr<Store> inner_;
+  const std::size_t max_concurrent_calls_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool hold_ = false;  // Under mu_.
+  std::atomic<int> waiting_{0};
+};
+
+beast::Handler CountingHandler(std::atomic<int>& runs) {
+  return [&runs](Request req) -> asio::awaitable<Response> {
+    const int run = ++runs;
+    if (req.target().find("slow") != boost::beast::string_view::npos) {
+      asio::steady_timer timer(co_await asio::this_coro::executor);
+      timer.expires_after(std::chrono::milliseconds(300));
+      co_await timer.async_wait(asio::use_awaitable);
+    }
+    Response res(http::status::ok, req.version());
+    res.body() = "run " + std::to_string(run);
+    res.keep_alive(req.keep_alive());
+    res.prepare_payload();
+    co_return res;
+  };
+}
+
+beast::IdempotentHandlerOptions OneThread() {
+  beast::IdempotentHandlerOptions options;
+  options.store_calls = beast::StoreCalls::kPool;
+  options.store_threads = 1;
+  options.store_queue_timeout = std::chrono::milliseconds(200);
+  return options;
+}
+
+void Protect(IdempotentHandler& h) {
+  ASSERT_TRUE(h.Protect(http::verb::post, "/x"));
+  ASSERT_TRUE(h.Protect(http::verb::post, "/slow"));
+}
+
+TEST(StoreQueueTest, AClaimNotStartedInTimeAnswers503WithoutTheStore) {
+  std::atomic<int> runs{0};
+  auto store = std::make_shared<GateStore>();
+  AdapterServer server(store, GuardOptions{}, CountingHandler(runs), Protect,
+                       OneThread());
+  store->Hold();
+  std::optional<Response> first;
+  std::thread holder(
+      [&] { first = SendOnce(server.port(), Post("/x", kBody, "held")); });
+  // The pool's only thread is now inside the store.
+  ASSERT_TRUE(WaitFor([&] { return store->waiting() == 1; }));
+
+  // Answered while the store still hangs: the deadline covered the queue.
+  std::vector<Response> queued(3);
+  std::vector<std::thread> clients;
+  for (std::size_t i = 0; i < queued.size(); ++i) {
+    clients.emplace_back([&, i] {
+      queued[i] = SendOnce(server.port(),
+                           Post("/x", kBody, "queued-" + std::to_string(i)));
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(store->waiting(), 1);
+  for (const Response& r : queued) {
+    EXPECT_EQ(ProblemMismatch(r, 503, "idempotency_store_unavailable"), "");
+    EXPECT_TRUE(HasHeader(r, "Retry-After"));
+  }
+  EXPECT_EQ(store->claims.load(), 1);  // The queued claims never reached it.
+  EXPECT_EQ(server.guard().metrics().Get(Outcome::kStoreError), 3u);
+  EXPECT_EQ(runs.load(), 0);
+
+  store->Open();
+  holder.join();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->result_int(), 200u);
+  // The store is back: the next claim is made and executed.
+  EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "queued-0")).body(),
+            "run 2");
+}
+
+TEST(StoreQueueTest, AFinishNotStartedInTimeIsSentAndLeavesTheRecordLocked) {
+  std::atomic<int> runs{0};
+  auto store = std::make_shared<GateStore>();
+  AdapterServer server(store, GuardOptions{}, CountingHandler(runs), Protect,
+                       OneThread());
+  std::optional<Response> slow;
+  std::thread a(
+      [&] { slow = SendOnce(server.port(), Post("/slow", kBody, "a")); });
+  // Claimed; its handler runs for 300 ms. Meanwhile another claim takes the
+  // pool's only thread and hangs in the store.
+  ASSERT_TRUE(WaitFor([&] { return runs.load() == 1; }));
+  store->Hold();
+  std::optional<Response> blocked;
+  std::thread b(
+      [&] { blocked = SendOnce(server.port(), Post("/x", kBody, "b")); });
+  ASSERT_TRUE(WaitFor([&] { return store->waiting() == 1; }));
+  a.join();
+  ASSERT_TRUE(slow);
+  EXPECT_EQ(slow->result_int(), 200u);
+  EXPECT_EQ(slow->body(), "run 1");
+  EXPECT_EQ(store->completes.load(), 0);  // Its Finish was never made.
+  EXPECT_EQ(server.guard().metrics().Get(Outcome::kStoreFailed), 1u);
+  store->Open();
+  b.join();
+  // The record is still in progress until its lock times out.
+  EXPECT_EQ(ProblemMismatch(SendOnce(server.port(), Post("/slow", kBody, "a")),
+                            409, "idempotency_request_in_progress"),
+            "");
+  EXPECT_EQ(runs.load(), 2);  // "a" once, "b" once.
+}
+
+TEST(StoreQueueTest, ThePoolFollowsTheStoresConcurrency) {
+  std::atomic<int> runs{0};
+  auto store = std::make_shared<GateStore>(/*max_concurrent_calls=*/3);
+  beast::IdempotentHandlerOptions options;
+  options.store_calls = beast::StoreCalls::kPool;
+  AdapterServer server(store, GuardOptions{}, CountingHandler(runs), Protect,
+                       options);
+  EXPECT_EQ(server.handler().store_threads(), 3u);
+  store->Hold();
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.emplace_back([&, i] {
+      SendOnce(server.port(), Post("/x", kBody, "p-" + std::to_string(i)));
+    });
+  }
+  // Three claims inside the store at once: three threads.
+  EXPECT_TRUE(WaitFor([&] { return store->waiting() == 3; }));
+  store->Open();
+  for (auto& t : clients) t.join();
+
+  auto unnamed = std::make_shared<GateStore>();
+  AdapterServer other(unnamed, GuardOptions{}, CountingHandler(runs), Protect,
+                      options);
+  EXPECT_EQ(other.handler().store_threads(), 4u);
+}
+
+}  // namespace
+}  // namespace idem::testing
