@@ -946,58 +946,32 @@ TEST_F(SqliteStoreTest, FourProcessesOfEightThreadsClaimEachIdOnce) {
 // Not a test on its own: the child process of the test below (run with
 // --gtest_also_run_disabled_tests and kFullDiskDirEnv set).
 TEST(SqliteFullDiskHelper, DISABLED_Workload) {
-  const char* dir = std::getenv(testing::kFullDiskDirEnv);
-  if (dir == nullptr) GTEST_SKIP() << testing::kFullDiskDirEnv << " not set";
-  const std::string path = (std::filesystem::path(dir) / "idem.db").string();
-  testing::FullDiskWorkload(
-      [&]() -> std::unique_ptr<Store> {
-        auto store = SqliteStore::Open({.path = path});
-        EXPECT_TRUE(store.has_value()) << store.error().ToString();
-        return store ? std::move(*store) : nullptr;
-      },
-      dir);
+  testing::RunFullDiskWorkloadInChild(
+      testing::FullDiskWorkload, "idem.db",
+      [](const std::string& path) -> Result<std::unique_ptr<Store>> {
+        return SqliteStore::Open({.path = path});
+      });
 }
 
 // As for RocksDB: on a full filesystem every failed write is kUnavailable,
 // nothing aborts, writes succeed again once space is back, and no completed
 // record is lost (also across a reopen).
 TEST(SqliteFullDiskTest, FailsWithUnavailableAndRecoversWhenSpaceReturns) {
-  std::unique_ptr<testing::TmpfsMount> mount;
-  IDEM_MOUNT_TMPFS_OR_SKIP(mount, 16u << 20);
-  const testing::ChildResult child = testing::RunTestInChild(
-      "SqliteFullDiskHelper.DISABLED_Workload",
-      {std::string(testing::kFullDiskDirEnv) + "=" + mount->path().string()},
-      std::chrono::seconds(240));
-  EXPECT_TRUE(child.exited && child.exit_code == 0) << child.Describe();
-  EXPECT_THAT(child.output, HasSubstr("[  PASSED  ] 1 test"))
-      << child.Describe();
+  testing::ExpectFullDiskChildPasses("SqliteFullDiskHelper.DISABLED_Workload");
 }
 
 TEST(SqliteFullDiskHelper, DISABLED_Shutdown) {
-  const char* dir = std::getenv(testing::kFullDiskDirEnv);
-  if (dir == nullptr) GTEST_SKIP() << testing::kFullDiskDirEnv << " not set";
-  const std::string path = (std::filesystem::path(dir) / "idem.db").string();
-  testing::FullDiskShutdownWorkload(
-      [&]() -> std::unique_ptr<Store> {
-        auto store = SqliteStore::Open({.path = path});
-        EXPECT_TRUE(store.has_value()) << store.error().ToString();
-        return store ? std::move(*store) : nullptr;
-      },
-      dir);
+  testing::RunFullDiskWorkloadInChild(
+      testing::FullDiskShutdownWorkload, "idem.db",
+      [](const std::string& path) -> Result<std::unique_ptr<Store>> {
+        return SqliteStore::Open({.path = path});
+      });
 }
 
 // A server stopped while the disk is full: closing does not crash, and the
 // completed records are all there once it opens again with space back.
 TEST(SqliteFullDiskTest, ClosingOnAFullDiskLosesNothing) {
-  std::unique_ptr<testing::TmpfsMount> mount;
-  IDEM_MOUNT_TMPFS_OR_SKIP(mount, 16u << 20);
-  const testing::ChildResult child = testing::RunTestInChild(
-      "SqliteFullDiskHelper.DISABLED_Shutdown",
-      {std::string(testing::kFullDiskDirEnv) + "=" + mount->path().string()},
-      std::chrono::seconds(240));
-  EXPECT_TRUE(child.exited && child.exit_code == 0) << child.Describe();
-  EXPECT_THAT(child.output, HasSubstr("[  PASSED  ] 1 test"))
-      << child.Describe();
+  testing::ExpectFullDiskChildPasses("SqliteFullDiskHelper.DISABLED_Shutdown");
 }
 
 }  // namespace
