@@ -41,6 +41,7 @@
 #include <gtest/gtest.h>
 
 #include "support/full_disk.h"
+#include "support/lost_races.h"
 #include "support/temp_dir.h"
 
 #include "idem/clock.h"
@@ -303,56 +304,33 @@ TEST_F(SqliteStoreTest, DamagedRowsAreDataLossNotMisses) {
 TEST_F(SqliteStoreTest, AClaimThatLosesEveryRaceIsInProgressNotAnError) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  // The record in the way: another request's, live and locked.
-  auto holder = store->Claim(Id(1), Fp(2), kT0, kTtl, kLock);
-  ASSERT_TRUE(holder.has_value());
   RawDb raw(DbPath());
-  raw.Exec("CREATE TEMP TABLE saved AS SELECT * FROM idem_records");
-  int reads = 0;
-  int writes = 0;
-  store->SetClaimAttemptHookForTesting(
-      [&](ClaimAttemptPoint point, int attempt) {
-        if (point == ClaimAttemptPoint::kBeforeWrite) {
-          ++writes;
-          if (attempt > 0)
-            raw.Exec("INSERT INTO idem_records SELECT * FROM saved");
-        } else {
-          ++reads;
-          raw.Exec("DELETE FROM idem_records");
-        }
-      });
-  const TimePoint now = kT0 + seconds(1);
-  auto claim = store->Claim(Id(1), Fp(1), now, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
-  EXPECT_EQ(claim->outcome, ClaimOutcome::kInProgress);
-  EXPECT_EQ(claim->locked_until, now);  // No holder known: nothing to wait.
-  EXPECT_EQ(reads, SqliteStore::kClaimAttempts);
-  EXPECT_EQ(writes, SqliteStore::kClaimAttempts);
-
-  // Once the races stop, the next claim acquires the (now absent) key.
-  store->SetClaimAttemptHookForTesting(nullptr);
-  auto next = store->Claim(Id(1), Fp(1), now, kTtl, kLock);
-  ASSERT_TRUE(next.has_value());
-  EXPECT_EQ(next->outcome, ClaimOutcome::kAcquired);
+  testing::ExpectEveryLostRaceIsInProgress(
+      *store,
+      [&](ClaimAttemptHook hook) {
+        store->SetClaimAttemptHookForTesting(std::move(hook));
+      },
+      SqliteStore::kClaimAttempts,
+      {.save =
+           [&] {
+             raw.Exec("CREATE TEMP TABLE saved AS SELECT * FROM idem_records");
+           },
+       .restore =
+           [&] { raw.Exec("INSERT INTO idem_records SELECT * FROM saved"); },
+       .delete_all = [&] { raw.Exec("DELETE FROM idem_records"); }});
 }
 
 // One lost race, then the key is free: the retry acquires.
 TEST_F(SqliteStoreTest, AClaimWhoseObstacleVanishesOnceAcquiresOnRetry) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Claim(Id(1), Fp(2), kT0, kTtl, kLock).has_value());
   RawDb raw(DbPath());
-  int reads = 0;
-  store->SetClaimAttemptHookForTesting([&](ClaimAttemptPoint point, int) {
-    if (point == ClaimAttemptPoint::kBeforeRead && reads++ == 0) {
-      raw.Exec("DELETE FROM idem_records");
-    }
-  });
-  auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
-  EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
-  EXPECT_FALSE(claim->takeover);
-  EXPECT_EQ(reads, 1);
+  testing::ExpectOneLostRaceThenAcquires(
+      *store,
+      [&](ClaimAttemptHook hook) {
+        store->SetClaimAttemptHookForTesting(std::move(hook));
+      },
+      [&] { raw.Exec("DELETE FROM idem_records"); });
 }
 
 TEST_F(SqliteStoreTest, AFileThatIsNotADatabaseIsDataLoss) {
