@@ -711,15 +711,17 @@ TEST_F(RocksdbStoreTest, TheClientKeyNeverReachesTheFiles) {
 
 // ---- A full filesystem (issue #8, §1)
 
+// The store, its files at `path` on the test's tmpfs.
+Result<std::unique_ptr<Store>> OpenRocksdbAt(const std::string& path) {
+  return RocksdbStore::Open({.path = path});
+}
+
 // Not a test on its own: the child process of the test below (run with
 // --gtest_also_run_disabled_tests and kFullDiskDirEnv set). A store that
 // aborts the process kills this child only.
 TEST(RocksdbFullDiskHelper, DISABLED_Workload) {
-  testing::RunFullDiskWorkloadInChild(
-      testing::FullDiskWorkload, "db",
-      [](const std::string& path) -> Result<std::unique_ptr<Store>> {
-        return RocksdbStore::Open({.path = path});
-      });
+  testing::RunFullDiskWorkloadInChild(testing::FullDiskWorkload, "db",
+                                      OpenRocksdbAt);
 }
 
 // On a full filesystem every failed write is kUnavailable (the Guard answers
@@ -730,11 +732,8 @@ TEST(RocksdbFullDiskTest, FailsWithUnavailableAndRecoversWhenSpaceReturns) {
 }
 
 TEST(RocksdbFullDiskHelper, DISABLED_Shutdown) {
-  testing::RunFullDiskWorkloadInChild(
-      testing::FullDiskShutdownWorkload, "db",
-      [](const std::string& path) -> Result<std::unique_ptr<Store>> {
-        return RocksdbStore::Open({.path = path});
-      });
+  testing::RunFullDiskWorkloadInChild(testing::FullDiskShutdownWorkload, "db",
+                                      OpenRocksdbAt);
 }
 
 // A server stopped while the disk is full: closing does not crash, and the
