@@ -19,18 +19,14 @@ namespace {
 
 using std::chrono::seconds;
 
-RecordId Id(int n) {
-  RecordId id;
-  id.bytes[0] = static_cast<std::uint8_t>(n);
-  id.bytes[31] = 0xf0;
-  return id;
+template <typename IdType>
+IdType Filled(std::uint8_t byte) {
+  IdType out;
+  out.bytes.fill(byte);
+  return out;
 }
-
-Fingerprint Fp() {
-  Fingerprint fp;
-  fp.bytes[0] = 7;
-  return fp;
-}
+RecordId Id(int n) { return Filled<RecordId>(static_cast<std::uint8_t>(n)); }
+Fingerprint Fp() { return Filled<Fingerprint>(0xf7); }
 
 class ForwardingStoreTest : public ::testing::Test {
  protected:

@@ -8,6 +8,7 @@
 #define IDEM_TESTS_SUPPORT_LOST_RACES_H_
 
 #include <functional>
+#include <utility>
 
 #include "idem/store.h"
 
@@ -40,6 +41,29 @@ void ExpectEveryLostRaceIsInProgress(Store& store,
 void ExpectOneLostRaceThenAcquires(Store& store,
                                    const SetClaimAttemptHook& set_hook,
                                    const std::function<void()>& delete_all);
+
+// The two above for a store type with SetClaimAttemptHookForTesting and
+// kClaimAttempts (SqliteStore, PostgresStore).
+template <typename SqlStore>
+void ExpectEveryLostRaceIsInProgress(SqlStore& store,
+                                     const RacingTable& table) {
+  ExpectEveryLostRaceIsInProgress(
+      store,
+      [&store](ClaimAttemptHook hook) {
+        store.SetClaimAttemptHookForTesting(std::move(hook));
+      },
+      SqlStore::kClaimAttempts, table);
+}
+template <typename SqlStore>
+void ExpectOneLostRaceThenAcquires(SqlStore& store,
+                                   const std::function<void()>& delete_all) {
+  ExpectOneLostRaceThenAcquires(
+      store,
+      [&store](ClaimAttemptHook hook) {
+        store.SetClaimAttemptHookForTesting(std::move(hook));
+      },
+      delete_all);
+}
 
 }  // namespace idem::testing
 

@@ -514,10 +514,6 @@ TEST_F(PostgresStoreTest, AClaimThatLosesEveryRaceIsInProgressNotAnError) {
   auto conn = Connect(base_);
   testing::ExpectEveryLostRaceIsInProgress(
       *store,
-      [&](ClaimAttemptHook hook) {
-        store->SetClaimAttemptHookForTesting(std::move(hook));
-      },
-      PostgresStore::kClaimAttempts,
       {.save =
            [&] {
              EXPECT_TRUE(Exec(conn.get(), "CREATE TABLE \"" + saved +
@@ -540,12 +536,9 @@ TEST_F(PostgresStoreTest, AClaimWhoseObstacleVanishesOnceAcquiresOnRetry) {
   auto* store = dynamic_cast<PostgresStore*>(opened.get());
   ASSERT_NE(store, nullptr);
   auto conn = Connect(base_);
-  testing::ExpectOneLostRaceThenAcquires(
-      *store,
-      [&](ClaimAttemptHook hook) {
-        store->SetClaimAttemptHookForTesting(std::move(hook));
-      },
-      [&] { EXPECT_TRUE(Exec(conn.get(), "DELETE FROM \"" + table_ + "\"")); });
+  testing::ExpectOneLostRaceThenAcquires(*store, [&] {
+    EXPECT_TRUE(Exec(conn.get(), "DELETE FROM \"" + table_ + "\""));
+  });
 }
 
 TEST_F(PostgresStoreTest, TheClientKeyNeverReachesTheTable) {

@@ -307,10 +307,6 @@ TEST_F(SqliteStoreTest, AClaimThatLosesEveryRaceIsInProgressNotAnError) {
   RawDb raw(DbPath());
   testing::ExpectEveryLostRaceIsInProgress(
       *store,
-      [&](ClaimAttemptHook hook) {
-        store->SetClaimAttemptHookForTesting(std::move(hook));
-      },
-      SqliteStore::kClaimAttempts,
       {.save =
            [&] {
              raw.Exec("CREATE TEMP TABLE saved AS SELECT * FROM idem_records");
@@ -326,11 +322,7 @@ TEST_F(SqliteStoreTest, AClaimWhoseObstacleVanishesOnceAcquiresOnRetry) {
   ASSERT_NE(store, nullptr);
   RawDb raw(DbPath());
   testing::ExpectOneLostRaceThenAcquires(
-      *store,
-      [&](ClaimAttemptHook hook) {
-        store->SetClaimAttemptHookForTesting(std::move(hook));
-      },
-      [&] { raw.Exec("DELETE FROM idem_records"); });
+      *store, [&] { raw.Exec("DELETE FROM idem_records"); });
 }
 
 TEST_F(SqliteStoreTest, AFileThatIsNotADatabaseIsDataLoss) {
@@ -921,14 +913,16 @@ TEST_F(SqliteStoreTest, FourProcessesOfEightThreadsClaimEachIdOnce) {
 
 // ---- A full filesystem (issue #8, §1)
 
+// The store, its files at `path` on the test's tmpfs.
+Result<std::unique_ptr<Store>> OpenSqliteAt(const std::string& path) {
+  return SqliteStore::Open({.path = path});
+}
+
 // Not a test on its own: the child process of the test below (run with
 // --gtest_also_run_disabled_tests and kFullDiskDirEnv set).
 TEST(SqliteFullDiskHelper, DISABLED_Workload) {
-  testing::RunFullDiskWorkloadInChild(
-      testing::FullDiskWorkload, "idem.db",
-      [](const std::string& path) -> Result<std::unique_ptr<Store>> {
-        return SqliteStore::Open({.path = path});
-      });
+  testing::RunFullDiskWorkloadInChild(testing::FullDiskWorkload, "idem.db",
+                                      OpenSqliteAt);
 }
 
 // As for RocksDB: on a full filesystem every failed write is kUnavailable,
@@ -939,11 +933,8 @@ TEST(SqliteFullDiskTest, FailsWithUnavailableAndRecoversWhenSpaceReturns) {
 }
 
 TEST(SqliteFullDiskHelper, DISABLED_Shutdown) {
-  testing::RunFullDiskWorkloadInChild(
-      testing::FullDiskShutdownWorkload, "idem.db",
-      [](const std::string& path) -> Result<std::unique_ptr<Store>> {
-        return SqliteStore::Open({.path = path});
-      });
+  testing::RunFullDiskWorkloadInChild(testing::FullDiskShutdownWorkload,
+                                      "idem.db", OpenSqliteAt);
 }
 
 // A server stopped while the disk is full: closing does not crash, and the
