@@ -297,7 +297,8 @@ int MemoryMode(const Flags& f) {
   {
     // The default capacity rounds to the same 2^20 buckets; the store is
     // sized just for the records, as a deployment would size it.
-    auto store = Open("memory:?capacity=" + std::to_string(n));
+    auto store =
+        Open("memory:?max_bytes=1099511627776&capacity=" + std::to_string(n));
     Fill(*store, 0, n, f.body, 1);
     const std::size_t hwm = ProcStatusBytes("VmHWM");
     const std::size_t rss = ProcStatusBytes("VmRSS");
@@ -340,15 +341,15 @@ int LatencyMode(const Flags& f) {
   std::uint64_t next_new = kProbeBase;
   {
     // Sized for the small table only: index and records fit in cache.
-    auto store =
-        Open("memory:?capacity=" + std::to_string(f.small + 2 * probes + 1024));
+    auto store = Open("memory:?max_bytes=1099511627776&capacity=" +
+                      std::to_string(f.small + 2 * probes + 1024));
     Fill(*store, 0, f.small, 0, 1);
     ProbeBoth(*store, "memory", "capacity_small", f.small, f.small, probes,
               &next_new);
   }
   // Room for the big table; the same store grows from the small one.
-  auto store =
-      Open("memory:?capacity=" + std::to_string(n + 12 * probes + 1024));
+  auto store = Open("memory:?max_bytes=1099511627776&capacity=" +
+                    std::to_string(n + 12 * probes + 1024));
   FillAndProbe(*store, "memory", "capacity_big", 0, n, f.small, probes, 0,
                &next_new);
   std::printf("vmhwm=%zu\n", ProcStatusBytes("VmHWM"));

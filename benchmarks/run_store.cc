@@ -56,7 +56,10 @@ std::string RunStoreUri(std::string_view uri, int run,
       q == std::string_view::npos ? std::string_view() : uri.substr(q);
   const std::string tag = "run-" + std::to_string(run);
   if (scheme == "memory") {
-    return "memory:?capacity=" + std::to_string(memory_capacity);
+    // Bounded by records only (the byte budget's default would stop a large
+    // run halfway); 1 TiB is the largest max_bytes the store takes.
+    return "memory:?capacity=" + std::to_string(memory_capacity) +
+           "&max_bytes=1099511627776";
   }
   if (scheme == "rocksdb") {
     if (head.back() != '/') head += '/';

@@ -95,6 +95,9 @@ struct MemoryBackend {
     MemoryStoreOptions options;
     options.capacity = std::clamp<std::size_t>(records + records / 8 + 1024, 1,
                                                MemoryStore::kMaxCapacity);
+    // Bounded by records only: the byte budget's default would stop a run of
+    // a million stored responses halfway.
+    options.max_bytes = MemoryStore::kMaxMaxBytes;
     auto store = MemoryStore::Open(options);
     if (!store) return tl::make_unexpected(store.error());
     return std::unique_ptr<Store>(std::move(*store));

@@ -27,7 +27,7 @@ duration=${DURATION:-10s}
 threads=${THREADS:-2}
 connections=${CONNECTIONS:-32}
 server_threads=${SERVER_THREADS:-2}
-read -r -a stores <<<"${STORES:-memory:}"
+read -r -a stores <<<"${STORES:-memory:?max_bytes=8589934592}"
 [[ -x $demo ]] || { echo "bench.sh: no $demo; build idem-demo first" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "bench.sh: wrk is not installed" >&2; exit 1; }
 
