@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "idem/forwarding_store.h"
+
 namespace idem {
 
 Result<std::unique_ptr<Sweeper>> Sweeper::Start(Store& store,
@@ -115,56 +117,24 @@ void Sweeper::Loop() {
 
 namespace {
 
-// Forwards everything; owns the store and, destroyed first, its sweeper.
-class SweptStore final : public Store {
+// Forwards everything; owns the store and its sweeper, which, a member,
+// is destroyed before the store is released: no pass may run once the store
+// is gone.
+class SweptStore final : public ForwardingStore {
  public:
   explicit SweptStore(std::unique_ptr<Store> inner)
-      : inner_(std::move(inner)) {}
-  ~SweptStore() override {
-    sweeper_.reset();  // No pass may run once the store is gone.
-    inner_.reset();
-  }
+      : ForwardingStore(std::move(inner)) {}
 
   Status Attach(SweeperOptions options) {
-    auto sweeper = Sweeper::Start(*inner_, std::move(options));
+    auto sweeper = Sweeper::Start(inner(), std::move(options));
     if (!sweeper) return tl::unexpected(sweeper.error());
     sweeper_ = std::move(*sweeper);
     return {};
   }
 
-  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
-                            TimePoint now, Duration ttl,
-                            Duration lock_timeout) override {
-    return inner_->Claim(id, fp, now, ttl, lock_timeout);
-  }
-  Result<bool> Complete(const RecordId& id, const Token& token,
-                        const Response& response) override {
-    return inner_->Complete(id, token, response);
-  }
-  Result<bool> CompleteShared(
-      const RecordId& id, const Token& token,
-      std::shared_ptr<const Response> response) override {
-    return inner_->CompleteShared(id, token, std::move(response));
-  }
-  Result<bool> Release(const RecordId& id, const Token& token) override {
-    return inner_->Release(id, token);
-  }
-  Result<bool> Revoke(const RecordId& id) override {
-    return inner_->Revoke(id);
-  }
-  Result<std::optional<Record>> Inspect(const RecordId& id,
-                                        TimePoint now) override {
-    return inner_->Inspect(id, now);
-  }
-  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override {
-    return inner_->PurgeExpired(now, limit);
-  }
-  StoreInfo Info() const override { return inner_->Info(); }
-
   Sweeper* sweeper() { return sweeper_.get(); }
 
  private:
-  std::unique_ptr<Store> inner_;
   std::unique_ptr<Sweeper> sweeper_;
 };
 

@@ -124,14 +124,14 @@ TEST(FramingTest, TwoAuthorizationHeadersGet400) {
 TEST(ParserRejectionTest, TheProblemHasNoEmptyInstance) {
   DemoServer server;
   TestClient client(server.port());
-  client.Write(
-      "POST /orders HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\x01"
-      "b\r\nContent-Length: 0\r\n\r\n");
+  client.Write(kRequestTheParserRejects);
   const Response res = client.Read();
   EXPECT_EQ(ProblemMismatch(res, 400, "bad_request"), "");
   const auto body = Json(res);
   ASSERT_TRUE(body.is_object()) << res.body();
-  if (body.contains("instance")) EXPECT_EQ(body["instance"], "/orders");
+  if (body.contains("instance")) {
+    EXPECT_EQ(body["instance"], "/orders");
+  }
 
   // A request without a path ("this is not HTTP") has no instance to
   // give: the problem builder omits an empty one.

@@ -74,6 +74,13 @@ Request Get(std::string target);
 // The request as bytes on the wire (Content-Length set).
 std::string Serialize(Request request);
 
+// A request the server's HTTP parser rejects (a control byte in a header
+// value) before the Guard sees it: 400 bad_request, and the connection
+// closes.
+inline constexpr char kRequestTheParserRejects[] =
+    "POST /orders HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\x01"
+    "b\r\nContent-Length: 0\r\n\r\n";
+
 // Opens a connection, sends, reads and closes.
 Response SendOnce(std::uint16_t port, const Request& request);
 

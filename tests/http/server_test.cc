@@ -54,9 +54,7 @@ TEST(ServerTest, PipelinedRequestsAreAnsweredInOrder) {
 TEST(ServerTest, RequestTheParserRejectsGets400) {
   DemoServer server;
   TestClient client(server.port());
-  client.Write(
-      "POST /orders HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\x01"
-      "b\r\nContent-Length: 0\r\n\r\n");
+  client.Write(kRequestTheParserRejects);
   const Response res = client.Read();
   EXPECT_EQ(ProblemMismatch(res, 400, "bad_request"), "");
   EXPECT_FALSE(res.keep_alive());

@@ -23,6 +23,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "http_test_util.h"
+#include "idem/forwarding_store.h"
 
 namespace idem::testing {
 namespace {
@@ -35,10 +36,10 @@ constexpr char kBody[] = R"({"n":1})";
 // Forwards to a memory store; while `hold` is set, Claim and Complete wait
 // (at most a minute, so a broken test ends) until it is cleared, as calls
 // to a frozen database server do.
-class GateStore final : public Store {
+class GateStore final : public ForwardingStore {
  public:
   explicit GateStore(std::size_t max_concurrent_calls = 0)
-      : inner_(OpenMemoryStore()),
+      : ForwardingStore(OpenMemoryStore()),
         max_concurrent_calls_(max_concurrent_calls) {}
 
   void Hold() {
@@ -62,26 +63,19 @@ class GateStore final : public Store {
                             Duration lock_timeout) override {
     ++claims;
     Gate();
-    return inner_->Claim(id, fp, now, ttl, lock_timeout);
+    return ForwardingStore::Claim(id, fp, now, ttl, lock_timeout);
   }
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const idem::Response& response) override {
     ++completes;
     Gate();
-    return inner_->Complete(id, token, response);
+    return ForwardingStore::Complete(id, token, response);
   }
-  Result<bool> Release(const RecordId& id, const Token& token) override {
-    return inner_->Release(id, token);
-  }
-  Result<bool> Revoke(const RecordId& id) override {
-    return inner_->Revoke(id);
-  }
-  Result<std::optional<Record>> Inspect(const RecordId& id,
-                                        TimePoint now) override {
-    return inner_->Inspect(id, now);
-  }
-  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override {
-    return inner_->PurgeExpired(now, limit);
+  // Through Complete, gated and counted, as Store's default does.
+  Result<bool> CompleteShared(
+      const RecordId& id, const Token& token,
+      std::shared_ptr<const idem::Response> response) override {
+    return Complete(id, token, *response);
   }
   StoreInfo Info() const override {
     return StoreInfo{.name = "gate",
@@ -97,7 +91,6 @@ class GateStore final : public Store {
     --waiting_;
   }
 
-  std::shared_ptr<Store> inner_;
   const std::size_t max_concurrent_calls_;
   std::mutex mu_;
   std::condition_variable cv_;

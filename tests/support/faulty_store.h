@@ -14,15 +14,16 @@
 #include <stdexcept>
 #include <string>
 
+#include "idem/forwarding_store.h"
 #include "idem/response.h"
 #include "idem/store.h"
 
 namespace idem::testing {
 
-class FaultyStore final : public Store {
+class FaultyStore final : public ForwardingStore {
  public:
   explicit FaultyStore(std::shared_ptr<Store> inner)
-      : inner_(std::move(inner)) {}
+      : ForwardingStore(std::move(inner)) {}
 
   // While set, the operation fails with this code.
   std::atomic<std::optional<ErrorCode>> fail_claim{};
@@ -47,36 +48,31 @@ class FaultyStore final : public Store {
       throw std::runtime_error("injected claim exception");
     }
     if (auto e = Injected(claims, fail_claim, "claim")) return *e;
-    return inner_->Claim(id, fp, now, ttl, lock_timeout);
+    return ForwardingStore::Claim(id, fp, now, ttl, lock_timeout);
   }
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const idem::Response& response) override {
     if (auto e = Injected(completes, fail_complete, "complete")) return *e;
-    return inner_->Complete(id, token, response);
+    return ForwardingStore::Complete(id, token, response);
   }
   Result<bool> CompleteShared(
       const RecordId& id, const Token& token,
       std::shared_ptr<const idem::Response> response) override {
     if (auto e = Injected(completes, fail_complete, "complete")) return *e;
-    return inner_->CompleteShared(id, token, std::move(response));
+    return ForwardingStore::CompleteShared(id, token, std::move(response));
   }
   Result<bool> Release(const RecordId& id, const Token& token) override {
     if (auto e = Injected(releases, fail_release, "release")) return *e;
-    return inner_->Release(id, token);
+    return ForwardingStore::Release(id, token);
   }
   Result<bool> Revoke(const RecordId& id) override {
     if (auto e = Injected(revokes, fail_revoke, "revoke")) return *e;
-    return inner_->Revoke(id);
-  }
-  Result<std::optional<Record>> Inspect(const RecordId& id,
-                                        TimePoint now) override {
-    return inner_->Inspect(id, now);
+    return ForwardingStore::Revoke(id);
   }
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override {
     if (auto e = Injected(purges, fail_purge, "purge")) return *e;
-    return inner_->PurgeExpired(now, limit);
+    return ForwardingStore::PurgeExpired(now, limit);
   }
-  StoreInfo Info() const override { return inner_->Info(); }
 
  private:
   // Counts the call; the failure to return while `fail` is set.
@@ -88,8 +84,6 @@ class FaultyStore final : public Store {
     if (!code) return std::nullopt;
     return MakeError(*code, std::string("injected ") + op + " failure");
   }
-
-  std::shared_ptr<Store> inner_;
 };
 
 }  // namespace idem::testing

@@ -343,4 +343,31 @@ void FullDiskShutdownWorkload(
   EXPECT_TRUE(ledger.ClaimAndComplete(*store, next++, 100));
 }
 
+void RunFullDiskWorkloadInChild(FullDiskWorkloadFn workload,
+                                std::string_view file_name,
+                                const OpenStoreAt& open_at) {
+  const char* dir = std::getenv(kFullDiskDirEnv);
+  if (dir == nullptr) GTEST_SKIP() << kFullDiskDirEnv << " not set";
+  const std::string path = (std::filesystem::path(dir) / file_name).string();
+  workload(
+      [&]() -> std::unique_ptr<Store> {
+        auto store = open_at(path);
+        EXPECT_TRUE(store.has_value()) << store.error().ToString();
+        return store ? std::move(*store) : nullptr;
+      },
+      dir);
+}
+
+void ExpectFullDiskChildPasses(std::string_view helper_test) {
+  std::unique_ptr<TmpfsMount> mount;
+  IDEM_MOUNT_TMPFS_OR_SKIP(mount, 16u << 20);
+  const ChildResult child = RunTestInChild(
+      helper_test,
+      {std::string(kFullDiskDirEnv) + "=" + mount->path().string()},
+      std::chrono::seconds(240));
+  EXPECT_TRUE(child.exited && child.exit_code == 0) << child.Describe();
+  EXPECT_NE(child.output.find("[  PASSED  ] 1 test"), std::string::npos)
+      << child.Describe();
+}
+
 }  // namespace idem::testing

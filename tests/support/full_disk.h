@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "idem/error.h"
 #include "idem/store.h"
 
 namespace idem::testing {
@@ -107,6 +108,29 @@ void FullDiskWorkload(const std::function<std::unique_ptr<Store>()>& open,
 void FullDiskShutdownWorkload(
     const std::function<std::unique_ptr<Store>()>& open,
     const std::filesystem::path& dir);
+
+// Opens a durable store whose files are at `path` (on the tmpfs).
+using OpenStoreAt =
+    std::function<Result<std::unique_ptr<Store>>(const std::string& path)>;
+
+// A workload above: FullDiskWorkload or FullDiskShutdownWorkload.
+using FullDiskWorkloadFn =
+    void (*)(const std::function<std::unique_ptr<Store>()>& open,
+             const std::filesystem::path& dir);
+
+// The body of a DISABLED_ helper test, the child's side: runs `workload` on
+// the store `open_at` opens at `file_name` in the directory kFullDiskDirEnv
+// names (again at each reopen; an open that fails fails the test). Skips
+// when kFullDiskDirEnv is not set (the helper run on its own).
+void RunFullDiskWorkloadInChild(FullDiskWorkloadFn workload,
+                                std::string_view file_name,
+                                const OpenStoreAt& open_at);
+
+// The body of a full-disk test, the parent's side: mounts a 16 MiB tmpfs
+// (IDEM_MOUNT_TMPFS_OR_SKIP) and runs the helper test `helper_test` in a
+// child with kFullDiskDirEnv set to it; expects the child to exit 0 having
+// passed its one test, within 240 s.
+void ExpectFullDiskChildPasses(std::string_view helper_test);
 
 }  // namespace idem::testing
 

@@ -38,6 +38,7 @@
 #include "idem/postgres_store.h"
 #include "idem/store.h"
 #include "postgres_test_util.h"
+#include "support/lost_races.h"
 #include "support/secret_request.h"
 
 namespace idem {
@@ -508,40 +509,24 @@ TEST_F(PostgresStoreTest, AClaimThatLosesEveryRaceIsInProgressNotAnError) {
   ASSERT_NE(opened, nullptr);
   auto* store = dynamic_cast<PostgresStore*>(opened.get());
   ASSERT_NE(store, nullptr);
-  auto holder = store->Claim(Id(1), Fp(2), kT0, kTtl, kLock);
-  ASSERT_TRUE(holder.has_value());
   const std::string t = "\"" + table_ + "\"";
   const std::string saved = NewTable();
   auto conn = Connect(base_);
-  ASSERT_TRUE(
-      Exec(conn.get(), "CREATE TABLE \"" + saved + "\" AS SELECT * FROM " + t));
-  int reads = 0;
-  int writes = 0;
-  store->SetClaimAttemptHookForTesting([&](ClaimAttemptPoint point,
-                                           int attempt) {
-    if (point == ClaimAttemptPoint::kBeforeWrite) {
-      ++writes;
-      if (attempt > 0) {
-        EXPECT_TRUE(Exec(conn.get(), "INSERT INTO " + t + " SELECT * FROM \"" +
-                                         saved + "\""));
-      }
-    } else {
-      ++reads;
-      EXPECT_TRUE(Exec(conn.get(), "DELETE FROM " + t));
-    }
-  });
-  const TimePoint now = kT0 + seconds(1);
-  auto claim = store->Claim(Id(1), Fp(1), now, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
-  EXPECT_EQ(claim->outcome, ClaimOutcome::kInProgress);
-  EXPECT_EQ(claim->locked_until, now);  // No holder known: nothing to wait.
-  EXPECT_EQ(reads, PostgresStore::kClaimAttempts);
-  EXPECT_EQ(writes, PostgresStore::kClaimAttempts);
-
-  store->SetClaimAttemptHookForTesting(nullptr);
-  auto next = store->Claim(Id(1), Fp(1), now, kTtl, kLock);
-  ASSERT_TRUE(next.has_value());
-  EXPECT_EQ(next->outcome, ClaimOutcome::kAcquired);
+  testing::ExpectEveryLostRaceIsInProgress(
+      *store,
+      {.save =
+           [&] {
+             EXPECT_TRUE(Exec(conn.get(), "CREATE TABLE \"" + saved +
+                                              "\" AS SELECT * FROM " + t));
+           },
+       .restore =
+           [&] {
+             EXPECT_TRUE(
+                 Exec(conn.get(),
+                      "INSERT INTO " + t + " SELECT * FROM \"" + saved + "\""));
+           },
+       .delete_all =
+           [&] { EXPECT_TRUE(Exec(conn.get(), "DELETE FROM " + t)); }});
 }
 
 // One lost race, then the key is free: the retry acquires.
@@ -550,19 +535,10 @@ TEST_F(PostgresStoreTest, AClaimWhoseObstacleVanishesOnceAcquiresOnRetry) {
   ASSERT_NE(opened, nullptr);
   auto* store = dynamic_cast<PostgresStore*>(opened.get());
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Claim(Id(1), Fp(2), kT0, kTtl, kLock).has_value());
   auto conn = Connect(base_);
-  int reads = 0;
-  store->SetClaimAttemptHookForTesting([&](ClaimAttemptPoint point, int) {
-    if (point == ClaimAttemptPoint::kBeforeRead && reads++ == 0) {
-      EXPECT_TRUE(Exec(conn.get(), "DELETE FROM \"" + table_ + "\""));
-    }
+  testing::ExpectOneLostRaceThenAcquires(*store, [&] {
+    EXPECT_TRUE(Exec(conn.get(), "DELETE FROM \"" + table_ + "\""));
   });
-  auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
-  EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
-  EXPECT_FALSE(claim->takeover);
-  EXPECT_EQ(reads, 1);
 }
 
 TEST_F(PostgresStoreTest, TheClientKeyNeverReachesTheTable) {

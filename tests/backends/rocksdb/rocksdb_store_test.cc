@@ -711,62 +711,35 @@ TEST_F(RocksdbStoreTest, TheClientKeyNeverReachesTheFiles) {
 
 // ---- A full filesystem (issue #8, §1)
 
+// The store, its files at `path` on the test's tmpfs.
+Result<std::unique_ptr<Store>> OpenRocksdbAt(const std::string& path) {
+  return RocksdbStore::Open({.path = path});
+}
+
 // Not a test on its own: the child process of the test below (run with
 // --gtest_also_run_disabled_tests and kFullDiskDirEnv set). A store that
 // aborts the process kills this child only.
 TEST(RocksdbFullDiskHelper, DISABLED_Workload) {
-  const char* dir = std::getenv(testing::kFullDiskDirEnv);
-  if (dir == nullptr) GTEST_SKIP() << testing::kFullDiskDirEnv << " not set";
-  const std::string path = (std::filesystem::path(dir) / "db").string();
-  testing::FullDiskWorkload(
-      [&]() -> std::unique_ptr<Store> {
-        auto store = RocksdbStore::Open({.path = path});
-        EXPECT_TRUE(store.has_value()) << store.error().ToString();
-        return store ? std::move(*store) : nullptr;
-      },
-      dir);
+  testing::RunFullDiskWorkloadInChild(testing::FullDiskWorkload, "db",
+                                      OpenRocksdbAt);
 }
 
 // On a full filesystem every failed write is kUnavailable (the Guard answers
 // 503), nothing aborts the process, the store recovers by itself once space
 // is back, and no completed record is lost (also across a reopen).
 TEST(RocksdbFullDiskTest, FailsWithUnavailableAndRecoversWhenSpaceReturns) {
-  std::unique_ptr<testing::TmpfsMount> mount;
-  IDEM_MOUNT_TMPFS_OR_SKIP(mount, 16u << 20);
-  const testing::ChildResult child = testing::RunTestInChild(
-      "RocksdbFullDiskHelper.DISABLED_Workload",
-      {std::string(testing::kFullDiskDirEnv) + "=" + mount->path().string()},
-      std::chrono::seconds(240));
-  EXPECT_TRUE(child.exited && child.exit_code == 0) << child.Describe();
-  EXPECT_THAT(child.output, HasSubstr("[  PASSED  ] 1 test"))
-      << child.Describe();
+  testing::ExpectFullDiskChildPasses("RocksdbFullDiskHelper.DISABLED_Workload");
 }
 
 TEST(RocksdbFullDiskHelper, DISABLED_Shutdown) {
-  const char* dir = std::getenv(testing::kFullDiskDirEnv);
-  if (dir == nullptr) GTEST_SKIP() << testing::kFullDiskDirEnv << " not set";
-  const std::string path = (std::filesystem::path(dir) / "db").string();
-  testing::FullDiskShutdownWorkload(
-      [&]() -> std::unique_ptr<Store> {
-        auto store = RocksdbStore::Open({.path = path});
-        EXPECT_TRUE(store.has_value()) << store.error().ToString();
-        return store ? std::move(*store) : nullptr;
-      },
-      dir);
+  testing::RunFullDiskWorkloadInChild(testing::FullDiskShutdownWorkload, "db",
+                                      OpenRocksdbAt);
 }
 
 // A server stopped while the disk is full: closing does not crash, and the
 // completed records are all there once it opens again with space back.
 TEST(RocksdbFullDiskTest, ClosingOnAFullDiskLosesNothing) {
-  std::unique_ptr<testing::TmpfsMount> mount;
-  IDEM_MOUNT_TMPFS_OR_SKIP(mount, 16u << 20);
-  const testing::ChildResult child = testing::RunTestInChild(
-      "RocksdbFullDiskHelper.DISABLED_Shutdown",
-      {std::string(testing::kFullDiskDirEnv) + "=" + mount->path().string()},
-      std::chrono::seconds(240));
-  EXPECT_TRUE(child.exited && child.exit_code == 0) << child.Describe();
-  EXPECT_THAT(child.output, HasSubstr("[  PASSED  ] 1 test"))
-      << child.Describe();
+  testing::ExpectFullDiskChildPasses("RocksdbFullDiskHelper.DISABLED_Shutdown");
 }
 
 }  // namespace

@@ -41,6 +41,7 @@
 #include <gtest/gtest.h>
 
 #include "support/full_disk.h"
+#include "support/lost_races.h"
 #include "support/temp_dir.h"
 
 #include "idem/clock.h"
@@ -303,56 +304,25 @@ TEST_F(SqliteStoreTest, DamagedRowsAreDataLossNotMisses) {
 TEST_F(SqliteStoreTest, AClaimThatLosesEveryRaceIsInProgressNotAnError) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  // The record in the way: another request's, live and locked.
-  auto holder = store->Claim(Id(1), Fp(2), kT0, kTtl, kLock);
-  ASSERT_TRUE(holder.has_value());
   RawDb raw(DbPath());
-  raw.Exec("CREATE TEMP TABLE saved AS SELECT * FROM idem_records");
-  int reads = 0;
-  int writes = 0;
-  store->SetClaimAttemptHookForTesting(
-      [&](ClaimAttemptPoint point, int attempt) {
-        if (point == ClaimAttemptPoint::kBeforeWrite) {
-          ++writes;
-          if (attempt > 0)
-            raw.Exec("INSERT INTO idem_records SELECT * FROM saved");
-        } else {
-          ++reads;
-          raw.Exec("DELETE FROM idem_records");
-        }
-      });
-  const TimePoint now = kT0 + seconds(1);
-  auto claim = store->Claim(Id(1), Fp(1), now, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
-  EXPECT_EQ(claim->outcome, ClaimOutcome::kInProgress);
-  EXPECT_EQ(claim->locked_until, now);  // No holder known: nothing to wait.
-  EXPECT_EQ(reads, SqliteStore::kClaimAttempts);
-  EXPECT_EQ(writes, SqliteStore::kClaimAttempts);
-
-  // Once the races stop, the next claim acquires the (now absent) key.
-  store->SetClaimAttemptHookForTesting(nullptr);
-  auto next = store->Claim(Id(1), Fp(1), now, kTtl, kLock);
-  ASSERT_TRUE(next.has_value());
-  EXPECT_EQ(next->outcome, ClaimOutcome::kAcquired);
+  testing::ExpectEveryLostRaceIsInProgress(
+      *store,
+      {.save =
+           [&] {
+             raw.Exec("CREATE TEMP TABLE saved AS SELECT * FROM idem_records");
+           },
+       .restore =
+           [&] { raw.Exec("INSERT INTO idem_records SELECT * FROM saved"); },
+       .delete_all = [&] { raw.Exec("DELETE FROM idem_records"); }});
 }
 
 // One lost race, then the key is free: the retry acquires.
 TEST_F(SqliteStoreTest, AClaimWhoseObstacleVanishesOnceAcquiresOnRetry) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Claim(Id(1), Fp(2), kT0, kTtl, kLock).has_value());
   RawDb raw(DbPath());
-  int reads = 0;
-  store->SetClaimAttemptHookForTesting([&](ClaimAttemptPoint point, int) {
-    if (point == ClaimAttemptPoint::kBeforeRead && reads++ == 0) {
-      raw.Exec("DELETE FROM idem_records");
-    }
-  });
-  auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
-  EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
-  EXPECT_FALSE(claim->takeover);
-  EXPECT_EQ(reads, 1);
+  testing::ExpectOneLostRaceThenAcquires(
+      *store, [&] { raw.Exec("DELETE FROM idem_records"); });
 }
 
 TEST_F(SqliteStoreTest, AFileThatIsNotADatabaseIsDataLoss) {
@@ -943,61 +913,34 @@ TEST_F(SqliteStoreTest, FourProcessesOfEightThreadsClaimEachIdOnce) {
 
 // ---- A full filesystem (issue #8, §1)
 
+// The store, its files at `path` on the test's tmpfs.
+Result<std::unique_ptr<Store>> OpenSqliteAt(const std::string& path) {
+  return SqliteStore::Open({.path = path});
+}
+
 // Not a test on its own: the child process of the test below (run with
 // --gtest_also_run_disabled_tests and kFullDiskDirEnv set).
 TEST(SqliteFullDiskHelper, DISABLED_Workload) {
-  const char* dir = std::getenv(testing::kFullDiskDirEnv);
-  if (dir == nullptr) GTEST_SKIP() << testing::kFullDiskDirEnv << " not set";
-  const std::string path = (std::filesystem::path(dir) / "idem.db").string();
-  testing::FullDiskWorkload(
-      [&]() -> std::unique_ptr<Store> {
-        auto store = SqliteStore::Open({.path = path});
-        EXPECT_TRUE(store.has_value()) << store.error().ToString();
-        return store ? std::move(*store) : nullptr;
-      },
-      dir);
+  testing::RunFullDiskWorkloadInChild(testing::FullDiskWorkload, "idem.db",
+                                      OpenSqliteAt);
 }
 
 // As for RocksDB: on a full filesystem every failed write is kUnavailable,
 // nothing aborts, writes succeed again once space is back, and no completed
 // record is lost (also across a reopen).
 TEST(SqliteFullDiskTest, FailsWithUnavailableAndRecoversWhenSpaceReturns) {
-  std::unique_ptr<testing::TmpfsMount> mount;
-  IDEM_MOUNT_TMPFS_OR_SKIP(mount, 16u << 20);
-  const testing::ChildResult child = testing::RunTestInChild(
-      "SqliteFullDiskHelper.DISABLED_Workload",
-      {std::string(testing::kFullDiskDirEnv) + "=" + mount->path().string()},
-      std::chrono::seconds(240));
-  EXPECT_TRUE(child.exited && child.exit_code == 0) << child.Describe();
-  EXPECT_THAT(child.output, HasSubstr("[  PASSED  ] 1 test"))
-      << child.Describe();
+  testing::ExpectFullDiskChildPasses("SqliteFullDiskHelper.DISABLED_Workload");
 }
 
 TEST(SqliteFullDiskHelper, DISABLED_Shutdown) {
-  const char* dir = std::getenv(testing::kFullDiskDirEnv);
-  if (dir == nullptr) GTEST_SKIP() << testing::kFullDiskDirEnv << " not set";
-  const std::string path = (std::filesystem::path(dir) / "idem.db").string();
-  testing::FullDiskShutdownWorkload(
-      [&]() -> std::unique_ptr<Store> {
-        auto store = SqliteStore::Open({.path = path});
-        EXPECT_TRUE(store.has_value()) << store.error().ToString();
-        return store ? std::move(*store) : nullptr;
-      },
-      dir);
+  testing::RunFullDiskWorkloadInChild(testing::FullDiskShutdownWorkload,
+                                      "idem.db", OpenSqliteAt);
 }
 
 // A server stopped while the disk is full: closing does not crash, and the
 // completed records are all there once it opens again with space back.
 TEST(SqliteFullDiskTest, ClosingOnAFullDiskLosesNothing) {
-  std::unique_ptr<testing::TmpfsMount> mount;
-  IDEM_MOUNT_TMPFS_OR_SKIP(mount, 16u << 20);
-  const testing::ChildResult child = testing::RunTestInChild(
-      "SqliteFullDiskHelper.DISABLED_Shutdown",
-      {std::string(testing::kFullDiskDirEnv) + "=" + mount->path().string()},
-      std::chrono::seconds(240));
-  EXPECT_TRUE(child.exited && child.exit_code == 0) << child.Describe();
-  EXPECT_THAT(child.output, HasSubstr("[  PASSED  ] 1 test"))
-      << child.Describe();
+  testing::ExpectFullDiskChildPasses("SqliteFullDiskHelper.DISABLED_Shutdown");
 }
 
 }  // namespace

@@ -1,0 +1,50 @@
+#include "idem/forwarding_store.h"
+
+#include <utility>
+
+namespace idem {
+
+ForwardingStore::ForwardingStore(std::shared_ptr<Store> inner)
+    : inner_(std::move(inner)) {}
+
+ForwardingStore::~ForwardingStore() = default;
+
+Result<ClaimResult> ForwardingStore::Claim(const RecordId& id,
+                                           const Fingerprint& fp, TimePoint now,
+                                           Duration ttl,
+                                           Duration lock_timeout) {
+  return inner_->Claim(id, fp, now, ttl, lock_timeout);
+}
+
+Result<bool> ForwardingStore::Complete(const RecordId& id, const Token& token,
+                                       const Response& response) {
+  return inner_->Complete(id, token, response);
+}
+
+Result<bool> ForwardingStore::CompleteShared(
+    const RecordId& id, const Token& token,
+    std::shared_ptr<const Response> response) {
+  return inner_->CompleteShared(id, token, std::move(response));
+}
+
+Result<bool> ForwardingStore::Release(const RecordId& id, const Token& token) {
+  return inner_->Release(id, token);
+}
+
+Result<bool> ForwardingStore::Revoke(const RecordId& id) {
+  return inner_->Revoke(id);
+}
+
+Result<std::optional<Record>> ForwardingStore::Inspect(const RecordId& id,
+                                                       TimePoint now) {
+  return inner_->Inspect(id, now);
+}
+
+Result<std::size_t> ForwardingStore::PurgeExpired(TimePoint now,
+                                                  std::size_t limit) {
+  return inner_->PurgeExpired(now, limit);
+}
+
+StoreInfo ForwardingStore::Info() const { return inner_->Info(); }
+
+}  // namespace idem
