@@ -19,11 +19,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <optional>
-#include <thread>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -331,10 +331,10 @@ TEST_F(PostgresOutageTest, AFrozenServerUnder48ClientsAnswers503InBoundedTime) {
   options.threads = 2;
   testing::DemoServer demo(options, store);
   constexpr char kBody[] = R"({"item":"book"})";
-  ASSERT_EQ(testing::SendOnce(demo.port(),
-                              testing::Post("/orders", kBody, "warm"))
-                .result_int(),
-            201u);
+  ASSERT_EQ(
+      testing::SendOnce(demo.port(), testing::Post("/orders", kBody, "warm"))
+          .result_int(),
+      201u);
 
   ASSERT_TRUE(server_.Freeze()) << server_.error();
   constexpr int kClients = 48;
@@ -369,8 +369,9 @@ TEST_F(PostgresOutageTest, AFrozenServerUnder48ClientsAnswers503InBoundedTime) {
                                        "idempotency_store_unavailable"),
               "");
   }
-  std::printf("48 clients, frozen PostgreSQL: longest time to an answer %.1f s\n",
-              std::chrono::duration<double>(longest).count());
+  std::printf(
+      "48 clients, frozen PostgreSQL: longest time to an answer %.1f s\n",
+      std::chrono::duration<double>(longest).count());
   EXPECT_LE(longest, kBound + std::chrono::seconds(5));
   EXPECT_EQ(demo.handler_runs(), 1u);
 }
