@@ -48,6 +48,13 @@ constexpr std::size_t kStripes = 1024;
 // enough that claims on those stripes wait for one short write (and under
 // ThreadSanitizer, which tracks at most 64 locks held by one thread).
 constexpr std::size_t kPurgeBatch = 32;
+// Keys one PurgeExpired call examines at most, per record it may delete and
+// at least: a scan costs ~1.2 us per key (200,000 keys, none expired: 236
+// ms, 2-core VM), so a sweeper's call with limit 1000 over a store of 10 M
+// live records reads 100,000 keys (~0.1 s) instead of all 10 M (~12 s)
+// every interval, and the next call resumes where it stopped.
+constexpr std::size_t kPurgeScanPerRecord = 100;
+constexpr std::size_t kMinPurgeScan = 100'000;
 
 // The fixed header of the record codec, version 1 (record_codec.h): the
 // compaction filter and the purge scan read expires_at from it without
@@ -463,7 +470,17 @@ struct RocksdbStore::Impl {
     RocksdbCall([&] { it->Seek(start); });
     std::size_t deleted = 0;
     std::vector<std::string> batch;
+    const std::size_t scan_budget =
+        limit > SIZE_MAX / kPurgeScanPerRecord
+            ? SIZE_MAX
+            : std::max(kMinPurgeScan, limit * kPurgeScanPerRecord);
+    std::size_t examined = 0;
+    bool out_of_budget = false;
     while (deleted < limit) {
+      if (examined >= scan_budget) {
+        out_of_budget = true;
+        break;
+      }
       if (!it->Valid()) {
         if (!it->status().ok()) {
           return Unexpected(StatusError(path, "purge scan", it->status()));
@@ -474,6 +491,7 @@ struct RocksdbStore::Impl {
         continue;
       }
       if (wrapped && !start.empty() && View(it->key()) >= start) break;
+      ++examined;
       const auto expires_at = PeekExpiresAtNs(View(it->value()));
       if (expires_at.has_value() && *expires_at <= now_ns) {
         batch.emplace_back(View(it->key()));
@@ -492,7 +510,7 @@ struct RocksdbStore::Impl {
       deleted += *n;
     }
     // Resume after the last key examined; from the start after a full pass.
-    if (deleted >= limit && it->Valid()) {
+    if ((deleted >= limit || out_of_budget) && it->Valid()) {
       purge_cursor.assign(it->key().data(), it->key().size());
     } else {
       purge_cursor.clear();

@@ -251,8 +251,7 @@ struct Row {
 
 class SqliteStore::Impl {
  public:
-  Impl(const SqliteStoreOptions& options, std::shared_ptr<Clock> clock)
-      : options_(options), clock_(std::move(clock)) {
+  explicit Impl(const SqliteStoreOptions& options) : options_(options) {
     batch_.reserve(kMaxBatch);
   }
 
@@ -948,7 +947,6 @@ class SqliteStore::Impl {
 
  private:
   const SqliteStoreOptions options_;
-  const std::shared_ptr<Clock> clock_;
 
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Connection>> idle_;
@@ -1018,9 +1016,8 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(
             Prefix(path) + "cannot create its directory: " + ec.message());
       }
     }
-    auto impl = std::make_unique<Impl>(options, store_options.clock
-                                                    ? store_options.clock
-                                                    : SystemClock::Instance());
+    (void)store_options;  // No background work of its own reads a clock.
+    auto impl = std::make_unique<Impl>(options);
     if (Status s = impl->Start(); !s) return Unexpected(s.error());
     return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(impl)));
   });

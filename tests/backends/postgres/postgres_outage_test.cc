@@ -100,7 +100,9 @@ class PostgresOutageTest : public ::testing::Test {
   }
 
   std::shared_ptr<Store> Open() {
-    auto store = OpenStore(server_.url() + "?" + kParams);
+    // No sweeper: the records' times are far in the system clock's past.
+    auto store = OpenStore(server_.url() + "?" + kParams,
+                           {.sweep_interval = Duration::zero()});
     EXPECT_TRUE(store.has_value()) << store.error().ToString();
     return store.has_value() ? std::shared_ptr<Store>(std::move(*store))
                              : nullptr;
@@ -181,9 +183,11 @@ TEST_F(PostgresOutageTest, CallsFailUnavailableDuringAnOutageAndRecoverAfter) {
 // client-side deadline (statement_timeout + kClientGrace) and libpq's
 // connect_timeout do.
 TEST_F(PostgresOutageTest, ASilentServerIsUnavailableWithinTheDeadlines) {
-  auto store = OpenStore(server_.url() +
-                         "?table=silent&connect_timeout_s=2&"
-                         "statement_timeout_ms=1000&acquire_timeout_ms=2000");
+  auto store =
+      OpenStore(server_.url() +
+                    "?table=silent&connect_timeout_s=2&"
+                    "statement_timeout_ms=1000&acquire_timeout_ms=2000",
+                {.sweep_interval = Duration::zero()});
   ASSERT_TRUE(store.has_value()) << store.error().ToString();
   auto claim = (*store)->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
   ASSERT_TRUE(claim.has_value()) << claim.error().ToString();

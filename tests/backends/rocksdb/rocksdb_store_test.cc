@@ -397,6 +397,40 @@ TEST_F(RocksdbStoreTest, PurgeExpiredWorksInBatchesAndResumes) {
   }
 }
 
+// One call examines a bounded number of keys (rocksdb_store.h), so a sweep
+// of a large store stays short; the next call goes on where it stopped.
+TEST_F(RocksdbStoreTest, PurgeExpiredExaminesABoundedNumberOfKeysPerCall) {
+  constexpr int kLive = 100'000;    // The budget of a call with limit 1000.
+  ASSERT_NE(OpenStore(), nullptr);  // Creates the database.
+  RecordId last;
+  last.bytes.fill(0xff);  // Sorts after every other key.
+  WithRawDb([&](rocksdb::DB& db, rocksdb::ColumnFamilyHandle* cf) {
+    const std::string live =
+        EncodeRecord(NewClaimRecord(Fp(1), kT0, hours(1), seconds(5)));
+    rocksdb::WriteOptions write;
+    write.disableWAL = true;  // Flushed on close.
+    for (int i = 0; i < kLive; ++i) {
+      ASSERT_TRUE(db.Put(write, cf, Id(i).view(), live).ok());
+    }
+    const std::string expired =
+        EncodeRecord(NewClaimRecord(Fp(1), kT0, seconds(1), seconds(1)));
+    ASSERT_TRUE(db.Put(write, cf, last.view(), expired).ok());
+    ASSERT_TRUE(db.Flush(rocksdb::FlushOptions(), cf).ok());
+  });
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const TimePoint later = kT0 + seconds(1);
+  auto first = store->PurgeExpired(later, 1000);
+  ASSERT_TRUE(first.has_value()) << first.error().ToString();
+  EXPECT_EQ(*first, 0u);  // Stopped before the last key.
+  auto second = store->PurgeExpired(later, 1000);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(*second, 1u);
+  auto gone = store->Inspect(last, kT0);
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_FALSE(gone->has_value());
+}
+
 TEST_F(RocksdbStoreTest, OpeningAHeldDirectoryInThisProcessIsUnavailable) {
   auto first = OpenStore();
   ASSERT_NE(first, nullptr);
