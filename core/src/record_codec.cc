@@ -79,17 +79,6 @@ void PutLittleEndian(T v, std::string& out) {
   }
 }
 
-std::int64_t ToNanos(TimePoint t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             t.time_since_epoch())
-      .count();
-}
-
-TimePoint FromNanos(std::int64_t ns) {
-  return TimePoint(
-      std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(ns)));
-}
-
 // ---- Decoding --------------------------------------------------------------
 
 // A bounds-checked cursor over the bytes before the checksum. Every Read*
@@ -205,8 +194,8 @@ std::string EncodeRecord(const Record& record) {
   out.push_back(static_cast<char>(record.state));
   out.append(record.fingerprint.view());
   out.append(record.token.view());
-  PutLittleEndian<std::int64_t>(ToNanos(record.locked_until), out);
-  PutLittleEndian<std::int64_t>(ToNanos(record.expires_at), out);
+  PutLittleEndian<std::int64_t>(ToUnixNanos(record.locked_until), out);
+  PutLittleEndian<std::int64_t>(ToUnixNanos(record.expires_at), out);
   if (completed) {
     PutLittleEndian(static_cast<std::uint16_t>(response.status), out);
     PutLittleEndian(static_cast<std::uint32_t>(response.headers.size()), out);
@@ -263,8 +252,8 @@ Result<Record> DecodeRecord(std::string_view bytes) {
   in.ReadId(record.token);
   in.ReadLittleEndian(locked_until);
   in.ReadLittleEndian(expires_at);
-  record.locked_until = FromNanos(locked_until);
-  record.expires_at = FromNanos(expires_at);
+  record.locked_until = FromUnixNanos(locked_until);
+  record.expires_at = FromUnixNanos(expires_at);
 
   if (record.state == RecordState::kCompleted) {
     auto response = DecodeResponse(in);
@@ -282,6 +271,19 @@ Result<Record> DecodeRecord(std::string_view bytes) {
   trailer.ReadLittleEndian(stored_crc);
   if (stored_crc != Crc32c(payload)) return Corrupt("checksum mismatch");
   return record;
+}
+
+std::optional<TimePoint> PeekExpiresAt(std::string_view bytes) {
+  // The fixed header (layout in record_codec.h) ends with expires_at.
+  constexpr std::size_t kExpiresAtOffset = kFixedSize - 8;
+  if (bytes.size() < kFixedSize + kChecksumSize ||
+      static_cast<std::uint8_t>(bytes[0]) != kRecordCodecMagic ||
+      static_cast<std::uint8_t>(bytes[1]) != kRecordCodecVersion) {
+    return std::nullopt;
+  }
+  std::int64_t expires_at = 0;
+  Reader(bytes.substr(kExpiresAtOffset, 8)).ReadLittleEndian(expires_at);
+  return FromUnixNanos(expires_at);
 }
 
 }  // namespace idem

@@ -135,6 +135,44 @@ TEST(RecordCodecTest, InProgressGoldenBytes) {
   EXPECT_EQ(DecodeRecord(golden).value(), InProgress());
 }
 
+TEST(RecordCodecTest, PeekExpiresAtReadsTheFixedHeaderOnly) {
+  const Record completed = Completed(OrderResponse());
+  EXPECT_EQ(PeekExpiresAt(EncodeRecord(completed)), completed.expires_at);
+  EXPECT_EQ(PeekExpiresAt(EncodeRecord(InProgress())), InProgress().expires_at);
+  // It does not checksum: a damaged body still has a readable expiry.
+  std::string damaged = EncodeRecord(completed);
+  damaged.back() ^= 0x01;
+  EXPECT_EQ(PeekExpiresAt(damaged), completed.expires_at);
+  // Too short, or not of a known magic and version: nothing to read.
+  const std::string in_progress = EncodeRecord(InProgress());
+  EXPECT_EQ(PeekExpiresAt(in_progress.substr(0, 70)), std::nullopt);
+  std::string other_version = in_progress;
+  other_version[1] = 2;
+  EXPECT_EQ(PeekExpiresAt(other_version), std::nullopt);
+  std::string other_magic = in_progress;
+  other_magic[0] = 'X';
+  EXPECT_EQ(PeekExpiresAt(other_magic), std::nullopt);
+  EXPECT_EQ(PeekExpiresAt(""), std::nullopt);
+}
+
+TEST(RecordCodecTest, UnixNanosRoundTrip) {
+  for (std::int64_t ns : {std::int64_t{0}, std::int64_t{-5},
+                          std::int64_t{1'700'000'000'123'456'789}}) {
+    EXPECT_EQ(ToUnixNanos(FromUnixNanos(ns)), ns);
+  }
+  EXPECT_EQ(ToUnixNanos(At(42)), 42);
+}
+
+TEST(RecordTest, HeldByOnlyTheTokenOfAnInProgressRecord) {
+  Record record = InProgress();
+  EXPECT_TRUE(record.HeldBy(record.token));
+  Token other = record.token;
+  other.bytes[0] ^= 0x01;
+  EXPECT_FALSE(record.HeldBy(other));
+  record.state = RecordState::kCompleted;
+  EXPECT_FALSE(record.HeldBy(record.token));
+}
+
 // ---- Round trips
 // -------------------------------------------------------------
 

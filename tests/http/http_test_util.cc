@@ -160,16 +160,6 @@ std::string ProblemMismatch(const Response& response, unsigned status,
   return why.str();
 }
 
-bool WaitFor(const std::function<bool()>& condition,
-             std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
-
 std::shared_ptr<Store> OpenMemoryStore(std::string_view uri) {
   // No sweeper: tests run the Guard on a ManualClock, whose times the
   // sweeper's system clock would take for long expired.

@@ -28,6 +28,7 @@
 #include "demo.h"
 #include "http_server.h"
 #include "idem/beast/idempotent_handler.h"
+#include "support/wait_for.h"
 
 namespace idem::testing {
 
@@ -94,11 +95,6 @@ bool IsReplay(const Response& response);
 // rejection, which has no path).
 std::string ProblemMismatch(const Response& response, unsigned status,
                             std::string_view code);
-
-// Waits (bounded by `timeout`, polling) until `condition` holds; false on
-// timeout. For states of another thread, never for timing.
-bool WaitFor(const std::function<bool()>& condition,
-             std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 // idem-demo in this process, on 127.0.0.1:0.
 class DemoServer {

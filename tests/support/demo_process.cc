@@ -150,15 +150,6 @@ int HandlerRuns(std::uint16_t port) {
   return std::atoi(r->body.c_str() + at + field.size());
 }
 
-bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout) {
-  const auto deadline = SteadyClock::now() + timeout;
-  while (SteadyClock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  return done();
-}
-
 std::string ReadFile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});

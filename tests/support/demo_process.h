@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "support/temp_dir.h"
+#include "support/wait_for.h"
 
 namespace idem::testing::proc {
 
@@ -61,10 +62,7 @@ std::optional<HttpResponse> Send(
 // handler_runs from GET /stats, or -1.
 int HandlerRuns(std::uint16_t port);
 
-// Polls `done` every 20 ms until it holds or `timeout` passes. For the
-// state of another process, never for timing.
-bool WaitFor(const std::function<bool()>& done,
-             std::chrono::seconds timeout = std::chrono::seconds(120));
+using ::idem::testing::WaitFor;
 
 std::string ReadFile(const std::filesystem::path& path);
 

@@ -123,7 +123,8 @@ Result<std::size_t> ShardedMutexStore::PurgeExpired(TimePoint now,
 StoreInfo ShardedMutexStore::Info() const {
   return StoreInfo{.name = "sharded_mutex",
                    .durable = false,
-                   .shared_across_processes = false};
+                   .shared_across_processes = false,
+                   .calls_may_block = false};
 }
 
 std::size_t ShardedMutexStore::SizeForTesting() const {

@@ -585,8 +585,10 @@ MemoryStoreStats MemoryStore::stats() const {
 }
 
 StoreInfo MemoryStore::Info() const {
-  return StoreInfo{"memory", /*durable=*/false,
-                   /*shared_across_processes=*/false};
+  return StoreInfo{.name = "memory",
+                   .durable = false,
+                   .shared_across_processes = false,
+                   .calls_may_block = false};
 }
 
 // Removes up to `limit` records of `bucket` that have expired at `now`.

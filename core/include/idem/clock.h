@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,18 @@ namespace idem {
 
 using TimePoint = std::chrono::system_clock::time_point;
 using Duration = std::chrono::system_clock::duration;
+
+// Nanoseconds since the Unix epoch: how records, columns and rows store a
+// TimePoint. Exact for every TimePoint (system_clock counts nanoseconds).
+inline std::int64_t ToUnixNanos(TimePoint t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             t.time_since_epoch())
+      .count();
+}
+inline TimePoint FromUnixNanos(std::int64_t ns) {
+  return TimePoint(
+      std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(ns)));
+}
 
 class Clock {
  public:
@@ -43,7 +56,8 @@ class SystemClock final : public Clock {
 // waits (complete the record it is waiting on, say) without real sleeping.
 class ManualClock final : public Clock {
  public:
-  explicit ManualClock(TimePoint start = TimePoint(std::chrono::hours(24 * 365 * 50)))
+  explicit ManualClock(TimePoint start = TimePoint(std::chrono::hours(24 * 365 *
+                                                                      50)))
       : now_(start.time_since_epoch().count()) {}
 
   TimePoint Now() const override {

@@ -70,4 +70,32 @@ inline tl::unexpected<Error> MakeError(ErrorCode code, std::string message) {
 
 }  // namespace idem
 
+// Propagation for functions returning a Result or Status.
+//
+// IDEM_RETURN_IF_ERROR(expr): evaluates `expr` (a Status or a Result<T>)
+// once; on failure returns its Error from the enclosing function.
+//
+// IDEM_ASSIGN_OR_RETURN(lhs, expr): evaluates `expr` (a Result<T>) once; on
+// failure returns its Error, else moves the value into `lhs`, which may be
+// a declaration (`auto value`, `const Record& r`) or an existing variable.
+#define IDEM_RETURN_IF_ERROR(expr)                                             \
+  do {                                                                         \
+    if (auto idem_status_ = (expr); !idem_status_) {                           \
+      return ::tl::unexpected<::idem::Error>(std::move(idem_status_).error()); \
+    }                                                                          \
+  } while (false)
+
+#define IDEM_ASSIGN_OR_RETURN(lhs, expr) \
+  IDEM_ASSIGN_OR_RETURN_IMPL_(IDEM_CONCAT_(idem_result_, __LINE__), lhs, expr)
+
+#define IDEM_ASSIGN_OR_RETURN_IMPL_(result, lhs, expr)                 \
+  auto result = (expr);                                                \
+  if (!result) {                                                       \
+    return ::tl::unexpected<::idem::Error>(std::move(result).error()); \
+  }                                                                    \
+  lhs = std::move(*result)
+
+#define IDEM_CONCAT_(a, b) IDEM_CONCAT_INNER_(a, b)
+#define IDEM_CONCAT_INNER_(a, b) a##b
+
 #endif  // IDEM_ERROR_H_

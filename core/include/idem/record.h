@@ -39,6 +39,11 @@ struct Record {
   std::shared_ptr<const Response> response;
 
   bool Expired(TimePoint now) const { return expires_at <= now; }
+  // Whether `holder` owns this record's claim: in progress under its token.
+  // Complete, Release and renewal act only on a record their token holds.
+  bool HeldBy(const Token& holder) const {
+    return state == RecordState::kInProgress && token == holder;
+  }
 
   friend bool operator==(const Record& a, const Record& b);
 };

@@ -36,6 +36,7 @@
 #define IDEM_RECORD_CODEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -56,6 +57,12 @@ std::string EncodeRecord(const Record& record);
 
 // Errors: kDataLoss for anything that is not a valid encoding.
 Result<Record> DecodeRecord(std::string_view bytes);
+
+// expires_at of an encoded record read from its fixed header, without
+// decoding or checksumming the rest: for scans that only need the expiry
+// (compaction filters, purges). nullopt when `bytes` is too short or not of
+// a known magic and version; such values are left for DecodeRecord to report.
+std::optional<TimePoint> PeekExpiresAt(std::string_view bytes);
 
 }  // namespace idem
 

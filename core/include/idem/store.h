@@ -103,6 +103,10 @@ struct StoreInfo {
   std::string name;      // "memory", "rocksdb", ...
   bool durable = false;  // Completed records survive a process crash.
   bool shared_across_processes = false;  // Several processes may share it.
+  // Whether a call may block its thread on I/O or a lock (a disk, a
+  // server, a pool). Adapters call a store that may block from a thread
+  // pool, one that never does inline on their I/O threads. Default: true.
+  bool calls_may_block = true;
   // Most calls the store serves at once without waiting inside (its
   // connection pool's size); 0 when it names no bound. Adapters size their
   // store-call thread pools by it.

@@ -82,11 +82,11 @@ IdempotentHandler::IdempotentHandler(std::shared_ptr<Guard> guard,
     : guard_(std::move(guard)),
       handler_(std::move(handler)),
       options_(std::move(options)) {
-  // The in-memory store never blocks, so a hop to the pool and back would
-  // only add latency; every other store may block on I/O.
+  // A store that never blocks is called inline: a hop to the pool and back
+  // would only add latency.
   const bool pool = options_.store_calls == StoreCalls::kPool ||
                     (options_.store_calls == StoreCalls::kAuto &&
-                     guard_->store().Info().name != "memory");
+                     guard_->store().Info().calls_may_block);
   if (!pool) return;
   const StoreInfo info = guard_->store().Info();
   std::size_t threads = options_.store_threads;

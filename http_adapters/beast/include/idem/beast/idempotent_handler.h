@@ -87,7 +87,8 @@ using ScopeResolver =
 
 // Where the Guard's store calls run.
 enum class StoreCalls {
-  kAuto,    // Inline when the store's Info().name is "memory", else the pool.
+  kAuto,    // Inline when the store's Info().calls_may_block is false, else
+            // the pool.
   kInline,  // On the caller's thread (only for stores that never block).
   kPool,    // Always on the pool.
 };
