@@ -23,8 +23,7 @@
 #include "idem/store.h"
 #include "idem/types.h"
 #include "raw_ops.h"
-#include "run_store.h"
-#include "support/sharded_mutex_store.h"
+#include "run_state.h"
 
 namespace idem::bench {
 namespace {
@@ -36,9 +35,6 @@ using std::chrono::seconds;
 constexpr std::size_t kReplayKeys = 1024;
 constexpr std::size_t kZipfKeys = 10'000;
 constexpr double kZipfExponent = 0.99;
-// A memory: run never gets more room than this: 2^25 records of ~400 bytes
-// is the most a run may take of a shared machine's memory.
-constexpr std::size_t kMaxMemoryCapacity = std::size_t{1} << 25;
 // Key spaces of the workloads, apart from each other and from the unique
 // keys (thread index << 40).
 constexpr std::uint64_t kHotKey = 0xC0FFEE;
@@ -74,89 +70,6 @@ struct Outcomes {
         Share(claims[static_cast<int>(ClaimOutcome::kCompleted)]);
   }
 };
-
-// ---- Per-run state ---------------------------------------------------------
-
-struct Run {
-  std::string uri;  // What RemoveRunStore cleans up; "" when nothing.
-  std::unique_ptr<Store> store;
-  std::unique_ptr<RawOp> raw;
-};
-Run* g_run = nullptr;
-int g_run_number = 0;
-
-bool IsPostgres(const std::string& uri) {
-  const std::string scheme = SchemeOf(uri);
-  return scheme == "postgresql" || scheme == "postgres";
-}
-
-std::size_t MemoryCapacity(std::size_t records) {
-  return std::min(records + records / 8 + 1024, kMaxMemoryCapacity);
-}
-
-// Thread 0, before the loop: a fresh store for `records` records at most.
-void OpenRun(benchmark::State& state, StoreSpec& spec, std::size_t records,
-             bool raw) {
-  if (state.thread_index() != 0) return;
-  std::optional<std::string>& known = raw ? spec.raw_error : spec.store_error;
-  if (known) {
-    state.SkipWithError(known->c_str());
-    return;
-  }
-  auto run = std::make_unique<Run>();
-  if (spec.uri.empty()) {
-    run->store = std::make_unique<testing::ShardedMutexStore>(records);
-    g_run = run.release();
-    return;
-  }
-  const std::string uri =
-      RunStoreUri(spec.uri, ++g_run_number, MemoryCapacity(records));
-  std::string error;
-  if (raw) {
-    auto op = OpenRawOp(uri, state.threads());
-    if (op) {
-      run->raw = std::move(*op);
-    } else {
-      error = op.error().ToString();
-    }
-  } else {
-    auto store = OpenStore(uri);
-    if (store) {
-      run->store = std::move(*store);
-    } else {
-      error = store.error().ToString();
-    }
-  }
-  // A server that refused us has no table to drop; files may have been
-  // made before an open failed.
-  if (error.empty() || !IsPostgres(uri)) {
-    run->uri = uri;
-  }
-  if (!error.empty()) {
-    RemoveRunStore(run->uri);
-    known = error;
-    state.SkipWithError(error.c_str());
-    return;
-  }
-  g_run = run.release();
-}
-
-// Thread 0, after the loop.
-void CloseRun(benchmark::State& state) {
-  if (state.thread_index() != 0 || g_run == nullptr) return;
-  std::unique_ptr<Run> run(g_run);
-  g_run = nullptr;
-  run->store.reset();
-  run->raw.reset();
-  if (!run->uri.empty()) RemoveRunStore(run->uri);
-}
-
-// The run, read inside the loop (its start is the barrier after thread 0's
-// set-up); null, and this thread's run skipped, when the set-up failed.
-Run* CurrentRun(benchmark::State& state) {
-  if (g_run == nullptr) state.SkipWithError("no store for this run");
-  return g_run;
-}
 
 // ---- Zipf ------------------------------------------------------------------
 
@@ -280,13 +193,13 @@ bool InMemory(const StoreSpec& spec) {
 }
 
 void BM_Store(benchmark::State& state, StoreSpec* spec, Workload workload) {
-  OpenRun(state, *spec, RecordsFor(state, workload), /*raw=*/false);
-  if (state.thread_index() == 0 && g_run != nullptr) {
-    if (auto s = Prepopulate(*g_run->store, workload); !s) {
+  if (Run* opened =
+          OpenRun(state, *spec, RecordsFor(state, workload), /*raw=*/false)) {
+    if (auto s = Prepopulate(*opened->store, workload); !s) {
       state.SkipWithError(("set-up: " + s.error().ToString()).c_str());
       CloseRun(state);
     } else if (IsPostgres(spec->uri)) {
-      if (std::string e = WarmUpPostgres(*g_run->store, state.threads());
+      if (std::string e = WarmUpPostgres(*opened->store, state.threads());
           !e.empty()) {
         state.SkipWithError(("warm-up: " + e).c_str());
         CloseRun(state);
@@ -444,14 +357,14 @@ void BM_HotKeyExpiring(benchmark::State& state, StoreSpec* spec) {
 // ---- The raw engine write --------------------------------------------------
 
 void BM_RawWrite(benchmark::State& state, StoreSpec* spec) {
-  OpenRun(state, *spec, 0, /*raw=*/true);
+  Run* opened = OpenRun(state, *spec, 0, /*raw=*/true);
   // As the store is warmed up (WarmUpPostgres): each of the pool's sessions
   // plans its prepared insert afresh for its first executions.
-  if (state.thread_index() == 0 && g_run != nullptr && IsPostgres(spec->uri)) {
+  if (opened != nullptr && IsPostgres(spec->uri)) {
     std::atomic<std::uint64_t> next{kWarmUpBase};
     std::string e =
         WarmUp(state.threads(), kPostgresPool, kWarmUpOps, [&](int t) {
-          auto s = g_run->raw->Write(IdFor(next.fetch_add(1)), t);
+          auto s = opened->raw->Write(IdFor(next.fetch_add(1)), t);
           return s ? std::string() : s.error().ToString();
         });
     if (!e.empty()) {
