@@ -66,9 +66,11 @@
 //   idem-bench --idem_store_uris='rocksdb:/d/a,rocksdb:/d/b?sync=true,
 //     sqlite:/d/a.db,sqlite:/d/b.db?synchronous=full'
 //     --benchmark_filter='^(ClaimComplete|RawWrite)/'
-// (labels rocksdb_1, rocksdb_2, sqlite_1, sqlite_2), or the memory store
+// (labels rocksdb_1, rocksdb_2, sqlite_1, sqlite_2); the memory store
 // against its baseline: --idem_store_uris=memory:
-// --benchmark_filter='^(ClaimComplete|HotKeyExpiring)/|1KiB'.
+// --benchmark_filter='^(ClaimComplete|HotKeyExpiring)/|1KiB'; PostgreSQL
+// against its raw insert: --idem_store_uris=postgresql://...
+// --benchmark_filter='^(Claim|ClaimComplete|RawWrite)/'.
 //
 // Every run (every thread count, and every trial run Google Benchmark makes
 // to size a run) gets a fresh store (run_store.h). memory: gets a capacity
