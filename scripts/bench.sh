@@ -7,6 +7,8 @@
 # table of docs/WHICH_STORE.md and the plots
 # under docs/bench/ (benchmarks/report/make_report.py). About 10 minutes on
 # 2 cores from a warm ccache; QUICK=1 for a smoke run of about a minute.
+# idem-bench is the one benchmark program and make_report.py the one report
+# generator (its `runs` mode tables a measurement by hand).
 #
 #   scripts/bench.sh              # full run; rewrites docs/BENCHMARKS.md, docs/bench/
 #   QUICK=1 OUT=/tmp/b DOCS=/tmp/b scripts/bench.sh

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The generated benchmark page (docs/BENCHMARKS.md) and its plots.
+"""The generated benchmark page (docs/BENCHMARKS.md) and its plots, and the
+tables of a measurement by hand: the one report generator of idem-bench.
 
 scripts/bench.sh runs it twice:
 
@@ -15,7 +16,9 @@ scripts/bench.sh runs it twice:
       every input but machine.json may be missing, its section then says
       so. Writes the page: ratios to the baselines first (each store against
       its engine's raw write, memory against the sharded-mutex map, HTTP
-      against the plain Beast server), then the absolute figures. With
+      against the plain Beast server), then the absolute figures, the
+      in-memory stores' allocations per operation and the issues' targets
+      with a verdict each. With
       --plots, also throughput.png (ops/s against threads, one panel per
       workload) and http.png (requests/s and p99 per store), which need
       matplotlib (Debian's python3-matplotlib); without it, no plots.
@@ -24,6 +27,17 @@ scripts/bench.sh runs it twice:
       replaced, the rest of the file is left as it is. No WHICH_STORE.md
       there (say DOCS=/tmp/x): a one-line note; no markers in it: a
       warning, and the file is left unchanged.
+
+  make_report.py runs FILE.json [FILE.json ...]
+      For a measurement by hand (docs/PERFORMANCE_NOTES.md), not run by
+      scripts/bench.sh: idem-bench's
+      JSON of one or more runs, say with --benchmark_repetitions=5
+      --benchmark_report_aggregates_only=true
+      --benchmark_enable_random_interleaving=true, or parts of one made
+      with --benchmark_filter. Prints a Markdown table of every row (the
+      median ns/op and throughput; a row found in several files takes the
+      run whose time is the median and shows the spread), then the
+      issues' targets with a verdict each.
 
 Python 3 standard library only, but for the plots.
 """
@@ -48,8 +62,16 @@ WORKLOAD_TEXT = {
     "HotKeyInProgress": "all threads claim one key held in progress",
     "HotKeyCompleted": "all threads claim one completed key",
     "Zipf": "Zipf(0.99) over 10,000 keys: claim, complete if acquired",
+    "HotKeyExpiring": "all threads claim one key that keeps expiring "
+                      "(1 µs clock steps, 100 µs ttl), in-memory stores only",
     "RawWrite": "the engine's own write",
 }
+# The issue targets (#3 to #6), as a time per operation over a baseline's
+# at 1 thread: (workload, baseline workload, raw scheme, at most).
+RAW_TARGETS = [("ClaimComplete", "rocksdb", 3.0),
+               ("ClaimComplete", "sqlite", 2.5),
+               ("Claim", "postgresql", 1.2),
+               ("ClaimComplete", "postgresql", 2.5)]
 RAW_TEXT = {
     "rocksdb": "RocksDB Put",
     "sqlite": "autocommit SQLite INSERT",
@@ -124,36 +146,51 @@ def machine(args):
 
 # ---- inputs -----------------------------------------------------------------
 
-def load_bench(path):
-    """{(workload, label, threads): row} and the context; errors apart.
+def load_bench(paths):
+    """{(workload, label, threads): row}, the errors apart, the first
+    file's context and {key: (lowest, highest, n)} over the runs.
 
-    With repetitions, the median aggregate; several plain runs of one name
-    fold to the one with the median time.
+    A file's row is its median aggregate when it ran repetitions (with its
+    cv aggregate as "cv"), else its plain runs; over all files' runs of one
+    name the row is the one with the median time.
     """
-    with open(path) as f:
-        data = json.load(f)
-    plain, medians, errors = {}, {}, {}
-    for b in data.get("benchmarks", []):
-        m = NAME.match(b.get("run_name", b["name"]))
-        if not m:
-            continue
-        key = (m["workload"], m["label"], int(m["threads"]))
-        if b.get("error_occurred"):
-            errors[key] = b.get("error_message", "error")
-            continue
-        if b.get("time_unit", "ns") != "ns":
-            sys.exit(f"{b['name']}: time unit {b['time_unit']}, expected ns")
-        agg = b.get("aggregate_name")
-        if agg == "median":
-            medians[key] = b
-        elif not agg:
-            plain.setdefault(key, []).append(b)
-    rows = {}
-    for key, runs in plain.items():
-        runs.sort(key=lambda r: r["real_time"])
-        rows[key] = runs[(len(runs) - 1) // 2]
-    rows.update(medians)
-    return rows, errors, data.get("context", {})
+    runs, errors, context = {}, {}, {}
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        context = context or data.get("context", {})
+        plain, medians, cvs = {}, {}, {}
+        for b in data.get("benchmarks", []):
+            m = NAME.match(b.get("run_name", b["name"]))
+            if not m:
+                continue
+            key = (m["workload"], m["label"], int(m["threads"]))
+            if b.get("error_occurred"):
+                errors[key] = b.get("error_message", "error")
+                continue
+            agg = b.get("aggregate_name")
+            if agg == "cv":
+                cvs[key] = b["real_time"]
+                continue
+            if b.get("time_unit", "ns") != "ns":
+                sys.exit(f"{b['name']}: time unit {b['time_unit']}, "
+                         "expected ns")
+            if agg == "median":
+                medians[key] = b
+            elif not agg:
+                plain.setdefault(key, []).append(b)
+        for key, b in medians.items():
+            runs.setdefault(key, []).append(
+                dict(b, cv=cvs[key]) if key in cvs else b)
+        for key, bs in plain.items():
+            if key not in medians:
+                runs.setdefault(key, []).extend(bs)
+    rows, spread = {}, {}
+    for key, rs in runs.items():
+        rs.sort(key=lambda r: r["real_time"])
+        rows[key] = rs[(len(rs) - 1) // 2]
+        spread[key] = (rs[0]["real_time"], rs[-1]["real_time"], len(rs))
+    return rows, errors, context, spread
 
 
 def load_kv(path):
@@ -342,7 +379,7 @@ def section_throughput(rows, errors, threads, plots):
         lines += ["![ops/s against threads, one panel per workload]"
                   "(bench/throughput.png)", ""]
     labels = _stores(rows) + ["sharded_mutex"]
-    for w in WORKLOADS + ["RawWrite"]:
+    for w in WORKLOADS + ["HotKeyExpiring", "RawWrite"]:
         cols = [l for l in labels if any(k[0] == w and k[1] == l for k in rows)
                 or any(k[0] == w and k[1] == l for k in errors)]
         if not cols:
@@ -356,7 +393,7 @@ def section_throughput(rows, errors, threads, plots):
                 if r:
                     cell = (f"{rate(r['items_per_second'])}/s "
                             f"({duration_ns(r['real_time'])})")
-                    if w in ("Zipf",) and "conflicts" in r:
+                    if w in ("Zipf", "HotKeyExpiring") and "conflicts" in r:
                         cell += f", {100 * r['conflicts']:.2g}% conflicts"
                     cells.append(cell)
                 else:
@@ -370,6 +407,97 @@ def section_throughput(rows, errors, threads, plots):
             lines.append(f"- `{w}/{l}` at {t} threads: {e}")
         lines.append("")
     return lines
+
+
+def targets(rows):
+    """[target, measured, verdict] of the issues' targets this run has
+    rows for: the memory store against the sharded-mutex map, hashing
+    against a bare SHA-256, the durable stores against their raw write."""
+    out = []
+
+    def get(w, label, t, field):
+        r = rows.get((w, label, t))
+        return r.get(field) if r else None
+
+    def over(a, b):
+        return a / b if a is not None and b else None
+
+    def verdict(text, value, fmt, limit=None, at_least=False):
+        if value is None:
+            return
+        ok = "(no target)" if limit is None else (
+            "met" if (value >= limit if at_least else value <= limit)
+            else "NOT met")
+        out.append([text, fmt.format(value), ok])
+
+    verdict("Claim+Complete of new keys, `memory`, 1 thread ≤ 500 ns",
+            get("ClaimComplete", "memory", 1, "real_time"), "{:.0f} ns", 500)
+    for t, want in ((2, 1.5), (32, 2.0)):
+        verdict(f"Claim+Complete, {t} threads: `memory` ≥ {want}× the "
+                "sharded-mutex map's throughput",
+                over(get("ClaimComplete", "memory", t, "items_per_second"),
+                     get("ClaimComplete", "sharded_mutex", t,
+                         "items_per_second")), "{:.2f}×", want, True)
+    for t in sorted({k[2] for k in rows if k[0] == "HotKeyExpiring"}):
+        verdict(f"hot key that keeps expiring, {t} thread(s): `memory` / "
+                "sharded-mutex map throughput",
+                over(get("HotKeyExpiring", "memory", t, "items_per_second"),
+                     get("HotKeyExpiring", "sharded_mutex", t,
+                         "items_per_second")), "{:.2f}×")
+    verdict("fingerprint of 1 KiB ≤ 1.2× a bare SHA-256 (1 thread)",
+            over(get("Fingerprint", "1KiB", 1, "real_time"),
+                 get("Sha256", "1KiB", 1, "real_time")), "{:.2f}×", 1.2)
+    labels = sorted({k[1] for k in rows if k[0] == "RawWrite"})
+    for w, scheme, limit in RAW_TARGETS:
+        for label in labels:
+            if label.split("_")[0] != scheme:
+                continue
+            verdict(f"{w}, `{label}`, 1 thread ≤ {limit}× its "
+                    f"{RAW_TEXT[scheme]}",
+                    over(get(w, label, 1, "real_time"),
+                         get("RawWrite", label, 1, "real_time")),
+                    "{:.2f}×", limit)
+    return out
+
+
+def section_targets(rows):
+    out = targets(rows)
+    if not out:
+        return []
+    return ["## Targets", "",
+            "The issues' targets against this run's rows (a ratio is of "
+            "times per operation, or of throughputs where it says so).", "",
+            table(["target", "measured", "verdict"], out,
+                  ["---", "---:", "---"]), ""]
+
+
+def allocs(r):
+    return (f"{r['allocs_per_op']:.2f} ({r['alloc_bytes_per_op']:.0f} B)"
+            if r and "allocs_per_op" in r else "–")
+
+
+def section_allocations(rows, threads):
+    """operator new calls (and bytes) per operation of the in-memory
+    stores: on them allocation is most of the cost."""
+    labels = [l for l in ("memory", "sharded_mutex")
+              if any(k[1] == l and "allocs_per_op" in r
+                     for k, r in rows.items())]
+    all_threads = sorted({k[2] for k in rows if k[1] in labels})
+    pick = [t for t in (1, _t_hi(threads)) if t in all_threads]
+    out = []
+    for w in WORKLOADS + ["HotKeyExpiring"]:
+        for l in labels:
+            cells = [allocs(rows.get((w, l, t))) for t in pick]
+            if any(c != "–" for c in cells):
+                out.append([w, f"`{l}`"] + cells)
+    if not out:
+        return []
+    return ["## Allocations per operation", "",
+            "`operator new` calls (and bytes) per operation on the "
+            "benchmark's threads, for the in-memory stores, where "
+            "allocation is most of the cost.", "",
+            table(["workload", "store"] + [f"{t} thr" for t in pick], out,
+                  ["---", "---"] + ["---:"] * len(pick)), ""]
 
 
 def section_hashing(rows):
@@ -766,7 +894,7 @@ def report(args):
     rows, errors, context = {}, {}, {}
     bench_path = os.path.join(res, "idem-bench.json")
     if os.path.exists(bench_path):
-        rows, errors, context = load_bench(bench_path)
+        rows, errors, context, _ = load_bench([bench_path])
     http = None
     http_path = os.path.join(res, "http.json")
     if os.path.exists(http_path):
@@ -807,6 +935,8 @@ def report(args):
                       else "off: a commit costs no disk flush.")
                    if "postgresql" in stores else ""), ""]
         doc += section_hashing(rows)
+        doc += section_allocations(rows, threads)
+        doc += section_targets(rows)
     else:
         doc += ["No idem-bench results (no idem-bench.json).", ""]
     doc += section_http(http, plots)
@@ -817,6 +947,57 @@ def report(args):
         f.write("\n".join(doc).rstrip("\n") + "\n")
     update_which_store(os.path.join(docs, "WHICH_STORE.md"),
                        which_store_block(m, rows, threads, http, mem, disk))
+
+
+# ---- runs -------------------------------------------------------------------
+
+def human(x):
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.2f}{unit}"
+    return f"{x:.0f}"
+
+
+def runs(args):
+    """Every row of the files, with the spread over their runs, then the
+    targets (Markdown, to stdout)."""
+    rows, errors, context, spread = load_bench(args.files)
+    loads = ", ".join(f"{x:.2f}" for x in context.get("load_avg", []))
+    print(f"- {', '.join(args.files)}: {context.get('date')}, host "
+          f"{context.get('host_name')}, {context.get('num_cpus')} CPUs at "
+          f"{context.get('mhz_per_cpu')} MHz, load average at start {loads}")
+    print()
+    out = []
+    for key in sorted(rows):
+        r = rows[key]
+        low, high, n = spread[key]
+        if "items_per_second" in r:
+            throughput = human(r["items_per_second"]) + " items"
+        else:
+            throughput = human(r.get("bytes_per_second", 0)) + "B"
+        notes = ""
+        if "replayed" in r:
+            notes = (f"acquired {100 * r['acquired']:.2f}%, conflicts "
+                     f"{100 * r['conflicts']:.2f}%, replayed "
+                     f"{100 * r['replayed']:.2f}%")
+            if "stale_complete" in r:
+                notes += f", stale complete {100 * r['stale_complete']:.2f}%"
+        out.append([key[0], key[1], key[2], f"{r['real_time']:.0f}",
+                    throughput,
+                    f"{100 * r['cv']:.1f}%" if "cv" in r else "–",
+                    f"{low:.0f}-{high:.0f} ({n})" if n > 1 else "–",
+                    allocs(r), notes])
+    print(table(["benchmark", "store", "threads", "ns/op (median)",
+                 "throughput/s", "cv", "runs' medians (n)", "allocs/op",
+                 "notes"], out,
+                ["---", "---"] + ["---:"] * 6 + ["---"]))
+    if errors:
+        print()
+        for (w, l, t), e in sorted(errors.items()):
+            print(f"- skipped: `{w}/{l}` at {t} threads: {e}")
+    print()
+    print(table(["target", "measured", "verdict"], targets(rows),
+                ["---", "---:", "---"]))
 
 
 def main():
@@ -831,11 +1012,10 @@ def main():
     pr.add_argument("--plots", default="")
     pr.add_argument("--elapsed", type=int, default=0)
     pr.add_argument("--build-seconds", type=int, default=None)
+    pn = sub.add_parser("runs")
+    pn.add_argument("files", nargs="+")
     args = p.parse_args()
-    if args.mode == "machine":
-        machine(args)
-    else:
-        report(args)
+    {"machine": machine, "report": report, "runs": runs}[args.mode](args)
 
 
 if __name__ == "__main__":

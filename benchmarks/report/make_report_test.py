@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """make_report.py on the checked-in fixture (testdata/): the page has its
-sections, ratios to the baselines, absolute figures and the machine; a row
-skipped with an error shows as skipped. No plots (no matplotlib needed).
+sections, ratios to the baselines, absolute figures, allocations, the
+targets' verdicts and the machine; a row skipped with an error shows as
+skipped. `runs` over several files: every row with its spread, then the
+targets. No plots (no matplotlib needed).
 The generated block of WHICH_STORE.md (testdata/WHICH_STORE.md, copied next
 to the page): replaced between its markers, the rest untouched; a file
 without the markers, or none, is left as it is.
@@ -64,7 +66,10 @@ class MakeReportTest(unittest.TestCase):
                       "### Against the memory store",
                       "## Throughput per workload", "## Hashing per request",
                       "## HTTP: idem-demo on each store against the plain "
-                      "server", "## Memory and scale"):
+                      "server", "## Memory and scale",
+                      "## Allocations per operation", "## Targets",
+                      "### HotKeyExpiring: all threads claim one key that "
+                      "keeps expiring"):
             self.assertIn("\n" + title, self.page)
 
     def test_ratios_to_baselines(self):
@@ -90,10 +95,59 @@ class MakeReportTest(unittest.TestCase):
         self.assertIn("`HotKeyInProgress/postgresql` at 8 threads: "
                       "connection refused", self.page)
 
+    def test_expiring_hot_key_beside_its_baseline(self):
+        self.assertIn("| 8 | 28.6M/s (35 ns), 7.2% conflicts | 10.5M/s "
+                      "(95 ns), 12% conflicts |", self.page)
+
+    def test_allocations(self):
+        self.assertIn("| ClaimComplete | `memory` | 0.82 (140 B) | "
+                      "0.82 (140 B) |", self.page)
+        self.assertIn("| HotKeyExpiring | `sharded_mutex` | 0.05 (3 B) | "
+                      "0.01 (0 B) |", self.page)
+
+    def test_targets(self):
+        # 1271.3 ns; 1277.2 / 1079.1 ns; ClaimComplete/RawWrite at 1 thread.
+        self.assertIn("| Claim+Complete of new keys, `memory`, 1 thread ≤ "
+                      "500 ns | 1271 ns | NOT met |", self.page)
+        self.assertIn("| fingerprint of 1 KiB ≤ 1.2× a bare SHA-256 "
+                      "(1 thread) | 1.18× | met |", self.page)
+        self.assertIn("| ClaimComplete, `rocksdb`, 1 thread ≤ 3.0× its "
+                      "RocksDB Put | 2.96× | met |", self.page)
+        # 95 ns / 35 ns: throughputs.
+        self.assertIn("| hot key that keeps expiring, 8 thread(s): `memory` "
+                      "/ sharded-mutex map throughput | 2.71× | (no target) "
+                      "|", self.page)
+
     def test_scale(self):
         self.assertIn("**466 B per record**, 1.57×", self.page)
         self.assertIn("| `rocksdb` | default | 2,000 | 9.81 / 19.68 |",
                       self.page)
+
+
+class RunsTest(unittest.TestCase):
+    """make_report.py runs: the fixture given twice is two runs of every
+    row."""
+
+    @classmethod
+    def setUpClass(cls):
+        bench = os.path.join(HERE, "testdata", "idem-bench.json")
+        cls.out = subprocess.run(
+            [sys.executable, os.path.join(HERE, "make_report.py"), "runs",
+             bench, bench], check=True, capture_output=True, text=True).stdout
+
+    def test_rows_with_spread_allocations_and_outcomes(self):
+        self.assertIn("| ClaimComplete | memory | 1 | 1271 | 786.85k items | "
+                      "– | 1271-1271 (2) | 0.82 (140 B) | acquired 100.00%, "
+                      "conflicts 0.00%, replayed 0.00% |", self.out)
+        self.assertRegex(self.out, r"\| HotKeyExpiring \| memory \| 8 \| 35 "
+                                   r"\|.*stale complete 0\.00% \|")
+        self.assertIn("| Sha256 | 1KiB | 1 | 1079 |", self.out)
+
+    def test_errors_and_targets(self):
+        self.assertIn("- skipped: `HotKeyInProgress/postgresql` at 8 "
+                      "threads: connection refused", self.out)
+        self.assertIn("| ClaimComplete, `sqlite`, 1 thread ≤ 2.5× its "
+                      "autocommit SQLite INSERT | 2.45× | met |", self.out)
 
 
 class WhichStoreTest(unittest.TestCase):
