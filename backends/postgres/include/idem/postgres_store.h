@@ -11,9 +11,10 @@
 // the caller passes, never the server's clock: every instance must use the
 // system clock (clock.h).
 //
-// Durability: a call returns after its statement committed; completed
-// records are in the database, so nothing the store keeps in memory is
-// needed to replay them, from any instance.
+// Durability: a call returns after its statement committed (as durable as
+// the server's commit is); completed records are in the database, so
+// nothing the store keeps in memory is needed to replay them, from any
+// instance.
 //
 // Timeouts: no call blocks beyond them. A call waits up to acquire_timeout
 // for a pooled connection, up to connect_timeout to open one, and up to
@@ -144,42 +145,28 @@ class PostgresStore final : public Store {
   PostgresStore(const PostgresStore&) = delete;
   PostgresStore& operator=(const PostgresStore&) = delete;
 
-  // The claim table of store.h.
-  // Errors: kInvalidArgument when ttl or lock_timeout is not positive;
-  // otherwise as in the file comment. On kUnavailable the claim may or may
-  // not have been written (the connection broke after sending it): a retry
-  // then gets kInProgress until the lock times out.
+  // The Store calls; store.h states what each does, the file comment how
+  // they fail. Claim: kInvalidArgument when ttl or lock_timeout is not
+  // positive; on kUnavailable the claim may or may not have been written
+  // (the connection broke after sending it), so a retry may get kInProgress
+  // until the lock times out. Revoke deletes a row even when its record does
+  // not decode. PurgeExpired deletes in statements of at most kPurgeBatch
+  // rows (each its own transaction; those committed before an error stay
+  // deleted), skips rows another call holds locked, so that instances
+  // sweeping one table never wait for each other, and deletes rows whose
+  // columns say expired even if their record is damaged.
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) override;
-
-  // If the record is in_progress with `token`, stores it completed with
-  // `response` (same expires_at) and returns true; otherwise false and
-  // nothing changes.
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const Response& response) override;
-
-  // Deletes the record if it is in_progress with `token`; returns whether
-  // it did.
   Result<bool> Release(const RecordId& id, const Token& token) override;
-
-  // Deletes the row of `id` whatever its state, even when its record does
-  // not decode; returns whether there was one.
   Result<bool> Revoke(const RecordId& id) override;
-
-  // The record of `id` unless absent or expired at `now`.
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override;
-
-  // Deletes up to `limit` records with expires_at <= now, in statements of
-  // at most kPurgeBatch rows (each its own transaction), skipping rows that
-  // another call holds locked (so instances sweeping one table never wait
-  // for each other). Rows whose columns say expired are deleted even if
-  // their record is damaged. Batches committed before an error stay deleted.
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
-
-  // {"postgres", durable = true, shared_across_processes = true,
-  // max_concurrent_calls = pool_size, acquire_timeout}.
+  // {"postgres", durable, shared_across_processes, max_concurrent_calls =
+  // pool_size, acquire_timeout}.
   StoreInfo Info() const override;
 
   // The table, as given in the options.
