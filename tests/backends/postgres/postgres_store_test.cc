@@ -40,6 +40,7 @@
 #include "postgres_test_util.h"
 #include "support/lost_races.h"
 #include "support/secret_request.h"
+#include "support/wait_for.h"
 
 namespace idem {
 namespace {
@@ -79,13 +80,10 @@ Response Created(std::string body = "made") {
   return Response{201, {{"Content-Type", "text/plain"}}, std::move(body)};
 }
 
-struct ConnDeleter {
-  void operator()(PGconn* c) const { PQfinish(c); }
-};
-using Conn = std::unique_ptr<PGconn, ConnDeleter>;
+using Conn = testing::PostgresConnection;
 
 Conn Connect(const std::string& uri) {
-  Conn c(PQconnectdb(uri.substr(0, uri.find('?')).c_str()));
+  Conn c = testing::ConnectPostgres(uri);
   EXPECT_EQ(PQstatus(c.get()), CONNECTION_OK) << PQerrorMessage(c.get());
   return c;
 }
@@ -119,16 +117,8 @@ std::string Unhex(std::string_view hex) {
   return out;
 }
 
-// Polls `pred` every 10 ms for up to 60 s (a loaded or sanitized machine).
-template <typename Pred>
-bool WaitFor(Pred pred) {
-  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return pred();
-}
+// A TimePoint as the table stores it, in SQL text.
+std::string NanosText(TimePoint t) { return std::to_string(ToUnixNanos(t)); }
 
 // ---------------------------------------------------------------------------
 // URIs. These need no server: each fails before connecting, or connects to
@@ -641,6 +631,14 @@ class RowLock {
   bool held_ = false;
 };
 
+// Id(1) claimed at kT0, and then its row locked from a transaction of
+// another connection: a takeover of Id(1) at kT0 + kLock waits inside the
+// server until lock.Unlock().
+struct LockedClaim {
+  Result<ClaimResult> claim;
+  RowLock lock;
+};
+
 // Whether a statement of application `idem` waits for a lock on the server.
 bool IdemStatementWaits(const std::string& base) {
   auto rows = PostgresQuery(
@@ -650,18 +648,22 @@ bool IdemStatementWaits(const std::string& base) {
   return !rows.empty() && rows[0][0] != "0";
 }
 
+LockedClaim ClaimAndLock(Store& store, const std::string& base,
+                         const std::string& table) {
+  return {store.Claim(Id(1), Fp(1), kT0, kTtl, kLock),
+          RowLock(base, table, Id(1))};
+}
+
 TEST_F(PostgresStoreTest, AFullPoolIsUnavailableAfterTheAcquireTimeout) {
   auto store = Open("pool=1&acquire_timeout_ms=300&statement_timeout_ms=60000");
   ASSERT_NE(store, nullptr);
-  auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value());
-  RowLock lock(base_, table_, Id(1));
-  ASSERT_TRUE(lock.held());
+  LockedClaim locked = ClaimAndLock(*store, base_, table_);
+  ASSERT_TRUE(locked.claim.has_value() && locked.lock.held());
   // The only connection waits for the row lock inside the server.
   std::optional<Result<ClaimResult>> blocked;
   std::thread holder(
       [&] { blocked = store->Claim(Id(1), Fp(1), kT0 + kLock, kTtl, kLock); });
-  ASSERT_TRUE(WaitFor([&] { return IdemStatementWaits(base_); }));
+  ASSERT_TRUE(testing::WaitFor([&] { return IdemStatementWaits(base_); }));
   const auto start = std::chrono::steady_clock::now();
   auto other = store->Claim(Id(2), Fp(2), kT0, kTtl, kLock);
   const auto waited = std::chrono::steady_clock::now() - start;
@@ -670,7 +672,7 @@ TEST_F(PostgresStoreTest, AFullPoolIsUnavailableAfterTheAcquireTimeout) {
   EXPECT_THAT(other.error().message(), HasSubstr("acquire_timeout=300 ms"));
   EXPECT_GE(waited, milliseconds(300));
   EXPECT_LT(waited, seconds(30));
-  lock.Unlock();
+  locked.lock.Unlock();
   holder.join();
   ASSERT_TRUE(blocked.has_value());
   ASSERT_TRUE(blocked->has_value()) << blocked->error().ToString();
@@ -684,10 +686,8 @@ TEST_F(PostgresStoreTest, AFullPoolIsUnavailableAfterTheAcquireTimeout) {
 TEST_F(PostgresStoreTest, AStatementBlockedInTheServerTimesOutUnavailable) {
   auto store = Open("statement_timeout_ms=500");
   ASSERT_NE(store, nullptr);
-  auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value());
-  RowLock lock(base_, table_, Id(1));
-  ASSERT_TRUE(lock.held());
+  LockedClaim locked = ClaimAndLock(*store, base_, table_);
+  ASSERT_TRUE(locked.claim.has_value() && locked.lock.held());
   const auto start = std::chrono::steady_clock::now();
   auto blocked = store->Claim(Id(1), Fp(1), kT0 + kLock, kTtl, kLock);
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(30));
@@ -696,8 +696,8 @@ TEST_F(PostgresStoreTest, AStatementBlockedInTheServerTimesOutUnavailable) {
       << blocked.error().ToString();
   EXPECT_THAT(blocked.error().message(), HasSubstr("SQLSTATE"));
   // Nothing was written, and the store still works.
-  lock.Unlock();
-  auto done = store->Complete(Id(1), claim->token, Created());
+  locked.lock.Unlock();
+  auto done = store->Complete(Id(1), locked.claim->token, Created());
   ASSERT_TRUE(done.has_value()) << done.error().ToString();
   EXPECT_TRUE(*done);
 }
@@ -723,12 +723,9 @@ TEST_F(PostgresStoreTest, PurgeExpiredDeletesOnlyExpiredRowsInBatches) {
   ASSERT_TRUE(purged.has_value()) << purged.error().ToString();
   EXPECT_EQ(*purged, 1200u);
   // A row someone holds locked is skipped, not waited for.
-  const auto left = Query(
-      "SELECT encode(id, 'hex') FROM \"" + table_ +
-          "\" WHERE expires_at < $1 LIMIT 1",
-      {std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          later.time_since_epoch())
-                          .count())});
+  const auto left = Query("SELECT encode(id, 'hex') FROM \"" + table_ +
+                              "\" WHERE expires_at < $1 LIMIT 1",
+                          {NanosText(later)});
   ASSERT_EQ(left.size(), 1u);
   RecordId locked;
   ASSERT_TRUE(locked.Assign(Unhex(left[0][0])));
@@ -763,19 +760,15 @@ TEST_F(PostgresStoreTest, PurgesOfTwoInstancesDoNotBlockEachOther) {
   // Rows straight into the table (3000 claims would take a while): every
   // column but the record is what the purge reads.
   auto conn = Connect(base_);
-  const auto ns = [](TimePoint tp) {
-    return std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              tp.time_since_epoch())
-                              .count());
-  };
   ASSERT_TRUE(
       Exec(conn.get(),
            "INSERT INTO " + t +
                " (id, state, fingerprint, token, locked_until, expires_at, "
                "takeover, record) SELECT sha256(int8send(g)), 2, '\\x00', "
                "'\\x00', " +
-               ns(kT0) + ", CASE WHEN g < " + std::to_string(kExpired) +
-               " THEN " + ns(kT0 + seconds(1)) + " ELSE " + ns(kT0 + kTtl) +
+               NanosText(kT0) + ", CASE WHEN g < " + std::to_string(kExpired) +
+               " THEN " + NanosText(kT0 + seconds(1)) + " ELSE " +
+               NanosText(kT0 + kTtl) +
                " END, false, '\\x00' FROM generate_series(0, " +
                std::to_string(kExpired + kLive - 1) + ") g"));
   const TimePoint later = kT0 + seconds(2);
@@ -788,7 +781,8 @@ TEST_F(PostgresStoreTest, PurgesOfTwoInstancesDoNotBlockEachOther) {
   ASSERT_TRUE(Exec(other.get(), "DELETE FROM " + t +
                                     " WHERE id IN (SELECT id "
                                     "FROM " +
-                                    t + " WHERE expires_at <= " + ns(later) +
+                                    t +
+                                    " WHERE expires_at <= " + NanosText(later) +
                                     " LIMIT 1000 FOR UPDATE SKIP LOCKED)"));
   auto purged = a->PurgeExpired(later, 100000);
   ASSERT_TRUE(purged.has_value()) << purged.error().ToString();

@@ -25,14 +25,17 @@ std::string WithoutQuery(const std::string& uri) {
   return uri.substr(0, uri.find('?'));
 }
 
-struct ConnDeleter {
-  void operator()(PGconn* c) const { PQfinish(c); }
-};
 struct ResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
 };
 
 }  // namespace
+
+void PgConnDeleter::operator()(pg_conn* c) const { PQfinish(c); }
+
+PostgresConnection ConnectPostgres(const std::string& uri) {
+  return PostgresConnection(PQconnectdb(WithoutQuery(uri).c_str()));
+}
 
 std::string PostgresTestUri() {
   const char* uri = std::getenv("IDEM_TEST_POSTGRES_URI");
@@ -56,8 +59,7 @@ std::vector<std::vector<std::string>> PostgresQuery(
     const std::string& uri, const std::string& sql,
     const std::vector<std::string>& params) {
   std::vector<std::vector<std::string>> rows;
-  std::unique_ptr<PGconn, ConnDeleter> conn(
-      PQconnectdb(WithoutQuery(uri).c_str()));
+  const PostgresConnection conn = ConnectPostgres(uri);
   if (PQstatus(conn.get()) != CONNECTION_OK) {
     ADD_FAILURE() << "connect " << uri << ": " << PQerrorMessage(conn.get());
     return rows;
@@ -83,8 +85,7 @@ std::vector<std::vector<std::string>> PostgresQuery(
 }
 
 void DropPostgresTable(const std::string& uri, const std::string& table) {
-  std::unique_ptr<PGconn, ConnDeleter> conn(
-      PQconnectdb(WithoutQuery(uri).c_str()));
+  const PostgresConnection conn = ConnectPostgres(uri);
   if (PQstatus(conn.get()) != CONNECTION_OK) return;
   const std::string sql =
       "DROP TABLE IF EXISTS \"" + table +

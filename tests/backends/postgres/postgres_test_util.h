@@ -15,9 +15,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+struct pg_conn;  // libpq's PGconn.
 
 namespace idem::testing {
 
@@ -45,6 +48,15 @@ std::string WithParams(const std::string& uri, const std::string& params);
 // A table name no other test (in this or another process) uses:
 // `<prefix>_<pid>_<counter>_<random>`.
 std::string UniquePostgresTable(std::string_view prefix);
+
+struct PgConnDeleter {
+  void operator()(pg_conn* c) const;
+};
+using PostgresConnection = std::unique_ptr<pg_conn, PgConnDeleter>;
+
+// A libpq connection of the test's own to the server of `uri` (its idem
+// query parameters ignored), whether or not it succeeded: check PQstatus.
+PostgresConnection ConnectPostgres(const std::string& uri);
 
 // Runs `sql` (text parameters $1.. from `params`) on a fresh connection to
 // the server of `uri` (its idem query parameters ignored). Returns the rows

@@ -1,0 +1,103 @@
+// One libpq connection of the PostgreSQL store: opening it with the store's
+// timeouts, the statements it has prepared, and the round trip that runs a
+// statement on it within a client-side deadline.
+//
+// Thread-safety: a Connection is used by one thread at a time (the pool
+// hands it over under its mutex).
+
+#ifndef IDEM_BACKENDS_POSTGRES_SRC_POSTGRES_CONNECTION_H_
+#define IDEM_BACKENDS_POSTGRES_SRC_POSTGRES_CONNECTION_H_
+
+#include <libpq-fe.h>
+
+#include <array>
+#include <chrono>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/error.h"
+#include "idem/postgres_store.h"
+#include "postgres_binary.h"
+#include "postgres_sql.h"
+
+namespace idem::postgres_internal {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// What every connection of one store shares. Outlives its connections.
+struct ConnectionSettings {
+  PostgresStoreOptions options;
+  // Begins every error message: "postgres store '<display>' table "<t>": ".
+  std::string prefix;
+  StatementTexts sql;
+};
+
+class Connection {
+ public:
+  // Connects with `settings` (libpq's connect_timeout; the server's
+  // statement, lock and idle-in-transaction timeouts; TCP keepalives) in
+  // non-blocking mode. Errors: kUnavailable (connection failed),
+  // kResourceExhausted (out of memory).
+  static Result<std::unique_ptr<Connection>> Open(
+      const ConnectionSettings& settings);
+
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Set when the connection failed or timed out: it is closed on return.
+  bool broken() const;
+
+  // Whether the connection may go back to the pool: not broken, and idle
+  // outside a transaction.
+  bool Idle() const;
+
+  // Whether the connection can be lent out again at `now`: Idle(), and not
+  // closed by the server while it sat in the pool.
+  bool Reusable(SteadyClock::time_point now) const;
+
+  // Called when the connection goes back to the pool.
+  void MarkReturned(SteadyClock::time_point now) { returned_at_ = now; }
+
+  // Runs prepared statement `id` with binary parameters and results,
+  // preparing it on this connection first if needed. `op` names the call in
+  // errors. Errors: kUnavailable when the connection fails or no reply comes
+  // within statement_timeout + kClientGrace (the connection is then broken),
+  // otherwise by SQLSTATE (CodeOfSqlState).
+  Result<PgResult> Run(StatementId id,
+                       std::initializer_list<std::string_view> params,
+                       std::string_view op) {
+    return Run(id, std::span<const std::string_view>(params), op);
+  }
+  Result<PgResult> Run(StatementId id, std::span<const std::string_view> params,
+                       std::string_view op);
+
+  // An unprepared statement with text parameters and results (the schema's).
+  // Errors as for Run.
+  Result<PgResult> RunText(const std::string& sql,
+                           const std::vector<std::string>& params,
+                           std::string_view op);
+
+ private:
+  Connection(PGconn* conn, const ConnectionSettings& settings)
+      : conn_(conn), settings_(settings) {}
+
+  // Flushes what a PQsend* call queued and collects its result.
+  Result<PgResult> Await(std::string_view op);
+  Error ConnectionError(std::string_view op) const;
+  Error ResultError(std::string_view op, const PGresult* r) const;
+
+  PGconn* const conn_;
+  const ConnectionSettings& settings_;
+  SteadyClock::time_point returned_at_{};  // Epoch: checked on first lease.
+  std::array<bool, kStatementCount> prepared_{};
+  bool broken_ = false;
+};
+
+}  // namespace idem::postgres_internal
+
+#endif  // IDEM_BACKENDS_POSTGRES_SRC_POSTGRES_CONNECTION_H_

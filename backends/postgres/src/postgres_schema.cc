@@ -1,0 +1,133 @@
+// Schema versions of the PostgreSQL store.
+//
+// A table `idem_schema_versions (table_name, version)` in the same schema
+// (search_path) holds one row per idem table. Opening a store runs, in one
+// transaction under pg_advisory_xact_lock (so that two instances starting at
+// once on a fresh database wait for each other instead of both creating the
+// table): create the version table if missing, read the table's version, and
+// apply the steps from there to the newest. A table with a newer version
+// than this build knows is refused; so is an existing table of that name
+// that has no version row (it is not ours).
+
+#include "postgres_schema.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "postgres_sql.h"
+
+namespace idem::postgres_internal {
+namespace {
+
+// Any fixed key: every idem schema change in a database takes this lock
+// for its transaction, whatever the table.
+constexpr std::int64_t kSchemaLockKey = 0x6964656d5f736368;  // "idem_sch"
+
+// Schema steps: kSchemaSteps[v] takes a table from version v to v + 1.
+// `%t` is the quoted table name, `%i` the quoted index name.
+const std::vector<std::vector<std::string>>& SchemaSteps() {
+  static const std::vector<std::vector<std::string>> kSteps = {
+      // 0 -> 1: the columns SQL needs to decide a claim, a completion and a
+      // purge (times in ns since the Unix epoch), and the whole record in
+      // the record codec's layout.
+      {
+          "CREATE TABLE %t ("
+          "id bytea PRIMARY KEY, "
+          "state smallint NOT NULL, "
+          "fingerprint bytea NOT NULL, "
+          "token bytea NOT NULL, "
+          "locked_until bigint NOT NULL, "
+          "expires_at bigint NOT NULL, "
+          "takeover boolean NOT NULL, "
+          "record bytea NOT NULL)",
+          "CREATE INDEX %i ON %t (expires_at)",
+      },
+  };
+  return kSteps;
+}
+
+std::string Substitute(std::string sql, const std::string& table,
+                       const std::string& index) {
+  for (auto [key, value] :
+       {std::pair<std::string_view, const std::string*>{"%t", &table},
+        {"%i", &index}}) {
+    for (std::size_t at = sql.find(key); at != std::string::npos;
+         at = sql.find(key, at + value->size())) {
+      sql.replace(at, key.size(), *value);
+    }
+  }
+  return sql;
+}
+
+// The steps inside the transaction.
+Status Migrate(Connection& c, const std::string& table,
+               const std::string& prefix) {
+  auto run = [&](const std::string& sql,
+                 const std::vector<std::string>& params = {}) {
+    return c.RunText(sql, params, "schema");
+  };
+  const std::string quoted = Quote(table);
+  IDEM_RETURN_IF_ERROR(run("SELECT pg_advisory_xact_lock(" +
+                           std::to_string(kSchemaLockKey) + ")"));
+  IDEM_RETURN_IF_ERROR(
+      run("CREATE TABLE IF NOT EXISTS idem_schema_versions ("
+          "table_name text PRIMARY KEY, version integer NOT NULL)"));
+  IDEM_ASSIGN_OR_RETURN(
+      const PgResult found,
+      run("SELECT version FROM idem_schema_versions WHERE table_name = $1",
+          {table}));
+  int version = 0;
+  if (PQntuples(found.get()) == 1) {
+    version = std::atoi(PQgetvalue(found.get(), 0, 0));
+  } else {
+    IDEM_ASSIGN_OR_RETURN(const PgResult exists,
+                          run("SELECT to_regclass($1) IS NOT NULL", {quoted}));
+    if (std::string_view(PQgetvalue(exists.get(), 0, 0)) == "t") {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       prefix +
+                           "the table exists but is not an idem table "
+                           "(no row in idem_schema_versions); choose "
+                           "another with table=");
+    }
+  }
+  const auto& steps = SchemaSteps();
+  if (version < 0 || version > static_cast<int>(steps.size())) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     prefix + "schema version " + std::to_string(version) +
+                         " is newer than this build knows (" +
+                         std::to_string(steps.size()) + ")");
+  }
+  if (version == static_cast<int>(steps.size())) return {};
+  const std::string index = Quote(table + "_expires_at");
+  for (std::size_t v = static_cast<std::size_t>(version); v < steps.size();
+       ++v) {
+    for (const std::string& sql : steps[v]) {
+      IDEM_RETURN_IF_ERROR(run(Substitute(sql, quoted, index)));
+    }
+  }
+  IDEM_RETURN_IF_ERROR(
+      run("INSERT INTO idem_schema_versions (table_name, version) "
+          "VALUES ($1, $2::integer) ON CONFLICT (table_name) "
+          "DO UPDATE SET version = excluded.version",
+          {table, std::to_string(steps.size())}));
+  return {};
+}
+
+}  // namespace
+
+Status CreateOrMigrate(Connection& c, const std::string& table,
+                       const std::string& prefix) {
+  IDEM_RETURN_IF_ERROR(c.RunText("BEGIN", {}, "schema"));
+  if (Status s = Migrate(c, table, prefix); !s) {
+    // A broken connection is closed anyway; otherwise leave it clean.
+    if (!c.broken()) (void)c.RunText("ROLLBACK", {}, "schema");
+    return s;
+  }
+  IDEM_RETURN_IF_ERROR(c.RunText("COMMIT", {}, "schema"));
+  return {};
+}
+
+}  // namespace idem::postgres_internal

@@ -1,0 +1,161 @@
+// The SQL text of the PostgreSQL store: its prepared statements for one
+// table, their parameter types, and the rule that makes a table name safe to
+// splice into them.
+//
+// Why the claim has the shape it has: a claim of a free id is the plain
+// INSERT ... ON CONFLICT DO NOTHING (kInsert), the cheapest write the
+// database has for it, and a unique index serializes the inserts of one id,
+// so of N concurrent claims of an absent id exactly one inserts. Only when a
+// record stood in the way does the store read it (kSelect, a new statement
+// and so a fresh READ COMMITTED snapshot that also sees a row a concurrent
+// claim committed meanwhile) and, when it is claimable, take it over with
+// the conditional upsert (kClaim), whose WHERE decides atomically, so two
+// claims that both saw the record claimable cannot both take it over.
+// First attempts, the bulk of the traffic, thus cost one round trip and the
+// least server work. The alternatives cost every first attempt more: the
+// conditional upsert first (its DO UPDATE projection, filter and RETURNING
+// are set up on every execution, even when nothing conflicts), a claim that
+// also SELECTs the row in the same statement (a CTE with UNION ALL), or an
+// unconditional upsert returning the old values, which would turn every
+// replay of a completed record into a write and a row lock, so that
+// concurrent replays of one key would queue on each other.
+//
+// The purge deletes through the expires_at index with FOR UPDATE SKIP
+// LOCKED: rows that a concurrent claim is taking over, or another
+// instance's purge is deleting, are skipped, not waited for, so several
+// instances sweeping one table never queue on each other.
+
+#ifndef IDEM_BACKENDS_POSTGRES_SRC_POSTGRES_SQL_H_
+#define IDEM_BACKENDS_POSTGRES_SRC_POSTGRES_SQL_H_
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace idem::postgres_internal {
+
+// Type OIDs of the parameters (pg_type.h; stable across versions).
+inline constexpr Oid kBoolOid = 16;
+inline constexpr Oid kByteaOid = 17;
+inline constexpr Oid kInt8Oid = 20;
+inline constexpr Oid kTextOid = 25;
+
+enum StatementId {
+  kInsert,
+  kClaim,
+  kSelect,
+  kComplete,
+  kRelease,
+  kRevoke,
+  kPurge,
+  kStatementCount,
+};
+
+struct StatementSpec {
+  const char* name;
+  std::vector<Oid> types;
+};
+
+// The most parameters a statement has (the claim's).
+inline constexpr std::size_t kMaxParams = 7;
+
+inline const StatementSpec& Spec(StatementId id) {
+  static const StatementSpec kSpecs[kStatementCount] = {
+      {"idem_insert",
+       {kByteaOid, kByteaOid, kByteaOid, kInt8Oid, kInt8Oid, kByteaOid}},
+      {"idem_claim",
+       {kByteaOid, kByteaOid, kByteaOid, kInt8Oid, kInt8Oid, kByteaOid,
+        kInt8Oid}},
+      {"idem_select", {kByteaOid}},
+      {"idem_complete", {kByteaOid, kByteaOid, kByteaOid}},
+      {"idem_release", {kByteaOid, kByteaOid}},
+      {"idem_revoke", {kByteaOid}},
+      {"idem_purge", {kInt8Oid, kInt8Oid}},
+  };
+  return kSpecs[id];
+}
+
+using StatementTexts = std::array<std::string, kStatementCount>;
+
+// The statements for one table; `t` is the quoted table name. In DO UPDATE,
+// `r.` is the existing row and `excluded.` the one the INSERT proposed.
+inline StatementTexts BuildSql(const std::string& t) {
+  StatementTexts sql;
+  // $1 id, $2 fingerprint, $3 token, $4 locked_until, $5 expires_at,
+  // $6 record. "INSERT 0 1" when the id was free.
+  sql[kInsert] = "INSERT INTO " + t +
+                 " (id, state, fingerprint, token, locked_until, expires_at, "
+                 "takeover, record) VALUES ($1, 1, $2, $3, $4, $5, false, $6) "
+                 "ON CONFLICT (id) DO NOTHING";
+  // The same and $7 now. One row (takeover) when the claim is acquired,
+  // none when the record stood in the way after all.
+  sql[kClaim] =
+      "INSERT INTO " + t +
+      " AS r (id, state, fingerprint, token, locked_until, expires_at, "
+      "takeover, record) VALUES ($1, 1, $2, $3, $4, $5, false, $6) "
+      "ON CONFLICT (id) DO UPDATE SET state = 1, "
+      "fingerprint = excluded.fingerprint, token = excluded.token, "
+      "locked_until = excluded.locked_until, "
+      "expires_at = excluded.expires_at, takeover = r.expires_at > $7, "
+      "record = excluded.record "
+      "WHERE r.expires_at <= $7 OR (r.state = 1 AND "
+      "r.fingerprint = excluded.fingerprint AND r.locked_until <= $7) "
+      "RETURNING r.takeover";
+  // $1 id.
+  sql[kSelect] =
+      "SELECT state, fingerprint, token, locked_until, expires_at, record "
+      "FROM " +
+      t + " WHERE id = $1";
+  // $1 id, $2 token, $3 record.
+  sql[kComplete] = "UPDATE " + t +
+                   " SET state = 2, record = $3 "
+                   "WHERE id = $1 AND token = $2 AND state = 1";
+  // $1 id, $2 token.
+  sql[kRelease] =
+      "DELETE FROM " + t + " WHERE id = $1 AND token = $2 AND state = 1";
+  // $1 id.
+  sql[kRevoke] = "DELETE FROM " + t + " WHERE id = $1";
+  // $1 now, $2 limit.
+  sql[kPurge] = "DELETE FROM " + t + " WHERE id IN (SELECT id FROM " + t +
+                " WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)";
+  return sql;
+}
+
+// At most 48 bytes, so that the index name's suffix stays within
+// PostgreSQL's 63.
+inline constexpr std::size_t kMaxTableName = 48;
+
+// Letters, digits and '_', not starting with a digit, at most kMaxTableName
+// bytes.
+inline bool ValidTableName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxTableName) return false;
+  auto letter = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+  };
+  if (!letter(name[0])) return false;
+  return std::all_of(name.begin(), name.end(), [&](char c) {
+    return letter(c) || (c >= '0' && c <= '9');
+  });
+}
+
+// `identifier` in double quotes (case-sensitive). ValidTableName admits no
+// quote characters, so no escaping is needed.
+inline std::string Quote(std::string_view identifier) {
+  // Appended piecewise: GCC 12 at -O3 warns falsely (-Wrestrict) about
+  // "\"" + std::string.
+  std::string quoted;
+  quoted.reserve(identifier.size() + 2);
+  quoted += '"';
+  quoted += identifier;
+  quoted += '"';
+  return quoted;
+}
+
+}  // namespace idem::postgres_internal
+
+#endif  // IDEM_BACKENDS_POSTGRES_SRC_POSTGRES_SQL_H_
