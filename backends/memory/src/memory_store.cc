@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <new>
 #include <string>
 #include <utility>
@@ -116,16 +117,19 @@ Result<std::unique_ptr<Store>> MemoryStore::OpenFromUri(
         "unexpected path or host (the memory store takes only "
         "?capacity=N&max_bytes=M)"));
   }
-  IDEM_ASSIGN_OR_RETURN(auto capacity,
-                        uri.TakeUint("capacity", 1, kMaxCapacity));
-  IDEM_ASSIGN_OR_RETURN(auto max_bytes,
-                        uri.TakeUint("max_bytes", kMinMaxBytes, kMaxMaxBytes));
-  IDEM_RETURN_IF_ERROR(uri.RejectUnknown());
+  // The URI gives numbers; Open alone judges them (its errors then name the
+  // URI).
+  constexpr std::size_t kAny = std::numeric_limits<std::size_t>::max();
   MemoryStoreOptions options;
-  if (capacity.has_value()) options.capacity = *capacity;
-  if (max_bytes.has_value()) options.max_bytes = *max_bytes;
-  IDEM_ASSIGN_OR_RETURN(auto store, Open(options));
-  return std::unique_ptr<Store>(std::move(store));
+  IDEM_RETURN_IF_ERROR(uri.ReadUint("capacity", options.capacity, 0, kAny));
+  IDEM_RETURN_IF_ERROR(uri.ReadUint("max_bytes", options.max_bytes, 0, kAny));
+  IDEM_RETURN_IF_ERROR(uri.RejectUnknown());
+  auto store = Open(options);
+  if (!store && store.error().code() == ErrorCode::kInvalidArgument) {
+    return tl::unexpected(uri.InvalidArgument(store.error().message()));
+  }
+  if (!store) return tl::unexpected(store.error());
+  return std::unique_ptr<Store>(std::move(*store));
 }
 
 namespace memory_internal {

@@ -88,8 +88,7 @@ void StripedBudget::Release(std::size_t n) {
   if (had + n <= 2 * batch_) return;
   std::size_t c = had + n;
   while (c > batch_) {
-    if (mine.credits.compare_exchange_weak(c, batch_,
-                                           std::memory_order_acq_rel,
+    if (mine.credits.compare_exchange_weak(c, batch_, std::memory_order_acq_rel,
                                            std::memory_order_relaxed)) {
       taken_.fetch_sub(c - batch_, std::memory_order_acq_rel);
       return;

@@ -29,9 +29,8 @@ class ExpiryFilter final : public rocksdb::CompactionFilter {
   explicit ExpiryFilter(std::shared_ptr<Clock> clock)
       : clock_(std::move(clock)) {}
 
-  bool Filter(int level, const rocksdb::Slice& key,
-              const rocksdb::Slice& value, std::string* new_value,
-              bool* value_changed) const override;
+  bool Filter(int level, const rocksdb::Slice& key, const rocksdb::Slice& value,
+              std::string* new_value, bool* value_changed) const override;
   const char* Name() const override { return "idem.ExpiryFilter"; }
 
  private:

@@ -63,7 +63,8 @@ Result<std::size_t> RocksdbStore::Impl::DeleteExpired(
     if (s.IsNotFound()) continue;
     if (!s.ok()) return tl::unexpected(StatusError(path, "purge", s));
     if (!ExpiredAt(View(value), now)) continue;
-    const rocksdb::Status d = RocksdbCall([&] { return batch.Delete(cf, key); });
+    const rocksdb::Status d =
+        RocksdbCall([&] { return batch.Delete(cf, key); });
     if (!d.ok()) return tl::unexpected(StatusError(path, "purge", d));
     ++n;
   }

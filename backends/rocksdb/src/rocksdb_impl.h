@@ -78,8 +78,7 @@ struct RocksdbStore::Impl {
   Result<T> Update(const RecordId& id, std::string_view op, Fn&& decide);
 
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
-                            TimePoint now, Duration ttl,
-                            Duration lock_timeout);
+                            TimePoint now, Duration ttl, Duration lock_timeout);
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const Response& response);
   Result<bool> Release(const RecordId& id, const Token& token);

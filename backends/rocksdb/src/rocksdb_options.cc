@@ -22,6 +22,7 @@
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
 
+#include <limits>
 #include <utility>
 
 #include "info_log.h"
@@ -37,8 +38,7 @@ rocksdb::DBOptions DatabaseOptions(
   // RocksDB's own info LOG: keep a few, not one per open forever. Written
   // by a logger that a full disk cannot turn into an abort (info_log.h).
   db_options.keep_log_file_num = 4;
-  db_options.info_log =
-      InfoLog::Open(path, rocksdb::InfoLogLevel::INFO_LEVEL);
+  db_options.info_log = InfoLog::Open(path, rocksdb::InfoLogLevel::INFO_LEVEL);
   db_options.listeners.push_back(std::move(listener));
   db_options.max_background_jobs = 2;
   return db_options;
@@ -78,18 +78,21 @@ Result<std::unique_ptr<Store>> RocksdbStore::OpenFromUri(
   }
   IDEM_RETURN_IF_ERROR(uri.RequireLocalPath(
       "the rocksdb store takes a directory: rocksdb:/path/dir"));
-  IDEM_ASSIGN_OR_RETURN(auto sync, uri.TakeBool("sync"));
-  IDEM_ASSIGN_OR_RETURN(
-      auto block_cache_mb,
-      uri.TakeUint("block_cache_mb", 0, RocksdbStoreOptions::kMaxBlockCacheMb));
-  IDEM_RETURN_IF_ERROR(uri.RejectUnknown());
+  // The URI gives values; Open alone judges them (its errors then name the
+  // URI).
   RocksdbStoreOptions rocksdb_options;
   rocksdb_options.path = uri.path();
-  rocksdb_options.sync = sync.value_or(false);
-  rocksdb_options.block_cache_mb = static_cast<std::size_t>(
-      block_cache_mb.value_or(RocksdbStoreOptions::kDefaultBlockCacheMb));
-  IDEM_ASSIGN_OR_RETURN(auto store, Open(rocksdb_options, options));
-  return std::unique_ptr<Store>(std::move(store));
+  IDEM_RETURN_IF_ERROR(uri.ReadBool("sync", rocksdb_options.sync));
+  IDEM_RETURN_IF_ERROR(uri.ReadUint("block_cache_mb",
+                                    rocksdb_options.block_cache_mb, 0,
+                                    std::numeric_limits<std::size_t>::max()));
+  IDEM_RETURN_IF_ERROR(uri.RejectUnknown());
+  auto store = Open(rocksdb_options, options);
+  if (!store && store.error().code() == ErrorCode::kInvalidArgument) {
+    return tl::unexpected(uri.InvalidArgument(store.error().message()));
+  }
+  if (!store) return tl::unexpected(store.error());
+  return std::unique_ptr<Store>(std::move(*store));
 }
 
 }  // namespace idem

@@ -23,7 +23,8 @@ rocksdb::DBOptions DatabaseOptions(
 
 // For the record column family; `filter` must outlive the database.
 rocksdb::ColumnFamilyOptions RecordFamilyOptions(
-    const RocksdbStoreOptions& options, const rocksdb::CompactionFilter* filter);
+    const RocksdbStoreOptions& options,
+    const rocksdb::CompactionFilter* filter);
 
 }  // namespace idem::rocksdb_internal
 

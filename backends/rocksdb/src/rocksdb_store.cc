@@ -76,9 +76,9 @@ std::optional<Error> RocksdbStore::Impl::WritesStopped(std::string_view op) {
 
 Error RocksdbStore::Impl::DataLoss(const RecordId& id,
                                    const Error& decode) const {
-  return Error(ErrorCode::kDataLoss, Prefix(path) + "record " + id.ToHex() +
-                                         " does not decode: " +
-                                         decode.message());
+  return Error(ErrorCode::kDataLoss,
+               Prefix(path) + "record " + id.ToHex() +
+                   " does not decode: " + decode.message());
 }
 
 template <typename T, typename Fn>
@@ -186,8 +186,8 @@ Result<bool> RocksdbStore::Impl::Revoke(const RecordId& id) {
 Result<std::optional<Record>> RocksdbStore::Impl::Inspect(const RecordId& id,
                                                           TimePoint now) {
   rocksdb::PinnableSlice value;
-  const rocksdb::Status s = RocksdbCall(
-      [&] { return db->Get(read_options, cf, KeyOf(id), &value); });
+  const rocksdb::Status s =
+      RocksdbCall([&] { return db->Get(read_options, cf, KeyOf(id), &value); });
   if (s.IsNotFound()) return std::optional<Record>();
   if (!s.ok()) return tl::unexpected(StatusError(path, "inspect", s));
   Result<Record> record = DecodeRecord(View(value));
@@ -226,7 +226,8 @@ Result<std::unique_ptr<RocksdbStore>> RocksdbStore::Open(
     impl->path = path;
     impl->clock =
         store_options.clock ? store_options.clock : SystemClock::Instance();
-    impl->filter = std::make_unique<rocksdb_internal::ExpiryFilter>(impl->clock);
+    impl->filter =
+        std::make_unique<rocksdb_internal::ExpiryFilter>(impl->clock);
     impl->write_options.sync = options.sync;
 
     const std::vector<rocksdb::ColumnFamilyDescriptor> families = {

@@ -19,12 +19,12 @@
 namespace idem {
 namespace {
 
-using testing::TestFingerprint;
-using testing::TestId;
 using memory_test::kT0;
 using std::chrono::hours;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
+using testing::TestFingerprint;
+using testing::TestId;
 
 std::unique_ptr<MemoryStore> OpenStore(std::size_t capacity) {
   auto store = MemoryStore::Open(MemoryStoreOptions{.capacity = capacity});
@@ -32,7 +32,8 @@ std::unique_ptr<MemoryStore> OpenStore(std::size_t capacity) {
   return std::move(*store);
 }
 
-// Claims `id` (fingerprint TestFingerprint(id)) and expects kAcquired; returns the token.
+// Claims `id` (fingerprint TestFingerprint(id)) and expects kAcquired; returns
+// the token.
 Token MustAcquire(MemoryStore& store, std::uint64_t id, TimePoint now,
                   Duration ttl = hours(1), Duration lock = seconds(60)) {
   auto r = store.Claim(TestId(id), TestFingerprint(id), now, ttl, lock);
@@ -43,7 +44,8 @@ Token MustAcquire(MemoryStore& store, std::uint64_t id, TimePoint now,
 }
 
 void ExpectFull(MemoryStore& store, std::uint64_t id, TimePoint now) {
-  auto r = store.Claim(TestId(id), TestFingerprint(id), now, hours(1), seconds(60));
+  auto r =
+      store.Claim(TestId(id), TestFingerprint(id), now, hours(1), seconds(60));
   ASSERT_FALSE(r.has_value())
       << "id " << id << " got " << ClaimOutcomeName(r->outcome);
   EXPECT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
@@ -93,7 +95,8 @@ TEST(MemoryStoreTest, RejectsNonPositiveDurations) {
 
 TEST(MemoryStoreTest, HugeDurationsSaturateInsteadOfOverflowing) {
   auto store = OpenStore(4);
-  auto r = store->Claim(TestId(1), TestFingerprint(1), kT0, Duration::max(), Duration::max());
+  auto r = store->Claim(TestId(1), TestFingerprint(1), kT0, Duration::max(),
+                        Duration::max());
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->locked_until, TimePoint::max());
   auto rec = store->Inspect(TestId(1), kT0 + hours(24 * 365 * 100));
@@ -105,11 +108,14 @@ TEST(MemoryStoreTest, HugeDurationsSaturateInsteadOfOverflowing) {
 TEST(MemoryStoreTest, ReplaysShareTheStoredResponse) {
   auto store = OpenStore(4);
   Token t = MustAcquire(*store, 0, kT0);
-  ASSERT_TRUE(
-      store->Complete(TestId(0), t, Response{201, {{"Location", "/o/1"}}, "body"})
-          .value());
-  auto a = store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60));
-  auto b = store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60));
+  ASSERT_TRUE(store
+                  ->Complete(TestId(0), t,
+                             Response{201, {{"Location", "/o/1"}}, "body"})
+                  .value());
+  auto a =
+      store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60));
+  auto b =
+      store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60));
   ASSERT_TRUE(a.has_value() && b.has_value());
   ASSERT_EQ(a->outcome, ClaimOutcome::kCompleted);
   ASSERT_NE(a->response, nullptr);
@@ -120,7 +126,8 @@ TEST(MemoryStoreTest, ReplaysShareTheStoredResponse) {
   EXPECT_EQ((*rec)->response.get(), a->response.get());
   // Changes to other records of the store keep sharing it.
   for (std::uint64_t i = 1; i < 4; ++i) MustAcquire(*store, i, kT0);
-  auto c = store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60));
+  auto c =
+      store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60));
   EXPECT_EQ(c->response.get(), a->response.get());
 }
 
@@ -130,9 +137,11 @@ TEST(MemoryStoreCapacityTest, FullStoreRejectsNewKeysButAnswersHeldOnes) {
   MustAcquire(*store, 1, kT0);
   MustAcquire(*store, 2, kT0);
   MustAcquire(*store, 3, kT0);
-  ASSERT_TRUE(store->Complete(TestId(0), t0, Response{201, {}, "done"}).value());
+  ASSERT_TRUE(
+      store->Complete(TestId(0), t0, Response{201, {}, "done"}).value());
 
-  auto full = store->Claim(TestId(4), TestFingerprint(4), kT0, hours(1), seconds(60));
+  auto full =
+      store->Claim(TestId(4), TestFingerprint(4), kT0, hours(1), seconds(60));
   ASSERT_FALSE(full.has_value());
   EXPECT_EQ(full.error().code(), ErrorCode::kResourceExhausted);
   // 4 records, one of them completed with a 4-byte body and no header.
@@ -143,12 +152,18 @@ TEST(MemoryStoreCapacityTest, FullStoreRejectsNewKeysButAnswersHeldOnes) {
                 " bytes (max_bytes 268435456)");
 
   // Keys already held need no new slot.
-  EXPECT_EQ(store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60))->outcome,
-            ClaimOutcome::kCompleted);
-  EXPECT_EQ(store->Claim(TestId(1), TestFingerprint(1), kT0, hours(1), seconds(60))->outcome,
-            ClaimOutcome::kInProgress);
-  EXPECT_EQ(store->Claim(TestId(2), TestFingerprint(99), kT0, hours(1), seconds(60))->outcome,
-            ClaimOutcome::kMismatch);
+  EXPECT_EQ(
+      store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60))
+          ->outcome,
+      ClaimOutcome::kCompleted);
+  EXPECT_EQ(
+      store->Claim(TestId(1), TestFingerprint(1), kT0, hours(1), seconds(60))
+          ->outcome,
+      ClaimOutcome::kInProgress);
+  EXPECT_EQ(
+      store->Claim(TestId(2), TestFingerprint(99), kT0, hours(1), seconds(60))
+          ->outcome,
+      ClaimOutcome::kMismatch);
   EXPECT_EQ(store->size(), 4u);
 }
 
@@ -208,7 +223,8 @@ TEST(MemoryStoreCapacityTest, ClaimOverExpiredRecordOfSameIdReusesItsSlot) {
   Token first = MustAcquire(*store, 0, kT0, seconds(5));
   // Expired: the key is free again, even for another fingerprint, and this
   // is not a takeover.
-  auto r = store->Claim(TestId(0), TestFingerprint(77), kT0 + seconds(5), hours(1), seconds(60));
+  auto r = store->Claim(TestId(0), TestFingerprint(77), kT0 + seconds(5),
+                        hours(1), seconds(60));
   ASSERT_TRUE(r.has_value()) << r.error().ToString();
   EXPECT_EQ(r->outcome, ClaimOutcome::kAcquired);
   EXPECT_FALSE(r->takeover);
@@ -221,7 +237,8 @@ TEST(MemoryStoreCapacityTest, ClaimOverExpiredRecordOfSameIdReusesItsSlot) {
 TEST(MemoryStoreCapacityTest, TakeoverKeepsTheSlot) {
   auto store = OpenStore(1);
   Token first = MustAcquire(*store, 0, kT0, hours(1), seconds(30));
-  auto r = store->Claim(TestId(0), TestFingerprint(0), kT0 + seconds(30), hours(1), seconds(30));
+  auto r = store->Claim(TestId(0), TestFingerprint(0), kT0 + seconds(30),
+                        hours(1), seconds(30));
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->outcome, ClaimOutcome::kAcquired);
   EXPECT_TRUE(r->takeover);
@@ -269,7 +286,8 @@ TEST(MemoryStoreCapacityTest, TakeoverWithShorterTtlAfterAFullPassIsReclaimed) {
     MustAcquire(*store, i, kT0, hours(1), seconds(1));
   }
   ExpectFull(*store, 100, kT0 + seconds(2));
-  auto r = store->Claim(TestId(3), TestFingerprint(3), kT0 + seconds(2), seconds(5), seconds(1));
+  auto r = store->Claim(TestId(3), TestFingerprint(3), kT0 + seconds(2),
+                        seconds(5), seconds(1));
   ASSERT_TRUE(r.has_value());
   ASSERT_EQ(r->outcome, ClaimOutcome::kAcquired);
   ASSERT_TRUE(r->takeover);
@@ -291,8 +309,8 @@ TEST(MemoryStoreCapacityTest, ReclaimReachesEveryBucketOfALargeTable) {
   int failures = 0;
   std::uint64_t next_id = kCapacity;
   for (;;) {
-    auto r =
-        store->Claim(TestId(next_id), TestFingerprint(next_id), later, hours(1), seconds(60));
+    auto r = store->Claim(TestId(next_id), TestFingerprint(next_id), later,
+                          hours(1), seconds(60));
     if (r.has_value()) break;
     ASSERT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
     ++next_id;
@@ -413,7 +431,8 @@ TEST(MemoryStoreBytesTest, ClaimsStopAtMaxBytes) {
   auto store = OpenWithBytes(kMax);
   for (std::uint64_t i = 0; i < kFits; ++i) MustAcquire(*store, i, kT0);
   EXPECT_EQ(store->bytes(), kFits * MemoryStore::kRecordBytes);
-  auto full = store->Claim(TestId(kFits), TestFingerprint(kFits), kT0, hours(1), seconds(60));
+  auto full = store->Claim(TestId(kFits), TestFingerprint(kFits), kT0, hours(1),
+                           seconds(60));
   ASSERT_FALSE(full.has_value());
   EXPECT_EQ(full.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_THAT(full.error().message(), HasSubstr("memory store full"));
@@ -435,8 +454,10 @@ TEST(MemoryStoreBytesTest, ACompleteThatDoesNotFitLeavesTheRecordInProgress) {
   EXPECT_EQ((*record)->state, RecordState::kInProgress);
   EXPECT_EQ((*record)->token, token);
   EXPECT_EQ(store->bytes(), MemoryStore::kRecordBytes);
-  EXPECT_EQ(store->Claim(TestId(1), TestFingerprint(1), kT0, hours(1), seconds(60))->outcome,
-            ClaimOutcome::kInProgress);
+  EXPECT_EQ(
+      store->Claim(TestId(1), TestFingerprint(1), kT0, hours(1), seconds(60))
+          ->outcome,
+      ClaimOutcome::kInProgress);
   // The same holder can still store a response that fits.
   ASSERT_EQ(store->Complete(TestId(1), token, Body(100)), true);
   EXPECT_EQ(store->bytes(),
@@ -570,7 +591,8 @@ TEST(MemoryStoreBytesTest, OneMiBBodiesStopAtTheDefaultBudget) {
   std::size_t stored = 0;
   bool full = false;
   for (std::uint64_t k = 0; k < 1000 && !full; ++k) {
-    auto claim = store.Claim(TestId(k), TestFingerprint(k), kT0, hours(24), seconds(60));
+    auto claim =
+        store.Claim(TestId(k), TestFingerprint(k), kT0, hours(24), seconds(60));
     ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
     auto done = store.Complete(TestId(k), claim->token, body);
     if (!done) {

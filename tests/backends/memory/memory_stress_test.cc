@@ -26,12 +26,12 @@
 namespace idem {
 namespace {
 
-using testing::TestFingerprint;
-using testing::TestId;
 using memory_test::kT0;
-using testing::SplitMix64;
 using std::chrono::hours;
 using std::chrono::seconds;
+using testing::SplitMix64;
+using testing::TestFingerprint;
+using testing::TestId;
 
 constexpr int kThreads = 16;
 
@@ -62,7 +62,8 @@ TEST(MemoryStoreStressTest, ClaimAndReleaseAreExclusivePerId) {
     for (int i = 0; i < kIterations; ++i) {
       const int k = static_cast<int>(SplitMix64(rng) % kIds);
       // Fixed time and a long lock: no takeover, so a holder is exclusive.
-      auto r = store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1), hours(1));
+      auto r =
+          store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1), hours(1));
       if (!r || (r->outcome != ClaimOutcome::kAcquired &&
                  r->outcome != ClaimOutcome::kInProgress)) {
         violations.fetch_add(1);
@@ -114,7 +115,8 @@ TEST(MemoryStoreStressTest, EachIdIsCompletedExactlyOnce) {
     for (int round = 0; round < 4; ++round) {
       for (int j = 0; j < kIds; ++j) {
         const int k = static_cast<int>((j + SplitMix64(rng)) % kIds);
-        auto r = store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1), hours(1));
+        auto r = store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1),
+                              hours(1));
         if (!r) {
           violations.fetch_add(1);
           continue;
@@ -124,7 +126,8 @@ TEST(MemoryStoreStressTest, EachIdIsCompletedExactlyOnce) {
             Response response{201,
                               {{"Content-Type", "text/plain"}},
                               "order " + std::to_string(k)};
-            if (store->Complete(TestId(k), r->token, response).value_or(false)) {
+            if (store->Complete(TestId(k), r->token, response)
+                    .value_or(false)) {
               completions[k].fetch_add(1);
             } else {
               violations.fetch_add(1);
@@ -150,7 +153,8 @@ TEST(MemoryStoreStressTest, EachIdIsCompletedExactlyOnce) {
   EXPECT_EQ(violations.load(), 0);
   for (int k = 0; k < kIds; ++k) {
     EXPECT_EQ(completions[k].load(), 1) << "id " << k;
-    auto r = store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1), hours(1));
+    auto r =
+        store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1), hours(1));
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->outcome, ClaimOutcome::kCompleted);
   }
@@ -176,7 +180,8 @@ TEST(MemoryStoreStressTest, FullStoreWithExpiringRecords) {
       const TimePoint now = kT0 + std::chrono::milliseconds(10 * i);
       const int k = static_cast<int>(SplitMix64(rng) % kIds);
       const int fp = SplitMix64(rng) % 8 == 0 ? k + 1 : k;
-      auto r = store->Claim(TestId(k), TestFingerprint(fp), now, std::chrono::milliseconds(200),
+      auto r = store->Claim(TestId(k), TestFingerprint(fp), now,
+                            std::chrono::milliseconds(200),
                             std::chrono::milliseconds(50));
       const std::size_t size = store->size();
       std::size_t seen = max_size.load();
@@ -234,7 +239,8 @@ TEST(MemoryStoreStressTest, CapacityIsExactAcrossThreads) {
     std::vector<std::optional<Token>> mine;
     for (int i = 0; i < kPerThread; ++i) {
       const int k = t * kPerThread + i;
-      auto r = store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1), hours(1));
+      auto r =
+          store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1), hours(1));
       if (!r) {
         (r.error().code() == ErrorCode::kResourceExhausted ? full : errors)
             .fetch_add(1);
@@ -268,7 +274,8 @@ TEST(MemoryStoreStressTest, CapacityIsExactAcrossThreads) {
   int refilled = 0;
   std::thread([&] {
     for (int k = 0; k < static_cast<int>(kCapacity); ++k) {
-      auto r = store->Claim(TestId(100000 + k), TestFingerprint(k), kT0, hours(1), hours(1));
+      auto r = store->Claim(TestId(100000 + k), TestFingerprint(k), kT0,
+                            hours(1), hours(1));
       if (!r) {
         EXPECT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
         break;
@@ -293,7 +300,8 @@ TEST(MemoryStoreStressTest, ShortLivedThreadsReuseRegistrations) {
     RunThreads(kPerRound, [&](int t) {
       for (int i = 0; i < 40; ++i) {
         const int k = (t + i) % 16;
-        auto r = store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1), hours(1));
+        auto r = store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1),
+                              hours(1));
         if (!r) {
           errors.fetch_add(1);
           continue;
@@ -326,8 +334,8 @@ TEST(MemoryStoreStressTest, StoresComeAndGoWhileThreadsRun) {
     RunThreads(4, [&](int t) {
       for (int i = 0; i < 100; ++i) {
         const int k = (t * 7 + i) % 24;
-        auto r = store->Claim(TestId(k), TestFingerprint(k), kT0 + seconds(i), seconds(3),
-                              seconds(1));
+        auto r = store->Claim(TestId(k), TestFingerprint(k), kT0 + seconds(i),
+                              seconds(3), seconds(1));
         if (!r && r.error().code() != ErrorCode::kResourceExhausted) {
           errors.fetch_add(1);
         }
@@ -358,7 +366,8 @@ TEST(MemoryStoreStressTest, BytesAreExactAcrossThreads) {
   RunThreads(kThreads, [&](int t) {
     for (int i = 0; i < kPerThread; ++i) {
       const int k = t * kPerThread + i;
-      auto r = store.Claim(TestId(k), TestFingerprint(k), kT0, hours(1), hours(1));
+      auto r =
+          store.Claim(TestId(k), TestFingerprint(k), kT0, hours(1), hours(1));
       if (store.bytes() > kMaxBytes) over = true;
       if (!r) {
         (r.error().code() == ErrorCode::kResourceExhausted ? full : errors)
@@ -397,7 +406,8 @@ TEST(MemoryStoreStressTest, BytesAreExactAcrossThreads) {
   // than one record, wherever the other threads parked their credits.
   std::thread([&] {
     for (int k = 0; k < 100000; ++k) {
-      auto r = store.Claim(TestId(1000000 + k), TestFingerprint(k), kT0, hours(1), hours(1));
+      auto r = store.Claim(TestId(1000000 + k), TestFingerprint(k), kT0,
+                           hours(1), hours(1));
       if (!r) {
         EXPECT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
         break;

@@ -145,7 +145,8 @@ TEST_F(RocksdbStoreTest, ReopeningKeepsInProgressAndCompletedRecords) {
   {
     auto store = OpenStore();
     ASSERT_NE(store, nullptr);
-    auto pending = store->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
+    auto pending =
+        store->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
     ASSERT_TRUE(pending.has_value());
     pending_token = pending->token;
     auto done = store->Claim(TestId(2), TestFingerprint(2), kT0, kTtl, kLock);
@@ -164,11 +165,13 @@ TEST_F(RocksdbStoreTest, ReopeningKeepsInProgressAndCompletedRecords) {
   EXPECT_EQ((*pending)->locked_until, kT0 + kLock);
   EXPECT_EQ((*pending)->expires_at, kT0 + kTtl);
 
-  auto busy = store->Claim(TestId(1), TestFingerprint(1), kT0 + seconds(1), kTtl, kLock);
+  auto busy = store->Claim(TestId(1), TestFingerprint(1), kT0 + seconds(1),
+                           kTtl, kLock);
   ASSERT_TRUE(busy.has_value());
   EXPECT_EQ(busy->outcome, ClaimOutcome::kInProgress);
 
-  auto replay = store->Claim(TestId(2), TestFingerprint(2), kT0 + seconds(1), kTtl, kLock);
+  auto replay = store->Claim(TestId(2), TestFingerprint(2), kT0 + seconds(1),
+                             kTtl, kLock);
   ASSERT_TRUE(replay.has_value());
   ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
   ASSERT_NE(replay->response, nullptr);
@@ -199,7 +202,8 @@ TEST_F(RocksdbStoreTest, CorruptedValuesAreDataLossNotMisses) {
     auto store = OpenStore();
     ASSERT_NE(store, nullptr);
     for (int i = 1; i <= 3; ++i) {
-      auto claim = store->Claim(TestId(i), TestFingerprint(1), kT0, kTtl, kLock);
+      auto claim =
+          store->Claim(TestId(i), TestFingerprint(1), kT0, kTtl, kLock);
       ASSERT_TRUE(claim.has_value());
       if (i == 1) token = claim->token;
       ASSERT_EQ(store->Complete(TestId(i), claim->token, SomeResponse()), true);
@@ -209,12 +213,16 @@ TEST_F(RocksdbStoreTest, CorruptedValuesAreDataLossNotMisses) {
   // Id 3: not a record at all.
   WithRawDb([&](rocksdb::DB& db, rocksdb::ColumnFamilyHandle* cf) {
     std::string value;
-    ASSERT_TRUE(db.Get(rocksdb::ReadOptions(), cf, TestId(1).view(), &value).ok());
+    ASSERT_TRUE(
+        db.Get(rocksdb::ReadOptions(), cf, TestId(1).view(), &value).ok());
     value[value.size() - 8] ^= 0x01;
-    ASSERT_TRUE(db.Put(rocksdb::WriteOptions(), cf, TestId(1).view(), value).ok());
-    ASSERT_TRUE(db.Get(rocksdb::ReadOptions(), cf, TestId(2).view(), &value).ok());
+    ASSERT_TRUE(
+        db.Put(rocksdb::WriteOptions(), cf, TestId(1).view(), value).ok());
+    ASSERT_TRUE(
+        db.Get(rocksdb::ReadOptions(), cf, TestId(2).view(), &value).ok());
     value.resize(40);
-    ASSERT_TRUE(db.Put(rocksdb::WriteOptions(), cf, TestId(2).view(), value).ok());
+    ASSERT_TRUE(
+        db.Put(rocksdb::WriteOptions(), cf, TestId(2).view(), value).ok());
     ASSERT_TRUE(
         db.Put(rocksdb::WriteOptions(), cf, TestId(3).view(), "garbage").ok());
   });
@@ -262,7 +270,8 @@ TEST_F(RocksdbStoreTest, CorruptedValuesAreDataLossNotMisses) {
     auto revoked = store->Revoke(TestId(i));
     ASSERT_TRUE(revoked.has_value()) << revoked.error().ToString();
     EXPECT_TRUE(*revoked);
-    auto claim = store->Claim(TestId(i), TestFingerprint(1), clock_->Now(), kTtl, kLock);
+    auto claim =
+        store->Claim(TestId(i), TestFingerprint(1), clock_->Now(), kTtl, kLock);
     ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
     EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
     EXPECT_FALSE(claim->takeover);
@@ -279,7 +288,9 @@ TEST_F(RocksdbStoreTest, OpenStoresSweeperDeletesExpiredRecordsWithNoWrites) {
     ASSERT_NE(store, nullptr);
     for (int i = 0; i < kShortLived + kLongLived; ++i) {
       const Duration ttl = i < kShortLived ? seconds(10) : hours(1);
-      ASSERT_TRUE(store->Claim(TestId(i), TestFingerprint(1), kT0, ttl, seconds(5)).has_value());
+      ASSERT_TRUE(
+          store->Claim(TestId(i), TestFingerprint(1), kT0, ttl, seconds(5))
+              .has_value());
     }
   }  // Flushed to a table file on close.
   {
@@ -305,10 +316,12 @@ TEST_F(RocksdbStoreTest, CompactionDropsExpiredRecords) {
     ASSERT_NE(store, nullptr);
     for (int i = 0; i < kShortLived + kLongLived; ++i) {
       const Duration ttl = i < kShortLived ? seconds(10) : hours(1);
-      auto claim = store->Claim(TestId(i), TestFingerprint(1), kT0, ttl, seconds(5));
+      auto claim =
+          store->Claim(TestId(i), TestFingerprint(1), kT0, ttl, seconds(5));
       ASSERT_TRUE(claim.has_value());
       if (i % 2 == 0) {
-        ASSERT_EQ(store->Complete(TestId(i), claim->token, SomeResponse()), true);
+        ASSERT_EQ(store->Complete(TestId(i), claim->token, SomeResponse()),
+                  true);
       }
     }
     // Nothing has expired by the store's clock yet: compaction keeps all.
@@ -332,13 +345,15 @@ TEST_F(RocksdbStoreTest, CompactionDropsExpiredRecords) {
 TEST_F(RocksdbStoreTest, ReadsCheckExpiryBeforeCompaction) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  auto claim = store->Claim(TestId(1), TestFingerprint(1), kT0, seconds(10), seconds(5));
+  auto claim =
+      store->Claim(TestId(1), TestFingerprint(1), kT0, seconds(10), seconds(5));
   ASSERT_TRUE(claim.has_value());
   ASSERT_EQ(store->Complete(TestId(1), claim->token, SomeResponse()), true);
   auto gone = store->Inspect(TestId(1), kT0 + seconds(10));
   ASSERT_TRUE(gone.has_value());
   EXPECT_FALSE(gone->has_value());
-  auto again = store->Claim(TestId(1), TestFingerprint(2), kT0 + seconds(10), kTtl, kLock);
+  auto again = store->Claim(TestId(1), TestFingerprint(2), kT0 + seconds(10),
+                            kTtl, kLock);
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->outcome, ClaimOutcome::kAcquired);
   EXPECT_FALSE(again->takeover);
@@ -385,15 +400,15 @@ TEST_F(RocksdbStoreTest, PurgeExpiredExaminesABoundedNumberOfKeysPerCall) {
   RecordId last;
   last.bytes.fill(0xff);  // Sorts after every other key.
   WithRawDb([&](rocksdb::DB& db, rocksdb::ColumnFamilyHandle* cf) {
-    const std::string live =
-        EncodeRecord(NewClaimRecord(TestFingerprint(1), kT0, hours(1), seconds(5)));
+    const std::string live = EncodeRecord(
+        NewClaimRecord(TestFingerprint(1), kT0, hours(1), seconds(5)));
     rocksdb::WriteOptions write;
     write.disableWAL = true;  // Flushed on close.
     for (int i = 0; i < kLive; ++i) {
       ASSERT_TRUE(db.Put(write, cf, TestId(i).view(), live).ok());
     }
-    const std::string expired =
-        EncodeRecord(NewClaimRecord(TestFingerprint(1), kT0, seconds(1), seconds(1)));
+    const std::string expired = EncodeRecord(
+        NewClaimRecord(TestFingerprint(1), kT0, seconds(1), seconds(1)));
     ASSERT_TRUE(db.Put(write, cf, last.view(), expired).ok());
     ASSERT_TRUE(db.Flush(rocksdb::FlushOptions(), cf).ok());
   });
@@ -628,7 +643,8 @@ TEST_F(RocksdbStoreTest, OpensFromUriWithAnyBlockCacheSizeInRange) {
     ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
     ASSERT_EQ(claim->outcome, ClaimOutcome::kAcquired);
     ASSERT_EQ((*store)->Complete(id, claim->token, SomeResponse()), true);
-    auto replay = (*store)->Claim(id, TestFingerprint(1), kT0 + seconds(1), kTtl, kLock);
+    auto replay =
+        (*store)->Claim(id, TestFingerprint(1), kT0 + seconds(1), kTtl, kLock);
     ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
     ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
     ASSERT_NE(replay->response, nullptr);
@@ -690,10 +706,12 @@ TEST_F(RocksdbStoreTest, ASecondReplayIsServedFromTheBlockCacheUnlessItIsOff) {
     auto store = OpenStore();
     ASSERT_NE(store, nullptr);
     for (int i = 0; i < kRecords; ++i) {
-      auto claim = store->Claim(TestId(i), TestFingerprint(i), kT0, kTtl, kLock);
+      auto claim =
+          store->Claim(TestId(i), TestFingerprint(i), kT0, kTtl, kLock);
       ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
       if (TestId(i) == replayed) {
-        ASSERT_EQ(store->Complete(TestId(i), claim->token, SomeResponse()), true);
+        ASSERT_EQ(store->Complete(TestId(i), claim->token, SomeResponse()),
+                  true);
       }
     }
   }  // Closing flushes the memtable: below, every read is of a table file.
@@ -703,9 +721,11 @@ TEST_F(RocksdbStoreTest, ASecondReplayIsServedFromTheBlockCacheUnlessItIsOff) {
     SCOPED_TRACE(cache_mb);
     auto store = OpenStoreWith({.block_cache_mb = cache_mb});
     ASSERT_NE(store, nullptr);
-    const BlockReads first = CountedReplay(*store, replayed, TestFingerprint(kRecords / 2));
+    const BlockReads first =
+        CountedReplay(*store, replayed, TestFingerprint(kRecords / 2));
     EXPECT_GE(first.from_file, 1u);
-    const BlockReads second = CountedReplay(*store, replayed, TestFingerprint(kRecords / 2));
+    const BlockReads second =
+        CountedReplay(*store, replayed, TestFingerprint(kRecords / 2));
     EXPECT_EQ(second.from_file, 0u);
     EXPECT_GE(second.from_cache, 1u);
   }
@@ -715,7 +735,8 @@ TEST_F(RocksdbStoreTest, ASecondReplayIsServedFromTheBlockCacheUnlessItIsOff) {
   ASSERT_NE(store, nullptr);
   for (int i = 0; i < 2; ++i) {
     SCOPED_TRACE(i);
-    const BlockReads reads = CountedReplay(*store, replayed, TestFingerprint(kRecords / 2));
+    const BlockReads reads =
+        CountedReplay(*store, replayed, TestFingerprint(kRecords / 2));
     EXPECT_GE(reads.from_file, 1u);
     EXPECT_EQ(reads.from_cache, 0u);
   }
