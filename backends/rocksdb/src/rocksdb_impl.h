@@ -69,7 +69,13 @@ struct RocksdbStore::Impl {
   // kUnavailable error to return instead of issuing it (a background error
   // stops writes until DB::Resume() clears it; background_errors.h).
   std::optional<Error> WritesStopped(std::string_view op);
-  Error DataLoss(const RecordId& id, const Error& decode) const;
+  // DecodeRecord, failing with kDataLoss naming the store and the id.
+  Result<Record> Decode(const RecordId& id, std::string_view value) const;
+  // The record `current` holds when `token` holds it (in progress under
+  // it); nullopt when there is none or it is not held by `token`.
+  Result<std::optional<Record>> HeldRecord(
+      const RecordId& id, std::optional<std::string_view> current,
+      const Token& token) const;
 
   // Reads the value of `id`, lets `decide` compute the result and the write,
   // and applies the write, all while no other read-modify-write of `id` can

@@ -74,11 +74,22 @@ std::optional<Error> RocksdbStore::Impl::WritesStopped(std::string_view op) {
                Prefix(path) + std::string(op) + ": " + *why);
 }
 
-Error RocksdbStore::Impl::DataLoss(const RecordId& id,
-                                   const Error& decode) const {
-  return Error(ErrorCode::kDataLoss,
-               Prefix(path) + "record " + id.ToHex() +
-                   " does not decode: " + decode.message());
+Result<Record> RocksdbStore::Impl::Decode(const RecordId& id,
+                                          std::string_view value) const {
+  Result<Record> record = DecodeRecord(value);
+  if (record) return record;
+  return MakeError(ErrorCode::kDataLoss,
+                   Prefix(path) + "record " + id.ToHex() +
+                       " does not decode: " + record.error().message());
+}
+
+Result<std::optional<Record>> RocksdbStore::Impl::HeldRecord(
+    const RecordId& id, std::optional<std::string_view> current,
+    const Token& token) const {
+  if (!current.has_value()) return std::nullopt;
+  IDEM_ASSIGN_OR_RETURN(Record record, Decode(id, *current));
+  if (!record.HeldBy(token)) return std::nullopt;
+  return record;
 }
 
 template <typename T, typename Fn>
@@ -118,12 +129,11 @@ Result<ClaimResult> RocksdbStore::Impl::Claim(const RecordId& id,
     ClaimResult result;
     bool live = false;
     if (current.has_value()) {
-      Result<Record> old = DecodeRecord(*current);
-      if (!old) return tl::unexpected(DataLoss(id, old.error()));
-      if (auto blocked = ClaimBlockedBy(*old, fp, now)) return *blocked;
+      IDEM_ASSIGN_OR_RETURN(const Record old, Decode(id, *current));
+      if (auto blocked = ClaimBlockedBy(old, fp, now)) return *blocked;
       // Expired (as if absent), or in progress with its lock timed out:
       // taken over below.
-      live = !old->Expired(now);
+      live = !old.Expired(now);
     }
     const Record fresh = NewClaimRecord(fp, now, ttl, lock_timeout);
     write.kind = Write::Kind::kPut;
@@ -142,10 +152,9 @@ Result<bool> RocksdbStore::Impl::Complete(const RecordId& id,
                                           const Response& response) {
   auto decide = [&](std::optional<std::string_view> current,
                     Write& write) -> Result<bool> {
-    if (!current.has_value()) return false;
-    Result<Record> old = DecodeRecord(*current);
-    if (!old) return tl::unexpected(DataLoss(id, old.error()));
-    if (!old->HeldBy(token)) return false;
+    IDEM_ASSIGN_OR_RETURN(std::optional<Record> old,
+                          HeldRecord(id, current, token));
+    if (!old) return false;
     old->state = RecordState::kCompleted;
     // Non-owning: the caller's response outlives the encoding below.
     old->response = std::shared_ptr<const Response>(
@@ -161,10 +170,9 @@ Result<bool> RocksdbStore::Impl::Release(const RecordId& id,
                                          const Token& token) {
   auto decide = [&](std::optional<std::string_view> current,
                     Write& write) -> Result<bool> {
-    if (!current.has_value()) return false;
-    Result<Record> old = DecodeRecord(*current);
-    if (!old) return tl::unexpected(DataLoss(id, old.error()));
-    if (!old->HeldBy(token)) return false;
+    IDEM_ASSIGN_OR_RETURN(const std::optional<Record> old,
+                          HeldRecord(id, current, token));
+    if (!old) return false;
     write.kind = Write::Kind::kDelete;
     return true;
   };
@@ -190,10 +198,9 @@ Result<std::optional<Record>> RocksdbStore::Impl::Inspect(const RecordId& id,
       RocksdbCall([&] { return db->Get(read_options, cf, KeyOf(id), &value); });
   if (s.IsNotFound()) return std::optional<Record>();
   if (!s.ok()) return tl::unexpected(StatusError(path, "inspect", s));
-  Result<Record> record = DecodeRecord(View(value));
-  if (!record) return tl::unexpected(DataLoss(id, record.error()));
-  if (record->Expired(now)) return std::optional<Record>();
-  return std::optional<Record>(std::move(*record));
+  IDEM_ASSIGN_OR_RETURN(Record record, Decode(id, View(value)));
+  if (record.Expired(now)) return std::optional<Record>();
+  return std::optional<Record>(std::move(record));
 }
 
 RocksdbStore::RocksdbStore(std::unique_ptr<Impl> impl)
