@@ -27,7 +27,7 @@ std::size_t ThisThreadStripe() {
 StripedBudget::StripedBudget(std::size_t limit, std::size_t batch)
     : limit_(limit), batch_(std::max<std::size_t>(batch, 1)) {}
 
-// Unlike a slot, `n` bytes may be more than any one stripe holds: after the
+// `n` may be more than any one stripe holds (bytes): after the
 // stripe and the shared count, this gathers every stripe's credits and takes
 // only the rest from the shared count, giving everything back if that is not
 // enough.

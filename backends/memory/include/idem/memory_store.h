@@ -135,8 +135,9 @@ class MemoryStore : public Store {
   // Errors: kInvalidArgument naming the URI when the scheme is not "memory",
   // when anything follows "memory:" besides the query, when `capacity` or
   // `max_bytes` is not a valid number in range (the message names it), or
-  // when another parameter is present.
-  // `options` is accepted for uniformity; the memory store needs no clock.
+  // when another parameter is present (Open judges the numbers; the message
+  // names the URI). `options` is accepted for uniformity; the memory store
+  // needs no clock.
   static Result<std::unique_ptr<Store>> OpenFromUri(
       StoreUri& uri, const StoreOptions& options);
 

@@ -63,9 +63,8 @@
 // recovered: it retries DB::Resume() itself, before a write, at most once a
 // second, so it recovers within about a second of the next call once space
 // is back. Reads, and so replays, go on meanwhile; nothing that a call
-// reported written is lost, and a full disk never aborts the process
-// (background_errors.h, info_log.h). A fatal background error (not a full
-// disk) needs a reopen.
+// reported written is lost, and a full disk never aborts the process. A
+// fatal background error (not a full disk) needs a reopen.
 //
 // Thread-safety: every method may be called concurrently from any number of
 // threads, except the destructor, which must not run concurrently with any
@@ -144,7 +143,8 @@ class RocksdbStore final : public Store {
   // "rocksdb", when it has a host, user or port, when the path is empty,
   // when `sync` is not a boolean, when `block_cache_mb` is not an integer
   // from 0 to 1048576 (the message names the parameter) or another
-  // parameter is present; otherwise what Open returns.
+  // parameter is present; otherwise what Open returns (its kInvalidArgument
+  // then names the URI too).
   static Result<std::unique_ptr<Store>> OpenFromUri(
       StoreUri& uri, const StoreOptions& options);
 
