@@ -19,12 +19,12 @@
 namespace idem {
 namespace {
 
-using memory_test::Fp;
-using memory_test::Id;
 using memory_test::kT0;
 using std::chrono::hours;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
+using testing::TestFingerprint;
+using testing::TestId;
 
 std::unique_ptr<MemoryStore> OpenStore(std::size_t capacity) {
   auto store = MemoryStore::Open(MemoryStoreOptions{.capacity = capacity});
@@ -32,10 +32,11 @@ std::unique_ptr<MemoryStore> OpenStore(std::size_t capacity) {
   return std::move(*store);
 }
 
-// Claims `id` (fingerprint Fp(id)) and expects kAcquired; returns the token.
+// Claims `id` (fingerprint TestFingerprint(id)) and expects kAcquired; returns
+// the token.
 Token MustAcquire(MemoryStore& store, std::uint64_t id, TimePoint now,
                   Duration ttl = hours(1), Duration lock = seconds(60)) {
-  auto r = store.Claim(Id(id), Fp(id), now, ttl, lock);
+  auto r = store.Claim(TestId(id), TestFingerprint(id), now, ttl, lock);
   EXPECT_TRUE(r.has_value()) << r.error().ToString();
   if (!r) return {};
   EXPECT_EQ(r->outcome, ClaimOutcome::kAcquired) << "id " << id;
@@ -43,7 +44,8 @@ Token MustAcquire(MemoryStore& store, std::uint64_t id, TimePoint now,
 }
 
 void ExpectFull(MemoryStore& store, std::uint64_t id, TimePoint now) {
-  auto r = store.Claim(Id(id), Fp(id), now, hours(1), seconds(60));
+  auto r =
+      store.Claim(TestId(id), TestFingerprint(id), now, hours(1), seconds(60));
   ASSERT_FALSE(r.has_value())
       << "id " << id << " got " << ClaimOutcomeName(r->outcome);
   EXPECT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
@@ -84,7 +86,7 @@ TEST(MemoryStoreTest, RejectsNonPositiveDurations) {
         {seconds(1), Duration::zero()},
         {seconds(-1), seconds(1)},
         {seconds(1), seconds(-5)}}) {
-    auto r = store->Claim(Id(1), Fp(1), kT0, ttl, lock);
+    auto r = store->Claim(TestId(1), TestFingerprint(1), kT0, ttl, lock);
     ASSERT_FALSE(r.has_value());
     EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
   }
@@ -93,10 +95,11 @@ TEST(MemoryStoreTest, RejectsNonPositiveDurations) {
 
 TEST(MemoryStoreTest, HugeDurationsSaturateInsteadOfOverflowing) {
   auto store = OpenStore(4);
-  auto r = store->Claim(Id(1), Fp(1), kT0, Duration::max(), Duration::max());
+  auto r = store->Claim(TestId(1), TestFingerprint(1), kT0, Duration::max(),
+                        Duration::max());
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->locked_until, TimePoint::max());
-  auto rec = store->Inspect(Id(1), kT0 + hours(24 * 365 * 100));
+  auto rec = store->Inspect(TestId(1), kT0 + hours(24 * 365 * 100));
   ASSERT_TRUE(rec.has_value());
   ASSERT_TRUE(rec->has_value());
   EXPECT_EQ((*rec)->expires_at, TimePoint::max());
@@ -105,22 +108,26 @@ TEST(MemoryStoreTest, HugeDurationsSaturateInsteadOfOverflowing) {
 TEST(MemoryStoreTest, ReplaysShareTheStoredResponse) {
   auto store = OpenStore(4);
   Token t = MustAcquire(*store, 0, kT0);
-  ASSERT_TRUE(
-      store->Complete(Id(0), t, Response{201, {{"Location", "/o/1"}}, "body"})
-          .value());
-  auto a = store->Claim(Id(0), Fp(0), kT0, hours(1), seconds(60));
-  auto b = store->Claim(Id(0), Fp(0), kT0, hours(1), seconds(60));
+  ASSERT_TRUE(store
+                  ->Complete(TestId(0), t,
+                             Response{201, {{"Location", "/o/1"}}, "body"})
+                  .value());
+  auto a =
+      store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60));
+  auto b =
+      store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60));
   ASSERT_TRUE(a.has_value() && b.has_value());
   ASSERT_EQ(a->outcome, ClaimOutcome::kCompleted);
   ASSERT_NE(a->response, nullptr);
   EXPECT_EQ(a->response.get(), b->response.get());  // No copy per replay.
   EXPECT_EQ(a->response->body, "body");
-  auto rec = store->Inspect(Id(0), kT0);
+  auto rec = store->Inspect(TestId(0), kT0);
   ASSERT_TRUE(rec.has_value() && rec->has_value());
   EXPECT_EQ((*rec)->response.get(), a->response.get());
   // Changes to other records of the store keep sharing it.
   for (std::uint64_t i = 1; i < 4; ++i) MustAcquire(*store, i, kT0);
-  auto c = store->Claim(Id(0), Fp(0), kT0, hours(1), seconds(60));
+  auto c =
+      store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60));
   EXPECT_EQ(c->response.get(), a->response.get());
 }
 
@@ -130,9 +137,11 @@ TEST(MemoryStoreCapacityTest, FullStoreRejectsNewKeysButAnswersHeldOnes) {
   MustAcquire(*store, 1, kT0);
   MustAcquire(*store, 2, kT0);
   MustAcquire(*store, 3, kT0);
-  ASSERT_TRUE(store->Complete(Id(0), t0, Response{201, {}, "done"}).value());
+  ASSERT_TRUE(
+      store->Complete(TestId(0), t0, Response{201, {}, "done"}).value());
 
-  auto full = store->Claim(Id(4), Fp(4), kT0, hours(1), seconds(60));
+  auto full =
+      store->Claim(TestId(4), TestFingerprint(4), kT0, hours(1), seconds(60));
   ASSERT_FALSE(full.has_value());
   EXPECT_EQ(full.error().code(), ErrorCode::kResourceExhausted);
   // 4 records, one of them completed with a 4-byte body and no header.
@@ -143,12 +152,18 @@ TEST(MemoryStoreCapacityTest, FullStoreRejectsNewKeysButAnswersHeldOnes) {
                 " bytes (max_bytes 268435456)");
 
   // Keys already held need no new slot.
-  EXPECT_EQ(store->Claim(Id(0), Fp(0), kT0, hours(1), seconds(60))->outcome,
-            ClaimOutcome::kCompleted);
-  EXPECT_EQ(store->Claim(Id(1), Fp(1), kT0, hours(1), seconds(60))->outcome,
-            ClaimOutcome::kInProgress);
-  EXPECT_EQ(store->Claim(Id(2), Fp(99), kT0, hours(1), seconds(60))->outcome,
-            ClaimOutcome::kMismatch);
+  EXPECT_EQ(
+      store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60))
+          ->outcome,
+      ClaimOutcome::kCompleted);
+  EXPECT_EQ(
+      store->Claim(TestId(1), TestFingerprint(1), kT0, hours(1), seconds(60))
+          ->outcome,
+      ClaimOutcome::kInProgress);
+  EXPECT_EQ(
+      store->Claim(TestId(2), TestFingerprint(99), kT0, hours(1), seconds(60))
+          ->outcome,
+      ClaimOutcome::kMismatch);
   EXPECT_EQ(store->size(), 4u);
 }
 
@@ -157,7 +172,7 @@ TEST(MemoryStoreCapacityTest, ReleaseFreesASlot) {
   Token t0 = MustAcquire(*store, 0, kT0);
   MustAcquire(*store, 1, kT0);
   ExpectFull(*store, 2, kT0);
-  ASSERT_TRUE(store->Release(Id(0), t0).value());
+  ASSERT_TRUE(store->Release(TestId(0), t0).value());
   EXPECT_EQ(store->size(), 1u);
   MustAcquire(*store, 2, kT0);
   EXPECT_EQ(store->size(), 2u);
@@ -167,7 +182,7 @@ TEST(MemoryStoreCapacityTest, CompletedRecordsKeepTheirSlotUntilExpiry) {
   auto store = OpenStore(2);
   for (std::uint64_t i = 0; i < 2; ++i) {
     Token t = MustAcquire(*store, i, kT0);
-    ASSERT_TRUE(store->Complete(Id(i), t, Response{}).value());
+    ASSERT_TRUE(store->Complete(TestId(i), t, Response{}).value());
   }
   ExpectFull(*store, 2, kT0 + hours(1) - seconds(1));
   EXPECT_EQ(store->PurgeExpired(kT0 + hours(1) - seconds(1), 10).value(), 0u);
@@ -178,7 +193,7 @@ TEST(MemoryStoreCapacityTest, ExpiredRecordsAreReclaimedFirstWhenFull) {
   auto store = OpenStore(4);
   MustAcquire(*store, 0, kT0, seconds(10));
   Token t1 = MustAcquire(*store, 1, kT0, seconds(10));
-  ASSERT_TRUE(store->Complete(Id(1), t1, Response{}).value());
+  ASSERT_TRUE(store->Complete(TestId(1), t1, Response{}).value());
   MustAcquire(*store, 2, kT0, hours(1));
   MustAcquire(*store, 3, kT0, hours(1));
 
@@ -189,18 +204,18 @@ TEST(MemoryStoreCapacityTest, ExpiredRecordsAreReclaimedFirstWhenFull) {
 
   EXPECT_EQ(store->size(), 4u);
   EXPECT_EQ(store->stats().reclaimed, 2u);
-  EXPECT_FALSE(store->Inspect(Id(0), later)->has_value());
-  EXPECT_FALSE(store->Inspect(Id(1), later)->has_value());
-  EXPECT_TRUE(store->Inspect(Id(2), later)->has_value());
-  EXPECT_TRUE(store->Inspect(Id(3), later)->has_value());
-  EXPECT_TRUE(store->Inspect(Id(4), later)->has_value());
+  EXPECT_FALSE(store->Inspect(TestId(0), later)->has_value());
+  EXPECT_FALSE(store->Inspect(TestId(1), later)->has_value());
+  EXPECT_TRUE(store->Inspect(TestId(2), later)->has_value());
+  EXPECT_TRUE(store->Inspect(TestId(3), later)->has_value());
+  EXPECT_TRUE(store->Inspect(TestId(4), later)->has_value());
 }
 
 TEST(MemoryStoreCapacityTest, NotYetExpiredIsNotReclaimed) {
   auto store = OpenStore(1);
   MustAcquire(*store, 0, kT0, seconds(10));
   ExpectFull(*store, 1, kT0 + seconds(10) - Duration(1));
-  EXPECT_TRUE(store->Inspect(Id(0), kT0 + seconds(9))->has_value());
+  EXPECT_TRUE(store->Inspect(TestId(0), kT0 + seconds(9))->has_value());
 }
 
 TEST(MemoryStoreCapacityTest, ClaimOverExpiredRecordOfSameIdReusesItsSlot) {
@@ -208,12 +223,13 @@ TEST(MemoryStoreCapacityTest, ClaimOverExpiredRecordOfSameIdReusesItsSlot) {
   Token first = MustAcquire(*store, 0, kT0, seconds(5));
   // Expired: the key is free again, even for another fingerprint, and this
   // is not a takeover.
-  auto r = store->Claim(Id(0), Fp(77), kT0 + seconds(5), hours(1), seconds(60));
+  auto r = store->Claim(TestId(0), TestFingerprint(77), kT0 + seconds(5),
+                        hours(1), seconds(60));
   ASSERT_TRUE(r.has_value()) << r.error().ToString();
   EXPECT_EQ(r->outcome, ClaimOutcome::kAcquired);
   EXPECT_FALSE(r->takeover);
   EXPECT_EQ(store->size(), 1u);
-  EXPECT_FALSE(store->Complete(Id(0), first, Response{}).value());
+  EXPECT_FALSE(store->Complete(TestId(0), first, Response{}).value());
   ExpectFull(*store, 1, kT0 + seconds(5));
   EXPECT_EQ(store->stats().reclaimed, 0u);  // Replaced in place, not swept.
 }
@@ -221,14 +237,15 @@ TEST(MemoryStoreCapacityTest, ClaimOverExpiredRecordOfSameIdReusesItsSlot) {
 TEST(MemoryStoreCapacityTest, TakeoverKeepsTheSlot) {
   auto store = OpenStore(1);
   Token first = MustAcquire(*store, 0, kT0, hours(1), seconds(30));
-  auto r = store->Claim(Id(0), Fp(0), kT0 + seconds(30), hours(1), seconds(30));
+  auto r = store->Claim(TestId(0), TestFingerprint(0), kT0 + seconds(30),
+                        hours(1), seconds(30));
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->outcome, ClaimOutcome::kAcquired);
   EXPECT_TRUE(r->takeover);
   EXPECT_EQ(store->size(), 1u);
-  EXPECT_FALSE(store->Complete(Id(0), first, Response{}).value());
-  EXPECT_FALSE(store->Release(Id(0), first).value());
-  EXPECT_TRUE(store->Release(Id(0), r->token).value());
+  EXPECT_FALSE(store->Complete(TestId(0), first, Response{}).value());
+  EXPECT_FALSE(store->Release(TestId(0), first).value());
+  EXPECT_TRUE(store->Release(TestId(0), r->token).value());
   EXPECT_EQ(store->size(), 0u);
 }
 
@@ -247,8 +264,8 @@ TEST(MemoryStoreCapacityTest, FullOfLiveRecordsDoesNotRescanOnEveryClaim) {
   // Once the earliest record has expired, claims sweep again and succeed.
   MustAcquire(*store, 200, kT0 + hours(1));
   EXPECT_EQ(store->stats().reclaimed, 1u);
-  EXPECT_FALSE(store->Inspect(Id(0), kT0 + hours(1))->has_value());
-  EXPECT_TRUE(store->Inspect(Id(1), kT0 + hours(1))->has_value());
+  EXPECT_FALSE(store->Inspect(TestId(0), kT0 + hours(1))->has_value());
+  EXPECT_TRUE(store->Inspect(TestId(1), kT0 + hours(1))->has_value());
 }
 
 TEST(MemoryStoreCapacityTest, ShortTtlRecordAddedAfterAFullPassIsReclaimed) {
@@ -256,11 +273,11 @@ TEST(MemoryStoreCapacityTest, ShortTtlRecordAddedAfterAFullPassIsReclaimed) {
   Token t0 = MustAcquire(*store, 0, kT0);
   for (std::uint64_t i = 1; i < 16; ++i) MustAcquire(*store, i, kT0);
   ExpectFull(*store, 100, kT0);  // Remembers: nothing expires before +1h.
-  ASSERT_TRUE(store->Release(Id(0), t0).value());
+  ASSERT_TRUE(store->Release(TestId(0), t0).value());
   MustAcquire(*store, 101, kT0, seconds(5));  // Expires long before that.
   ExpectFull(*store, 102, kT0 + seconds(4));
   MustAcquire(*store, 102, kT0 + seconds(5));
-  EXPECT_FALSE(store->Inspect(Id(101), kT0 + seconds(5))->has_value());
+  EXPECT_FALSE(store->Inspect(TestId(101), kT0 + seconds(5))->has_value());
 }
 
 TEST(MemoryStoreCapacityTest, TakeoverWithShorterTtlAfterAFullPassIsReclaimed) {
@@ -269,13 +286,14 @@ TEST(MemoryStoreCapacityTest, TakeoverWithShorterTtlAfterAFullPassIsReclaimed) {
     MustAcquire(*store, i, kT0, hours(1), seconds(1));
   }
   ExpectFull(*store, 100, kT0 + seconds(2));
-  auto r = store->Claim(Id(3), Fp(3), kT0 + seconds(2), seconds(5), seconds(1));
+  auto r = store->Claim(TestId(3), TestFingerprint(3), kT0 + seconds(2),
+                        seconds(5), seconds(1));
   ASSERT_TRUE(r.has_value());
   ASSERT_EQ(r->outcome, ClaimOutcome::kAcquired);
   ASSERT_TRUE(r->takeover);
   ExpectFull(*store, 101, kT0 + seconds(6));
   MustAcquire(*store, 101, kT0 + seconds(7));
-  EXPECT_FALSE(store->Inspect(Id(3), kT0 + seconds(7))->has_value());
+  EXPECT_FALSE(store->Inspect(TestId(3), kT0 + seconds(7))->has_value());
 }
 
 TEST(MemoryStoreCapacityTest, ReclaimReachesEveryBucketOfALargeTable) {
@@ -291,15 +309,15 @@ TEST(MemoryStoreCapacityTest, ReclaimReachesEveryBucketOfALargeTable) {
   int failures = 0;
   std::uint64_t next_id = kCapacity;
   for (;;) {
-    auto r =
-        store->Claim(Id(next_id), Fp(next_id), later, hours(1), seconds(60));
+    auto r = store->Claim(TestId(next_id), TestFingerprint(next_id), later,
+                          hours(1), seconds(60));
     if (r.has_value()) break;
     ASSERT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
     ++next_id;
     ASSERT_LE(++failures, 4);
   }
   EXPECT_EQ(store->stats().reclaimed, 1u);
-  EXPECT_FALSE(store->Inspect(Id(1234), later)->has_value());
+  EXPECT_FALSE(store->Inspect(TestId(1234), later)->has_value());
   ExpectFull(*store, next_id + 1, later);
 }
 
@@ -308,7 +326,7 @@ TEST(MemoryStorePurgeTest, CountsAndRespectsTheLimit) {
   for (std::uint64_t i = 0; i < 10; ++i) {
     Token t = MustAcquire(*store, i, kT0, i < 6 ? seconds(1) : hours(1));
     if (i % 2 == 0) {
-      ASSERT_TRUE(store->Complete(Id(i), t, Response{}).value());
+      ASSERT_TRUE(store->Complete(TestId(i), t, Response{}).value());
     }
   }
   const TimePoint later = kT0 + seconds(1);
@@ -321,7 +339,7 @@ TEST(MemoryStorePurgeTest, CountsAndRespectsTheLimit) {
   EXPECT_EQ(store->size(), 4u);
   EXPECT_EQ(store->stats().purged, 6u);
   for (std::uint64_t i = 6; i < 10; ++i) {
-    EXPECT_TRUE(store->Inspect(Id(i), later)->has_value()) << i;
+    EXPECT_TRUE(store->Inspect(TestId(i), later)->has_value()) << i;
   }
 }
 
@@ -413,7 +431,8 @@ TEST(MemoryStoreBytesTest, ClaimsStopAtMaxBytes) {
   auto store = OpenWithBytes(kMax);
   for (std::uint64_t i = 0; i < kFits; ++i) MustAcquire(*store, i, kT0);
   EXPECT_EQ(store->bytes(), kFits * MemoryStore::kRecordBytes);
-  auto full = store->Claim(Id(kFits), Fp(kFits), kT0, hours(1), seconds(60));
+  auto full = store->Claim(TestId(kFits), TestFingerprint(kFits), kT0, hours(1),
+                           seconds(60));
   ASSERT_FALSE(full.has_value());
   EXPECT_EQ(full.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_THAT(full.error().message(), HasSubstr("memory store full"));
@@ -425,20 +444,22 @@ TEST(MemoryStoreBytesTest, ClaimsStopAtMaxBytes) {
 TEST(MemoryStoreBytesTest, ACompleteThatDoesNotFitLeavesTheRecordInProgress) {
   auto store = OpenWithBytes(4096);
   const Token token = MustAcquire(*store, 1, kT0);
-  auto big = store->Complete(Id(1), token, Body(5000));
+  auto big = store->Complete(TestId(1), token, Body(5000));
   ASSERT_FALSE(big.has_value());
   EXPECT_EQ(big.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_THAT(big.error().message(), HasSubstr("memory store full"));
   // Unchanged: still locked by its holder, nothing else charged.
-  auto record = store->Inspect(Id(1), kT0);
+  auto record = store->Inspect(TestId(1), kT0);
   ASSERT_TRUE(record.has_value() && record->has_value());
   EXPECT_EQ((*record)->state, RecordState::kInProgress);
   EXPECT_EQ((*record)->token, token);
   EXPECT_EQ(store->bytes(), MemoryStore::kRecordBytes);
-  EXPECT_EQ(store->Claim(Id(1), Fp(1), kT0, hours(1), seconds(60))->outcome,
-            ClaimOutcome::kInProgress);
+  EXPECT_EQ(
+      store->Claim(TestId(1), TestFingerprint(1), kT0, hours(1), seconds(60))
+          ->outcome,
+      ClaimOutcome::kInProgress);
   // The same holder can still store a response that fits.
-  ASSERT_EQ(store->Complete(Id(1), token, Body(100)), true);
+  ASSERT_EQ(store->Complete(TestId(1), token, Body(100)), true);
   EXPECT_EQ(store->bytes(),
             MemoryStore::kRecordBytes + MemoryStore::ResponseBytes(Body(100)));
 }
@@ -447,7 +468,7 @@ TEST(MemoryStoreBytesTest, ACompleteSharedIsChargedToo) {
   auto store = OpenWithBytes(4096);
   const Token token = MustAcquire(*store, 1, kT0);
   auto big = store->CompleteShared(
-      Id(1), token, std::make_shared<const Response>(Body(5000)));
+      TestId(1), token, std::make_shared<const Response>(Body(5000)));
   ASSERT_FALSE(big.has_value());
   EXPECT_EQ(big.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_EQ(store->bytes(), MemoryStore::kRecordBytes);
@@ -457,8 +478,8 @@ TEST(MemoryStoreBytesTest, ReleasePurgeAndReuseGiveTheBytesBack) {
   auto store = OpenWithBytes(4096);
   const Token a = MustAcquire(*store, 1, kT0);
   const Token b = MustAcquire(*store, 2, kT0);
-  ASSERT_EQ(store->Complete(Id(2), b, Body(1000)), true);
-  ASSERT_EQ(store->Release(Id(1), a), true);
+  ASSERT_EQ(store->Complete(TestId(2), b, Body(1000)), true);
+  ASSERT_EQ(store->Release(TestId(1), a), true);
   EXPECT_EQ(store->bytes(),
             MemoryStore::kRecordBytes + MemoryStore::ResponseBytes(Body(1000)));
   // A claim over the expired completed record keeps its slot's charge and
@@ -473,12 +494,12 @@ TEST(MemoryStoreBytesTest, RevokeGivesTheBytesBack) {
   auto store = OpenWithBytes(4096);
   const Token a = MustAcquire(*store, 1, kT0);
   const Token b = MustAcquire(*store, 2, kT0);
-  ASSERT_EQ(store->Complete(Id(2), b, Body(1000)), true);
-  ASSERT_EQ(store->Revoke(Id(2)), true);
+  ASSERT_EQ(store->Complete(TestId(2), b, Body(1000)), true);
+  ASSERT_EQ(store->Revoke(TestId(2)), true);
   EXPECT_EQ(store->bytes(), MemoryStore::kRecordBytes);
-  ASSERT_EQ(store->Revoke(Id(1)), true);
+  ASSERT_EQ(store->Revoke(TestId(1)), true);
   EXPECT_EQ(store->bytes(), 0u);
-  EXPECT_EQ(store->Complete(Id(1), a, Body(10)), false);
+  EXPECT_EQ(store->Complete(TestId(1), a, Body(10)), false);
 }
 
 // A reclaiming call sweeps up to 1024 buckets: small tables, so that one
@@ -487,11 +508,11 @@ TEST(MemoryStoreBytesTest, ExpiredRecordsAreReclaimedFirstWhenBytesRunOut) {
   auto store = OpenWithBytes(4096, /*capacity=*/64);
   // Expired at kT0 + 1 h, holding most of the budget.
   const Token old = MustAcquire(*store, 1, kT0);
-  ASSERT_EQ(store->Complete(Id(1), old, Body(3000)), true);
+  ASSERT_EQ(store->Complete(TestId(1), old, Body(3000)), true);
   // A claim that fits, then a Complete that fits only once the expired
   // record is reclaimed (by the time of the latest claim).
   const Token fresh = MustAcquire(*store, 2, kT0 + hours(2));
-  ASSERT_EQ(store->Complete(Id(2), fresh, Body(600)), true);
+  ASSERT_EQ(store->Complete(TestId(2), fresh, Body(600)), true);
   EXPECT_EQ(store->bytes(),
             MemoryStore::kRecordBytes + MemoryStore::ResponseBytes(Body(600)));
   // The same for claims: fill with records that expire, then claim later.
@@ -570,9 +591,10 @@ TEST(MemoryStoreBytesTest, OneMiBBodiesStopAtTheDefaultBudget) {
   std::size_t stored = 0;
   bool full = false;
   for (std::uint64_t k = 0; k < 1000 && !full; ++k) {
-    auto claim = store.Claim(Id(k), Fp(k), kT0, hours(24), seconds(60));
+    auto claim =
+        store.Claim(TestId(k), TestFingerprint(k), kT0, hours(24), seconds(60));
     ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
-    auto done = store.Complete(Id(k), claim->token, body);
+    auto done = store.Complete(TestId(k), claim->token, body);
     if (!done) {
       EXPECT_EQ(done.error().code(), ErrorCode::kResourceExhausted);
       full = true;

@@ -26,12 +26,12 @@
 namespace idem {
 namespace {
 
-using memory_test::Fp;
-using memory_test::Id;
 using memory_test::kT0;
-using memory_test::SplitMix64;
 using std::chrono::hours;
 using std::chrono::seconds;
+using testing::SplitMix64;
+using testing::TestFingerprint;
+using testing::TestId;
 
 constexpr int kThreads = 16;
 
@@ -62,34 +62,35 @@ TEST(MemoryStoreStressTest, ClaimAndReleaseAreExclusivePerId) {
     for (int i = 0; i < kIterations; ++i) {
       const int k = static_cast<int>(SplitMix64(rng) % kIds);
       // Fixed time and a long lock: no takeover, so a holder is exclusive.
-      auto r = store->Claim(Id(k), Fp(k), kT0, hours(1), hours(1));
+      auto r =
+          store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1), hours(1));
       if (!r || (r->outcome != ClaimOutcome::kAcquired &&
                  r->outcome != ClaimOutcome::kInProgress)) {
         violations.fetch_add(1);
         continue;
       }
       if (r->outcome != ClaimOutcome::kAcquired) {
-        if (SplitMix64(rng) % 4 == 0) (void)store->Inspect(Id(k), kT0);
+        if (SplitMix64(rng) % 4 == 0) (void)store->Inspect(TestId(k), kT0);
         continue;
       }
       acquired.fetch_add(1);
       if (holders[k].fetch_add(1) != 0) violations.fetch_add(1);
-      auto rec = store->Inspect(Id(k), kT0);
+      auto rec = store->Inspect(TestId(k), kT0);
       if (!rec || !rec->has_value() || (*rec)->token != r->token) {
         violations.fetch_add(1);
       }
       Token wrong = r->token;
       wrong.bytes[0] ^= 1;
-      if (store->Complete(Id(k), wrong, Response{}).value_or(true) ||
-          store->Release(Id(k), wrong).value_or(true)) {
+      if (store->Complete(TestId(k), wrong, Response{}).value_or(true) ||
+          store->Release(TestId(k), wrong).value_or(true)) {
         violations.fetch_add(1);
       }
       holders[k].fetch_sub(1);
-      if (!store->Release(Id(k), r->token).value_or(false)) {
+      if (!store->Release(TestId(k), r->token).value_or(false)) {
         violations.fetch_add(1);
       }
       // The token is spent: a second release must fail.
-      if (store->Release(Id(k), r->token).value_or(true)) {
+      if (store->Release(TestId(k), r->token).value_or(true)) {
         violations.fetch_add(1);
       }
     }
@@ -114,7 +115,8 @@ TEST(MemoryStoreStressTest, EachIdIsCompletedExactlyOnce) {
     for (int round = 0; round < 4; ++round) {
       for (int j = 0; j < kIds; ++j) {
         const int k = static_cast<int>((j + SplitMix64(rng)) % kIds);
-        auto r = store->Claim(Id(k), Fp(k), kT0, hours(1), hours(1));
+        auto r = store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1),
+                              hours(1));
         if (!r) {
           violations.fetch_add(1);
           continue;
@@ -124,7 +126,8 @@ TEST(MemoryStoreStressTest, EachIdIsCompletedExactlyOnce) {
             Response response{201,
                               {{"Content-Type", "text/plain"}},
                               "order " + std::to_string(k)};
-            if (store->Complete(Id(k), r->token, response).value_or(false)) {
+            if (store->Complete(TestId(k), r->token, response)
+                    .value_or(false)) {
               completions[k].fetch_add(1);
             } else {
               violations.fetch_add(1);
@@ -150,7 +153,8 @@ TEST(MemoryStoreStressTest, EachIdIsCompletedExactlyOnce) {
   EXPECT_EQ(violations.load(), 0);
   for (int k = 0; k < kIds; ++k) {
     EXPECT_EQ(completions[k].load(), 1) << "id " << k;
-    auto r = store->Claim(Id(k), Fp(k), kT0, hours(1), hours(1));
+    auto r =
+        store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1), hours(1));
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->outcome, ClaimOutcome::kCompleted);
   }
@@ -176,7 +180,8 @@ TEST(MemoryStoreStressTest, FullStoreWithExpiringRecords) {
       const TimePoint now = kT0 + std::chrono::milliseconds(10 * i);
       const int k = static_cast<int>(SplitMix64(rng) % kIds);
       const int fp = SplitMix64(rng) % 8 == 0 ? k + 1 : k;
-      auto r = store->Claim(Id(k), Fp(fp), now, std::chrono::milliseconds(200),
+      auto r = store->Claim(TestId(k), TestFingerprint(fp), now,
+                            std::chrono::milliseconds(200),
                             std::chrono::milliseconds(50));
       const std::size_t size = store->size();
       std::size_t seen = max_size.load();
@@ -194,10 +199,10 @@ TEST(MemoryStoreStressTest, FullStoreWithExpiringRecords) {
       acquired.fetch_add(1);
       switch (SplitMix64(rng) % 3) {
         case 0:
-          (void)store->Complete(Id(k), r->token, Response{200, {}, "x"});
+          (void)store->Complete(TestId(k), r->token, Response{200, {}, "x"});
           break;
         case 1:
-          (void)store->Release(Id(k), r->token);
+          (void)store->Release(TestId(k), r->token);
           break;
         default:
           break;  // Abandoned: expires or is taken over.
@@ -234,7 +239,8 @@ TEST(MemoryStoreStressTest, CapacityIsExactAcrossThreads) {
     std::vector<std::optional<Token>> mine;
     for (int i = 0; i < kPerThread; ++i) {
       const int k = t * kPerThread + i;
-      auto r = store->Claim(Id(k), Fp(k), kT0, hours(1), hours(1));
+      auto r =
+          store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1), hours(1));
       if (!r) {
         (r.error().code() == ErrorCode::kResourceExhausted ? full : errors)
             .fetch_add(1);
@@ -251,7 +257,7 @@ TEST(MemoryStoreStressTest, CapacityIsExactAcrossThreads) {
     for (int i = 0; i < kPerThread; i += 3) {
       const int k = t * kPerThread + i;
       if (!mine[i].has_value()) continue;
-      if (store->Release(Id(k), *mine[i]).value_or(false)) {
+      if (store->Release(TestId(k), *mine[i]).value_or(false)) {
         released.fetch_add(1);
       } else {
         errors.fetch_add(1);
@@ -268,7 +274,8 @@ TEST(MemoryStoreStressTest, CapacityIsExactAcrossThreads) {
   int refilled = 0;
   std::thread([&] {
     for (int k = 0; k < static_cast<int>(kCapacity); ++k) {
-      auto r = store->Claim(Id(100000 + k), Fp(k), kT0, hours(1), hours(1));
+      auto r = store->Claim(TestId(100000 + k), TestFingerprint(k), kT0,
+                            hours(1), hours(1));
       if (!r) {
         EXPECT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
         break;
@@ -293,13 +300,14 @@ TEST(MemoryStoreStressTest, ShortLivedThreadsReuseRegistrations) {
     RunThreads(kPerRound, [&](int t) {
       for (int i = 0; i < 40; ++i) {
         const int k = (t + i) % 16;
-        auto r = store->Claim(Id(k), Fp(k), kT0, hours(1), hours(1));
+        auto r = store->Claim(TestId(k), TestFingerprint(k), kT0, hours(1),
+                              hours(1));
         if (!r) {
           errors.fetch_add(1);
           continue;
         }
         if (r->outcome == ClaimOutcome::kAcquired &&
-            !store->Release(Id(k), r->token).value_or(false)) {
+            !store->Release(TestId(k), r->token).value_or(false)) {
           errors.fetch_add(1);
         }
       }
@@ -326,13 +334,13 @@ TEST(MemoryStoreStressTest, StoresComeAndGoWhileThreadsRun) {
     RunThreads(4, [&](int t) {
       for (int i = 0; i < 100; ++i) {
         const int k = (t * 7 + i) % 24;
-        auto r = store->Claim(Id(k), Fp(k), kT0 + seconds(i), seconds(3),
-                              seconds(1));
+        auto r = store->Claim(TestId(k), TestFingerprint(k), kT0 + seconds(i),
+                              seconds(3), seconds(1));
         if (!r && r.error().code() != ErrorCode::kResourceExhausted) {
           errors.fetch_add(1);
         }
         if (r && r->outcome == ClaimOutcome::kAcquired && i % 2 == 0) {
-          (void)store->Complete(Id(k), r->token, Response{});
+          (void)store->Complete(TestId(k), r->token, Response{});
         }
       }
     });
@@ -358,7 +366,8 @@ TEST(MemoryStoreStressTest, BytesAreExactAcrossThreads) {
   RunThreads(kThreads, [&](int t) {
     for (int i = 0; i < kPerThread; ++i) {
       const int k = t * kPerThread + i;
-      auto r = store.Claim(Id(k), Fp(k), kT0, hours(1), hours(1));
+      auto r =
+          store.Claim(TestId(k), TestFingerprint(k), kT0, hours(1), hours(1));
       if (store.bytes() > kMaxBytes) over = true;
       if (!r) {
         (r.error().code() == ErrorCode::kResourceExhausted ? full : errors)
@@ -367,14 +376,14 @@ TEST(MemoryStoreStressTest, BytesAreExactAcrossThreads) {
       }
       if (r->outcome != ClaimOutcome::kAcquired) errors.fetch_add(1);
       if (k % 3 == 0) {
-        if (!store.Release(Id(k), r->token).value_or(false)) {
+        if (!store.Release(TestId(k), r->token).value_or(false)) {
           errors.fetch_add(1);
         }
         continue;
       }
       std::size_t mine = MemoryStore::kRecordBytes;
       const Response response{201, {}, std::string((k * 37) % 700, 'b')};
-      auto done = store.Complete(Id(k), r->token, response);
+      auto done = store.Complete(TestId(k), r->token, response);
       if (done.has_value() && *done) {
         mine += MemoryStore::ResponseBytes(response);
       } else if (done.has_value() ||
@@ -397,7 +406,8 @@ TEST(MemoryStoreStressTest, BytesAreExactAcrossThreads) {
   // than one record, wherever the other threads parked their credits.
   std::thread([&] {
     for (int k = 0; k < 100000; ++k) {
-      auto r = store.Claim(Id(1000000 + k), Fp(k), kT0, hours(1), hours(1));
+      auto r = store.Claim(TestId(1000000 + k), TestFingerprint(k), kT0,
+                           hours(1), hours(1));
       if (!r) {
         EXPECT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
         break;

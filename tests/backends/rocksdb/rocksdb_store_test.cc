@@ -42,7 +42,9 @@
 #include <gtest/gtest.h>
 
 #include "support/full_disk.h"
+#include "support/ids.h"
 #include "support/temp_dir.h"
+#include "support/wait_for.h"
 
 #include "idem/clock.h"
 #include "idem/guard.h"
@@ -60,6 +62,9 @@ namespace idem {
 namespace {
 
 using testing::TempDir;
+using testing::TestFingerprint;
+using testing::TestId;
+using testing::WaitFor;
 
 using std::chrono::hours;
 using std::chrono::seconds;
@@ -73,27 +78,6 @@ constexpr Duration kLock = seconds(60);
 // the store at the directory named here and holds it until its stdin closes.
 constexpr char kHoldEnv[] = "IDEM_ROCKSDB_TEST_HOLD_DIR";
 constexpr char kHeldLine[] = "idem-rocksdb-test: held";
-
-std::uint64_t SplitMix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-template <typename IdType>
-IdType MakeBytes(std::uint64_t n, std::uint64_t salt) {
-  IdType out;
-  std::uint64_t state = n * 2654435761u + salt;
-  for (std::size_t i = 0; i < IdType::kSize; i += 8) {
-    const std::uint64_t v = SplitMix64(state);
-    std::memcpy(out.bytes.data() + i, &v, 8);
-  }
-  return out;
-}
-
-RecordId Id(std::uint64_t n) { return MakeBytes<RecordId>(n, 1); }
-Fingerprint Fp(std::uint64_t n) { return MakeBytes<Fingerprint>(n, 2); }
 
 Response SomeResponse() {
   return Response{.status = 201,
@@ -161,18 +145,19 @@ TEST_F(RocksdbStoreTest, ReopeningKeepsInProgressAndCompletedRecords) {
   {
     auto store = OpenStore();
     ASSERT_NE(store, nullptr);
-    auto pending = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+    auto pending =
+        store->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
     ASSERT_TRUE(pending.has_value());
     pending_token = pending->token;
-    auto done = store->Claim(Id(2), Fp(2), kT0, kTtl, kLock);
+    auto done = store->Claim(TestId(2), TestFingerprint(2), kT0, kTtl, kLock);
     ASSERT_TRUE(done.has_value());
     done_token = done->token;
-    ASSERT_EQ(store->Complete(Id(2), done_token, SomeResponse()), true);
+    ASSERT_EQ(store->Complete(TestId(2), done_token, SomeResponse()), true);
   }
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
 
-  auto pending = store->Inspect(Id(1), kT0);
+  auto pending = store->Inspect(TestId(1), kT0);
   ASSERT_TRUE(pending.has_value()) << pending.error().ToString();
   ASSERT_TRUE(pending->has_value());
   EXPECT_EQ((*pending)->state, RecordState::kInProgress);
@@ -180,31 +165,33 @@ TEST_F(RocksdbStoreTest, ReopeningKeepsInProgressAndCompletedRecords) {
   EXPECT_EQ((*pending)->locked_until, kT0 + kLock);
   EXPECT_EQ((*pending)->expires_at, kT0 + kTtl);
 
-  auto busy = store->Claim(Id(1), Fp(1), kT0 + seconds(1), kTtl, kLock);
+  auto busy = store->Claim(TestId(1), TestFingerprint(1), kT0 + seconds(1),
+                           kTtl, kLock);
   ASSERT_TRUE(busy.has_value());
   EXPECT_EQ(busy->outcome, ClaimOutcome::kInProgress);
 
-  auto replay = store->Claim(Id(2), Fp(2), kT0 + seconds(1), kTtl, kLock);
+  auto replay = store->Claim(TestId(2), TestFingerprint(2), kT0 + seconds(1),
+                             kTtl, kLock);
   ASSERT_TRUE(replay.has_value());
   ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
   ASSERT_NE(replay->response, nullptr);
   EXPECT_EQ(*replay->response, SomeResponse());
 
   // The token of the claim from before the restart still completes it.
-  EXPECT_EQ(store->Complete(Id(1), pending_token, SomeResponse()), true);
+  EXPECT_EQ(store->Complete(TestId(1), pending_token, SomeResponse()), true);
 }
 
 TEST_F(RocksdbStoreTest, WritesWithSyncSurviveReopening) {
   {
     auto store = OpenStore(/*sync=*/true);
     ASSERT_NE(store, nullptr);
-    auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+    auto claim = store->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
     ASSERT_TRUE(claim.has_value());
-    ASSERT_EQ(store->Complete(Id(1), claim->token, SomeResponse()), true);
+    ASSERT_EQ(store->Complete(TestId(1), claim->token, SomeResponse()), true);
   }
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  auto replay = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  auto replay = store->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
   ASSERT_TRUE(replay.has_value());
   EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
 }
@@ -215,42 +202,47 @@ TEST_F(RocksdbStoreTest, CorruptedValuesAreDataLossNotMisses) {
     auto store = OpenStore();
     ASSERT_NE(store, nullptr);
     for (int i = 1; i <= 3; ++i) {
-      auto claim = store->Claim(Id(i), Fp(1), kT0, kTtl, kLock);
+      auto claim =
+          store->Claim(TestId(i), TestFingerprint(1), kT0, kTtl, kLock);
       ASSERT_TRUE(claim.has_value());
       if (i == 1) token = claim->token;
-      ASSERT_EQ(store->Complete(Id(i), claim->token, SomeResponse()), true);
+      ASSERT_EQ(store->Complete(TestId(i), claim->token, SomeResponse()), true);
     }
   }
   // Id 1: one flipped bit in the body (checksum mismatch). Id 2: truncated.
   // Id 3: not a record at all.
   WithRawDb([&](rocksdb::DB& db, rocksdb::ColumnFamilyHandle* cf) {
     std::string value;
-    ASSERT_TRUE(db.Get(rocksdb::ReadOptions(), cf, Id(1).view(), &value).ok());
-    value[value.size() - 8] ^= 0x01;
-    ASSERT_TRUE(db.Put(rocksdb::WriteOptions(), cf, Id(1).view(), value).ok());
-    ASSERT_TRUE(db.Get(rocksdb::ReadOptions(), cf, Id(2).view(), &value).ok());
-    value.resize(40);
-    ASSERT_TRUE(db.Put(rocksdb::WriteOptions(), cf, Id(2).view(), value).ok());
     ASSERT_TRUE(
-        db.Put(rocksdb::WriteOptions(), cf, Id(3).view(), "garbage").ok());
+        db.Get(rocksdb::ReadOptions(), cf, TestId(1).view(), &value).ok());
+    value[value.size() - 8] ^= 0x01;
+    ASSERT_TRUE(
+        db.Put(rocksdb::WriteOptions(), cf, TestId(1).view(), value).ok());
+    ASSERT_TRUE(
+        db.Get(rocksdb::ReadOptions(), cf, TestId(2).view(), &value).ok());
+    value.resize(40);
+    ASSERT_TRUE(
+        db.Put(rocksdb::WriteOptions(), cf, TestId(2).view(), value).ok());
+    ASSERT_TRUE(
+        db.Put(rocksdb::WriteOptions(), cf, TestId(3).view(), "garbage").ok());
   });
 
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   for (int i = 1; i <= 3; ++i) {
     SCOPED_TRACE(i);
-    auto claim = store->Claim(Id(i), Fp(1), kT0, kTtl, kLock);
+    auto claim = store->Claim(TestId(i), TestFingerprint(1), kT0, kTtl, kLock);
     ASSERT_FALSE(claim.has_value());
     EXPECT_EQ(claim.error().code(), ErrorCode::kDataLoss);
-    EXPECT_THAT(claim.error().message(), HasSubstr(Id(i).ToHex()));
+    EXPECT_THAT(claim.error().message(), HasSubstr(TestId(i).ToHex()));
     EXPECT_THAT(claim.error().message(), HasSubstr(DbPath()));
-    auto inspect = store->Inspect(Id(i), kT0);
+    auto inspect = store->Inspect(TestId(i), kT0);
     ASSERT_FALSE(inspect.has_value());
     EXPECT_EQ(inspect.error().code(), ErrorCode::kDataLoss);
-    auto complete = store->Complete(Id(i), token, SomeResponse());
+    auto complete = store->Complete(TestId(i), token, SomeResponse());
     ASSERT_FALSE(complete.has_value());
     EXPECT_EQ(complete.error().code(), ErrorCode::kDataLoss);
-    auto release = store->Release(Id(i), token);
+    auto release = store->Release(TestId(i), token);
     ASSERT_FALSE(release.has_value());
     EXPECT_EQ(release.error().code(), ErrorCode::kDataLoss);
   }
@@ -263,11 +255,11 @@ TEST_F(RocksdbStoreTest, CorruptedValuesAreDataLossNotMisses) {
   ASSERT_TRUE(purged.has_value()) << purged.error().ToString();
   EXPECT_EQ(*purged, 1u);
   ASSERT_TRUE(store->Compact().has_value());
-  auto gone = store->Inspect(Id(1), kT0);
+  auto gone = store->Inspect(TestId(1), kT0);
   ASSERT_TRUE(gone.has_value()) << gone.error().ToString();
   EXPECT_FALSE(gone->has_value());
   for (int i = 2; i <= 3; ++i) {
-    auto inspect = store->Inspect(Id(i), kT0);
+    auto inspect = store->Inspect(TestId(i), kT0);
     ASSERT_FALSE(inspect.has_value());
     EXPECT_EQ(inspect.error().code(), ErrorCode::kDataLoss);
   }
@@ -275,10 +267,11 @@ TEST_F(RocksdbStoreTest, CorruptedValuesAreDataLossNotMisses) {
   // can then run again.
   for (int i = 2; i <= 3; ++i) {
     SCOPED_TRACE(i);
-    auto revoked = store->Revoke(Id(i));
+    auto revoked = store->Revoke(TestId(i));
     ASSERT_TRUE(revoked.has_value()) << revoked.error().ToString();
     EXPECT_TRUE(*revoked);
-    auto claim = store->Claim(Id(i), Fp(1), clock_->Now(), kTtl, kLock);
+    auto claim =
+        store->Claim(TestId(i), TestFingerprint(1), clock_->Now(), kTtl, kLock);
     ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
     EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
     EXPECT_FALSE(claim->takeover);
@@ -295,7 +288,9 @@ TEST_F(RocksdbStoreTest, OpenStoresSweeperDeletesExpiredRecordsWithNoWrites) {
     ASSERT_NE(store, nullptr);
     for (int i = 0; i < kShortLived + kLongLived; ++i) {
       const Duration ttl = i < kShortLived ? seconds(10) : hours(1);
-      ASSERT_TRUE(store->Claim(Id(i), Fp(1), kT0, ttl, seconds(5)).has_value());
+      ASSERT_TRUE(
+          store->Claim(TestId(i), TestFingerprint(1), kT0, ttl, seconds(5))
+              .has_value());
     }
   }  // Flushed to a table file on close.
   {
@@ -306,12 +301,8 @@ TEST_F(RocksdbStoreTest, OpenStoresSweeperDeletesExpiredRecordsWithNoWrites) {
     Sweeper* sweeper = FindSweeper(**store);
     ASSERT_NE(sweeper, nullptr);
     clock_->Advance(seconds(10));
-    // Real time: poll, bounded.
-    const auto deadline = std::chrono::steady_clock::now() + seconds(60);
-    while (sweeper->stats().purged < kShortLived &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    // The sweeper's thread runs in real time.
+    WaitFor([&] { return sweeper->stats().purged >= kShortLived; });
     EXPECT_EQ(sweeper->stats().purged, std::size_t{kShortLived});
   }
   EXPECT_EQ(CountKeys(), std::size_t{kLongLived});
@@ -325,10 +316,12 @@ TEST_F(RocksdbStoreTest, CompactionDropsExpiredRecords) {
     ASSERT_NE(store, nullptr);
     for (int i = 0; i < kShortLived + kLongLived; ++i) {
       const Duration ttl = i < kShortLived ? seconds(10) : hours(1);
-      auto claim = store->Claim(Id(i), Fp(1), kT0, ttl, seconds(5));
+      auto claim =
+          store->Claim(TestId(i), TestFingerprint(1), kT0, ttl, seconds(5));
       ASSERT_TRUE(claim.has_value());
       if (i % 2 == 0) {
-        ASSERT_EQ(store->Complete(Id(i), claim->token, SomeResponse()), true);
+        ASSERT_EQ(store->Complete(TestId(i), claim->token, SomeResponse()),
+                  true);
       }
     }
     // Nothing has expired by the store's clock yet: compaction keeps all.
@@ -341,7 +334,7 @@ TEST_F(RocksdbStoreTest, CompactionDropsExpiredRecords) {
     clock_->Advance(seconds(10));  // expires_at <= now: expired.
     ASSERT_TRUE(store->Compact().has_value());
     // The survivors are intact.
-    auto live = store->Inspect(Id(kShortLived), clock_->Now());
+    auto live = store->Inspect(TestId(kShortLived), clock_->Now());
     ASSERT_TRUE(live.has_value());
     ASSERT_TRUE(live->has_value());
     EXPECT_EQ((*live)->state, RecordState::kCompleted);
@@ -352,13 +345,15 @@ TEST_F(RocksdbStoreTest, CompactionDropsExpiredRecords) {
 TEST_F(RocksdbStoreTest, ReadsCheckExpiryBeforeCompaction) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  auto claim = store->Claim(Id(1), Fp(1), kT0, seconds(10), seconds(5));
+  auto claim =
+      store->Claim(TestId(1), TestFingerprint(1), kT0, seconds(10), seconds(5));
   ASSERT_TRUE(claim.has_value());
-  ASSERT_EQ(store->Complete(Id(1), claim->token, SomeResponse()), true);
-  auto gone = store->Inspect(Id(1), kT0 + seconds(10));
+  ASSERT_EQ(store->Complete(TestId(1), claim->token, SomeResponse()), true);
+  auto gone = store->Inspect(TestId(1), kT0 + seconds(10));
   ASSERT_TRUE(gone.has_value());
   EXPECT_FALSE(gone->has_value());
-  auto again = store->Claim(Id(1), Fp(2), kT0 + seconds(10), kTtl, kLock);
+  auto again = store->Claim(TestId(1), TestFingerprint(2), kT0 + seconds(10),
+                            kTtl, kLock);
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->outcome, ClaimOutcome::kAcquired);
   EXPECT_FALSE(again->takeover);
@@ -373,7 +368,7 @@ TEST_F(RocksdbStoreTest, PurgeExpiredWorksInBatchesAndResumes) {
   for (int i = 0; i < kRecords; ++i) {
     const bool short_lived = i % 3 != 0;
     expired += short_lived;
-    auto claim = store->Claim(Id(i), Fp(1), kT0,
+    auto claim = store->Claim(TestId(i), TestFingerprint(1), kT0,
                               short_lived ? seconds(10) : hours(1), seconds(5));
     ASSERT_TRUE(claim.has_value());
   }
@@ -391,7 +386,7 @@ TEST_F(RocksdbStoreTest, PurgeExpiredWorksInBatchesAndResumes) {
   ASSERT_TRUE(none.has_value());
   EXPECT_EQ(*none, 0u);
   for (int i = 0; i < kRecords; i += 7) {
-    auto record = store->Inspect(Id(i), kT0);
+    auto record = store->Inspect(TestId(i), kT0);
     ASSERT_TRUE(record.has_value());
     EXPECT_EQ(record->has_value(), i % 3 == 0) << i;
   }
@@ -405,15 +400,15 @@ TEST_F(RocksdbStoreTest, PurgeExpiredExaminesABoundedNumberOfKeysPerCall) {
   RecordId last;
   last.bytes.fill(0xff);  // Sorts after every other key.
   WithRawDb([&](rocksdb::DB& db, rocksdb::ColumnFamilyHandle* cf) {
-    const std::string live =
-        EncodeRecord(NewClaimRecord(Fp(1), kT0, hours(1), seconds(5)));
+    const std::string live = EncodeRecord(
+        NewClaimRecord(TestFingerprint(1), kT0, hours(1), seconds(5)));
     rocksdb::WriteOptions write;
     write.disableWAL = true;  // Flushed on close.
     for (int i = 0; i < kLive; ++i) {
-      ASSERT_TRUE(db.Put(write, cf, Id(i).view(), live).ok());
+      ASSERT_TRUE(db.Put(write, cf, TestId(i).view(), live).ok());
     }
-    const std::string expired =
-        EncodeRecord(NewClaimRecord(Fp(1), kT0, seconds(1), seconds(1)));
+    const std::string expired = EncodeRecord(
+        NewClaimRecord(TestFingerprint(1), kT0, seconds(1), seconds(1)));
     ASSERT_TRUE(db.Put(write, cf, last.view(), expired).ok());
     ASSERT_TRUE(db.Flush(rocksdb::FlushOptions(), cf).ok());
   });
@@ -492,16 +487,20 @@ TEST_F(RocksdbStoreTest, OpeningADirectoryAnotherProcessHoldsIsUnavailable) {
 
   // Wait (bounded) for the child to report that it holds the directory.
   std::string out;
-  const auto deadline = std::chrono::steady_clock::now() + seconds(120);
-  while (out.find(kHeldLine) == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
+  bool child_closed = false;
+  WaitFor([&] {
     pollfd p{from_child[0], POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
-    char buf[512];
-    const ssize_t n = ::read(from_child[0], buf, sizeof buf);
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
+    if (::poll(&p, 1, 0) > 0) {
+      char buf[512];
+      const ssize_t n = ::read(from_child[0], buf, sizeof buf);
+      if (n > 0) {
+        out.append(buf, static_cast<std::size_t>(n));
+      } else {
+        child_closed = true;  // It exited, or failed, before holding it.
+      }
+    }
+    return child_closed || out.find(kHeldLine) != std::string::npos;
+  });
   const bool held = out.find(kHeldLine) != std::string::npos;
 
   std::optional<Error> error;
@@ -639,12 +638,13 @@ TEST_F(RocksdbStoreTest, OpensFromUriWithAnyBlockCacheSizeInRange) {
                                  "?sync=false&block_cache_mb=" + size);
     ASSERT_TRUE(store.has_value()) << store.error().ToString();
     // A fresh id in each pass: the directory is the same.
-    const RecordId id = Id(std::stoull(size) + 1);
-    auto claim = (*store)->Claim(id, Fp(1), kT0, kTtl, kLock);
+    const RecordId id = TestId(std::stoull(size) + 1);
+    auto claim = (*store)->Claim(id, TestFingerprint(1), kT0, kTtl, kLock);
     ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
     ASSERT_EQ(claim->outcome, ClaimOutcome::kAcquired);
     ASSERT_EQ((*store)->Complete(id, claim->token, SomeResponse()), true);
-    auto replay = (*store)->Claim(id, Fp(1), kT0 + seconds(1), kTtl, kLock);
+    auto replay =
+        (*store)->Claim(id, TestFingerprint(1), kT0 + seconds(1), kTtl, kLock);
     ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
     ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
     ASSERT_NE(replay->response, nullptr);
@@ -701,15 +701,17 @@ BlockReads CountedReplay(RocksdbStore& store, const RecordId& id,
 
 TEST_F(RocksdbStoreTest, ASecondReplayIsServedFromTheBlockCacheUnlessItIsOff) {
   constexpr int kRecords = 20000;
-  const RecordId replayed = Id(kRecords / 2);
+  const RecordId replayed = TestId(kRecords / 2);
   {
     auto store = OpenStore();
     ASSERT_NE(store, nullptr);
     for (int i = 0; i < kRecords; ++i) {
-      auto claim = store->Claim(Id(i), Fp(i), kT0, kTtl, kLock);
+      auto claim =
+          store->Claim(TestId(i), TestFingerprint(i), kT0, kTtl, kLock);
       ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
-      if (Id(i) == replayed) {
-        ASSERT_EQ(store->Complete(Id(i), claim->token, SomeResponse()), true);
+      if (TestId(i) == replayed) {
+        ASSERT_EQ(store->Complete(TestId(i), claim->token, SomeResponse()),
+                  true);
       }
     }
   }  // Closing flushes the memtable: below, every read is of a table file.
@@ -719,9 +721,11 @@ TEST_F(RocksdbStoreTest, ASecondReplayIsServedFromTheBlockCacheUnlessItIsOff) {
     SCOPED_TRACE(cache_mb);
     auto store = OpenStoreWith({.block_cache_mb = cache_mb});
     ASSERT_NE(store, nullptr);
-    const BlockReads first = CountedReplay(*store, replayed, Fp(kRecords / 2));
+    const BlockReads first =
+        CountedReplay(*store, replayed, TestFingerprint(kRecords / 2));
     EXPECT_GE(first.from_file, 1u);
-    const BlockReads second = CountedReplay(*store, replayed, Fp(kRecords / 2));
+    const BlockReads second =
+        CountedReplay(*store, replayed, TestFingerprint(kRecords / 2));
     EXPECT_EQ(second.from_file, 0u);
     EXPECT_GE(second.from_cache, 1u);
   }
@@ -731,7 +735,8 @@ TEST_F(RocksdbStoreTest, ASecondReplayIsServedFromTheBlockCacheUnlessItIsOff) {
   ASSERT_NE(store, nullptr);
   for (int i = 0; i < 2; ++i) {
     SCOPED_TRACE(i);
-    const BlockReads reads = CountedReplay(*store, replayed, Fp(kRecords / 2));
+    const BlockReads reads =
+        CountedReplay(*store, replayed, TestFingerprint(kRecords / 2));
     EXPECT_GE(reads.from_file, 1u);
     EXPECT_EQ(reads.from_cache, 0u);
   }

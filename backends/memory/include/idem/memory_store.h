@@ -1,21 +1,19 @@
 // The lock-free in-memory store: `memory:?capacity=N&max_bytes=M`
-// (SEMANTICS.md, "Stores, chosen by URI").
+// (docs/SEMANTICS.md, "Stores, chosen by URI").
 //
-// Records live in this process only: they are lost when it exits and are not
-// shared with other processes (Info(): durable = false,
-// shared_across_processes = false). Use it for one-instance deployments,
-// tests and as the fastest backend.
+// Durability and processes: records live in this process only; they are lost
+// when it exits and are not shared with other processes (Info(): durable =
+// false, shared_across_processes = false, calls_may_block = false). For
+// one-instance deployments, tests, and as the fastest backend.
 //
-// Progress guarantee: Claim, Complete, Release, Revoke, Inspect and
-// PurgeExpired take no mutex and never wait for another thread. They are
-// lock-free, not wait-free: a call retries a compare-and-swap only when
-// another call changed the same hash bucket (or its capacity stripe) in
-// between, so some call always completes, but one unlucky call may retry under
-// heavy contention on one key. Memory of replaced records is reclaimed with
-// hazard pointers, so a thread descheduled in the middle of a call holds back
-// at most the one record chain it is reading, never the reclamation of
-// everything else; threads are registered automatically on their first call and
-// unregistered when they exit, nothing is asked of the application.
+// Progress: Claim, Complete, Release, Revoke, Inspect and PurgeExpired take
+// no mutex and never wait for another thread. They are lock-free, not
+// wait-free: a call retries only when another call changed the same hash
+// bucket (or budget stripe) in between, so some call always completes, but
+// one call may retry under heavy contention on one key. A thread descheduled
+// in the middle of a call holds back the reclamation of at most the one
+// record chain it is reading. Threads are registered automatically on their
+// first call and unregistered when they exit.
 //
 // Capacity: at most `capacity` records are held at once, live or expired but
 // not yet reclaimed. A Claim that needs a new record in a full store first
@@ -27,9 +25,7 @@
 // claim over an expired record of the same key, or a takeover, reuses its
 // slot. Expired records are otherwise reclaimed by PurgeExpired.
 //
-// Bytes: records are also bounded by `max_bytes` (default 256 MiB), since
-// `capacity` alone lets large responses take any amount of memory (1 M
-// records of 1 MiB bodies: a terabyte). Each record is charged
+// Bytes: records are also bounded by `max_bytes`. Each record is charged
 // kRecordBytes (its id, fingerprint, token, times and index entry) while it
 // is held, and a completed one also ResponseBytes(response) (its status,
 // headers and body, with a fixed overhead per header and per response): an
@@ -46,9 +42,9 @@
 //    store_failed. It never releases the claim silently.
 //  - A release, a purge, a reclaim, or a claim over an expired completed
 //    record gives the bytes back.
-// The bound is exact: the bytes charged never exceed max_bytes, under any
-// concurrency (striped like capacity; near the bound, a call may find the
-// store full while another thread briefly holds the bytes it needs).
+// Both bounds are exact: never more than `capacity` records, never more than
+// max_bytes charged, under any concurrency. Near a bound a call may find the
+// store full while another thread briefly holds the slot or bytes it needs.
 //
 // Thread-safety: every method may be called concurrently from any number of
 // threads, except the destructor, which must not run concurrently with any
@@ -57,7 +53,6 @@
 #ifndef IDEM_MEMORY_STORE_H_
 #define IDEM_MEMORY_STORE_H_
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -110,7 +105,8 @@ struct MemoryStoreStats {
   std::uint64_t purged = 0;
 };
 
-class MemoryStore final : public Store {
+// Open() returns the implementation; the class itself holds no state.
+class MemoryStore : public Store {
  public:
   // Largest accepted capacity (2^30 records).
   static constexpr std::size_t kMaxCapacity = std::size_t{1} << 30;
@@ -139,15 +135,16 @@ class MemoryStore final : public Store {
   // Errors: kInvalidArgument naming the URI when the scheme is not "memory",
   // when anything follows "memory:" besides the query, when `capacity` or
   // `max_bytes` is not a valid number in range (the message names it), or
-  // when another parameter is present.
-  // `options` is accepted for uniformity; the memory store needs no clock.
+  // when another parameter is present (Open judges the numbers; the message
+  // names the URI). `options` is accepted for uniformity; the memory store
+  // needs no clock.
   static Result<std::unique_ptr<Store>> OpenFromUri(
       StoreUri& uri, const StoreOptions& options);
 
   // Frees every record. Must not run concurrently with any other call on
   // this store; records other threads retired earlier are freed by the
   // reclamation scheme, independently of the store's lifetime.
-  ~MemoryStore() override;
+  ~MemoryStore() override = default;
 
   MemoryStore(const MemoryStore&) = delete;
   MemoryStore& operator=(const MemoryStore&) = delete;
@@ -159,16 +156,15 @@ class MemoryStore final : public Store {
   // kResourceExhausted ("memory store full: ...") when the store holds
   // `capacity` records, or a new record would take the bytes charged above
   // max_bytes, and none of those examined had expired, or when memory
-  // allocation fails. Near capacity the answer is approximate in the
-  // safe direction, since a claim never waits for another: claims racing to
-  // insert new ids hold their slots for an instant before publishing, and
-  // only one claim sweeps at a time, and free slots move between per-thread
+  // allocation fails. Near capacity the answer is approximate in the safe
+  // direction, since a claim never waits for another: claims racing to
+  // insert new ids hold their slots for an instant before publishing, only
+  // one claim sweeps at a time, and free slots move between per-thread
   // stripes and a shared count, so a claim may find the store full while a
-  // slot is about to be given back. The bound itself is exact: never more
-  // than `capacity` records.
+  // slot is about to be given back. The bound itself is exact.
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
-                            Duration lock_timeout) override;
+                            Duration lock_timeout) override = 0;
 
   // Returns true after storing a copy of `response` and marking the record
   // completed (same expires_at) if it is in_progress with `token`; false,
@@ -177,149 +173,56 @@ class MemoryStore final : public Store {
   // ("memory store full: ...") when the response would take the bytes
   // charged above max_bytes: the record is then left in progress, unchanged.
   Result<bool> Complete(const RecordId& id, const Token& token,
-                        const Response& response) override;
+                        const Response& response) override = 0;
   // As Complete, but keeps `response` itself (shared with the caller, never
   // modified) instead of a copy. kInvalidArgument when it is null.
   Result<bool> CompleteShared(
       const RecordId& id, const Token& token,
-      std::shared_ptr<const Response> response) override;
+      std::shared_ptr<const Response> response) override = 0;
 
   // Deletes the record and frees its slot if it is in_progress with `token`;
   // returns whether it did. Concurrent Complete/Release calls with the same
   // token: at most one returns true. Error: kResourceExhausted when out of
   // memory.
-  Result<bool> Release(const RecordId& id, const Token& token) override;
+  Result<bool> Release(const RecordId& id, const Token& token) override = 0;
 
   // Deletes the record of `id` whatever its state and frees its slot;
   // returns whether there was one. One CAS publishes the removal, so a
   // concurrent Complete or Release of the revoked claim returns false.
   // Error: kResourceExhausted when out of memory.
-  Result<bool> Revoke(const RecordId& id) override;
+  Result<bool> Revoke(const RecordId& id) override = 0;
 
   // A copy of the record of `id` (sharing its response), or nullopt when
   // there is none or it has expired at `now`. The copy is one consistent
   // version of the record, never a mix of two. Never fails except for
   // kResourceExhausted when out of memory.
   Result<std::optional<Record>> Inspect(const RecordId& id,
-                                        TimePoint now) override;
+                                        TimePoint now) override = 0;
 
   // Deletes up to `limit` records with expires_at <= now, examining each
   // bucket at most once per call (successive calls resume where the last
   // one stopped); returns how many it deleted. Safe alongside claims: a
   // record claimed again at the same moment is either purged first or
   // replaced, never both. Error: kResourceExhausted when out of memory.
-  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
+  Result<std::size_t> PurgeExpired(TimePoint now,
+                                   std::size_t limit) override = 0;
 
-  // {"memory", durable = false, shared_across_processes = false}.
-  StoreInfo Info() const override;
+  // {"memory", durable = false, shared_across_processes = false,
+  // calls_may_block = false}.
+  StoreInfo Info() const override = 0;
 
   // Records held now, live or expired but not yet reclaimed. Exact when no
   // call is running; approximate (by the calls in flight) otherwise.
-  std::size_t size() const;
-  std::size_t capacity() const { return capacity_; }
-  std::size_t max_bytes() const { return max_bytes_; }
+  virtual std::size_t size() const = 0;
+  virtual std::size_t capacity() const = 0;
+  virtual std::size_t max_bytes() const = 0;
   // Bytes charged to the held records; exact when no call is running,
   // approximate (by the calls in flight) otherwise, never above max_bytes.
-  std::size_t bytes() const;
-  MemoryStoreStats stats() const;
+  virtual std::size_t bytes() const = 0;
+  virtual MemoryStoreStats stats() const = 0;
 
- private:
-  struct Entry;
-  class Chain;
-  struct SweepResult;
-
-  MemoryStore(std::size_t capacity, std::size_t max_bytes,
-              std::size_t bucket_count);
-
-  static std::atomic<Chain*>* AllocateBuckets(std::size_t count);
-  std::atomic<Chain*>& BucketFor(const RecordId& id);
-  bool TryReserveSlot();
-  void ReleaseSlots(std::size_t n);
-  bool TryReserveBytes(std::size_t n);
-  void ReleaseBytes(std::size_t n);
-  // The latest `now` a claim passed (for a Complete that reclaims).
-  TimePoint LatestNow() const;
-  Error Full() const;
-  // Called by a claim that found no free slot.
-  void ReclaimForClaim(TimePoint now);
-  SweepResult SweepBucket(std::atomic<Chain*>& bucket, TimePoint now,
-                          std::size_t limit);
-
-  Result<ClaimResult> ClaimImpl(const RecordId& id, const Fingerprint& fp,
-                                TimePoint now, Duration ttl,
-                                Duration lock_timeout);
-  Result<bool> CompleteImpl(const RecordId& id, const Token& token,
-                            const Response* response,
-                            std::shared_ptr<const Response> stored);
-  bool ReleaseImpl(const RecordId& id, const Token& token);
-  bool RevokeImpl(const RecordId& id);
-  std::size_t PurgeImpl(TimePoint now, std::size_t limit);
-
-  const std::size_t capacity_;
-  const std::size_t max_bytes_;
-  const std::size_t bucket_count_;  // A power of two.
-  const int bucket_shift_;          // 64 - log2(bucket_count_).
-  // Each bucket points to an immutable chain of the records hashed to it
-  // (null when empty); every change publishes a new chain with one CAS.
-  struct FreeBuckets {
-    void operator()(std::atomic<Chain*>* buckets) const;
-  };
-  const std::unique_ptr<std::atomic<Chain*>[], FreeBuckets> buckets_;
-
-  // Capacity accounting, striped so that claims on different threads do not
-  // write one shared cache line (a single shared counter cost a 2-thread
-  // claim more than half its time). `reserved_` counts slots taken from the
-  // capacity: held records plus credits parked in stripes. A thread reserves
-  // a slot from its stripe's credits, refills them in batches from
-  // `reserved_`, and when `reserved_` is at capacity takes credits from the
-  // other stripes before reporting the store full, so the bound stays exact:
-  // records <= reserved_ <= capacity_.
-  static constexpr std::size_t kStripes = 16;
-  struct alignas(64) Stripe {
-    std::atomic<std::size_t> credits{0};
-    // Bumped after a record with a new expiry (insert, takeover, reuse of
-    // an expired record) is published by a thread of this stripe; the sum
-    // over stripes only grows, which is what a sweep checks.
-    std::atomic<std::uint64_t> generation{0};
-    // Byte credits: as `credits`, against max_bytes_ and bytes_reserved_.
-    std::atomic<std::size_t> byte_credits{0};
-    // The latest `now` passed by a claim of a thread of this stripe, in ns
-    // since the epoch (a plain max; racing writers may keep a smaller one).
-    std::atomic<std::int64_t> latest_now_ns{0};
-  };
-  Stripe& MyStripe();
-  void BumpGeneration();
-  std::uint64_t GenerationSum() const;
-  const std::size_t credit_batch_;
-  alignas(64) std::atomic<std::size_t> reserved_{0};
-  const std::size_t byte_batch_;
-  alignas(64) std::atomic<std::size_t> bytes_reserved_{0};
-  Stripe stripes_[kStripes];
-
-  // Held (try-lock, never waited on) by the one claim that sweeps for
-  // expired records at a time; guards the sweep_ state below.
-  alignas(64) std::atomic<bool> sweeping_{false};
-  struct SweepState {
-    std::size_t next_bucket = 0;
-    // The sweep cycle in progress: all buckets examined once while the
-    // generation sum stayed equal to `generation`.
-    std::uint64_t generation = 0;
-    std::size_t buckets_examined = 0;
-    TimePoint min_expiry = TimePoint::max();
-    // Set by a completed cycle that found only live records: no record
-    // expires before `until` as long as the generation sum is still `gen`,
-    // so claims skip sweeping until then.
-    bool hint_valid = false;
-    std::uint64_t hint_gen = 0;
-    TimePoint hint_until;
-  } sweep_;
-
-  std::atomic<std::size_t> purge_next_bucket_{0};
-
-  std::atomic<std::uint64_t> reclaim_sweeps_{0};
-  std::atomic<std::uint64_t> swept_buckets_{0};
-  std::atomic<std::uint64_t> reclaimed_{0};
-  std::atomic<std::uint64_t> purged_{0};
+ protected:
+  MemoryStore() = default;
 };
 
 }  // namespace idem

@@ -1,5 +1,5 @@
 // The embedded RocksDB store: `rocksdb:/path/dir?sync=false&block_cache_mb=64`
-// (SEMANTICS.md, "Stores, chosen by URI").
+// (docs/SEMANTICS.md, "Stores, chosen by URI").
 //
 // Records live in the directory's `idempotency` column family, keyed by the
 // 32-byte record id, each value one record in the record codec's layout
@@ -12,8 +12,7 @@
 //    cache, not forced to disk. A process crash (kill -9, abort, OOM kill)
 //    loses nothing that a call reported written: the kernel still has it and
 //    RocksDB replays the WAL on the next open. A power loss or kernel crash
-//    may lose the writes of the last moments (whatever the kernel had not
-//    written back yet, typically up to ~30 s).
+//    may lose the writes the kernel had not written back yet.
 //  - sync = true: every write is fsync'ed before the call returns, so a
 //    completed record also survives power loss, at the cost of one fsync per
 //    Claim, Complete and Release.
@@ -34,23 +33,13 @@
 // file, use the SQLite store.
 //
 // Atomicity: every read-modify-write of a record (Claim, Complete, Release,
-// the deletes of PurgeExpired) holds one of 1024 in-process mutexes, chosen
-// by the record id, around a plain Get and Put/Delete. Since one process owns
-// the directory, in-process locks give the same guarantee as RocksDB's
-// TransactionDB with GetForUpdate, which was built too and measured on the
-// same workload (Claim+Complete of fresh ids, sync=false, 2-core VM; real
-// time per pair as Google Benchmark reports it): striped locks 27 us with 1
-// thread and 45 us with 8, TransactionDB 33.5 us and 46-51 us (details in
-// docs/STORES.md). The transaction's lock manager, per-transaction
-// allocation and commit bookkeeping cost ~20% with one thread and buy
-// nothing a mutex does not, so the mutexes stayed.
-// Contention on one id serializes on its mutex, as it would on the
-// transaction lock.
+// Revoke, the deletes of PurgeExpired) holds one of 1024 in-process mutexes,
+// chosen by the record id, around a plain Get and Put/Delete; one process
+// owns the directory, so that is atomic per id. Calls on one id serialize.
 //
 // Expiry: every read checks expires_at against the caller's `now`, so an
 // expired record is absent at once. Expired records are removed from disk by
-// a compaction filter (it reads expires_at straight from the value header,
-// without decoding the rest, and compares it with StoreOptions::clock) and by
+// a compaction filter (judging expiry by StoreOptions::clock) and by
 // PurgeExpired. RocksDB compacts only as data is written, so a store that
 // receives no more writes keeps its expired records until PurgeExpired
 // deletes them: OpenStore's sweeper (sweeper.h) does, every 60 s by default.
@@ -70,15 +59,12 @@
 // kInternal).
 //
 // A full disk: a write that fails (ENOSPC on the WAL) returns kUnavailable
-// (the Guard answers 503) and RocksDB stops accepting writes. The store then
-// issues none until DB::Resume() succeeds; it tries that itself, before a
-// write, at most once a second, so it recovers by itself within about a
-// second of the next call once space is back (RocksDB's own recovery, which
-// waits for 64 MiB of free space, is switched off). Reads, and so replays,
-// go on meanwhile; nothing that a call reported written is lost. RocksDB's
-// info LOG is written by the store's own logger, since RocksDB's aborts the
-// process (a failed assertion in librocksdb) on the second log line it
-// cannot write. A fatal background error (not a full disk) needs a reopen.
+// (the Guard answers 503), and so does every write until the store has
+// recovered: it retries DB::Resume() itself, before a write, at most once a
+// second, so it recovers within about a second of the next call once space
+// is back. Reads, and so replays, go on meanwhile; nothing that a call
+// reported written is lost, and a full disk never aborts the process. A
+// fatal background error (not a full disk) needs a reopen.
 //
 // Thread-safety: every method may be called concurrently from any number of
 // threads, except the destructor, which must not run concurrently with any
@@ -118,14 +104,8 @@ struct RocksdbStoreOptions {
   // The LRU block cache of the record column family, in MiB (2^20 bytes),
   // shared by all of its table files. 0 means no block cache at all: every
   // read of a record that is not in the memtable reads its data block from
-  // the table file (from the OS page cache at best). RocksDB's implicit
-  // default would be 8 MiB; 64 MiB is chosen so that the hot records of a
-  // busy server (the ones clients retry, i.e. replays) are served from
-  // memory: 8 MiB holds under 3% of a table of 1 M records with 200-byte
-  // responses (~300 MB of table files, PERFORMANCE_NOTES.md), and a replay
-  // that misses the cache reads its data block from the OS page cache (or
-  // disk), with a checksum, on every Get. Raise it to the working set of
-  // replayed records (docs/STORES.md). At most kMaxBlockCacheMb. URI
+  // the table file (from the OS page cache at best). Raise it to the working
+  // set of replayed records (docs/STORES.md). At most kMaxBlockCacheMb. URI
   // parameter `block_cache_mb` (0 to 1048576). Default: 64.
   std::size_t block_cache_mb = kDefaultBlockCacheMb;
 
@@ -163,7 +143,8 @@ class RocksdbStore final : public Store {
   // "rocksdb", when it has a host, user or port, when the path is empty,
   // when `sync` is not a boolean, when `block_cache_mb` is not an integer
   // from 0 to 1048576 (the message names the parameter) or another
-  // parameter is present; otherwise what Open returns.
+  // parameter is present; otherwise what Open returns (its kInvalidArgument
+  // then names the URI too).
   static Result<std::unique_ptr<Store>> OpenFromUri(
       StoreUri& uri, const StoreOptions& options);
 
@@ -217,13 +198,13 @@ class RocksdbStore final : public Store {
   // family in key order from where the previous call stopped, wrapping
   // around once, so the cost is proportional to the records examined, not
   // only to those deleted; the compaction filter is what normally keeps the
-  // files small. One call examines at most max(100,000, 100 * limit) keys
-  // (~1.2 us each): it may then return fewer than `limit` while expired
-  // records remain further on, and the next call resumes there (so a
-  // sweeper's pass over a large store stays short; a full cycle takes
-  // several passes). Calls are serialized with each other. Values whose header
-  // does not read are skipped. Errors: kUnavailable or kInternal when RocksDB
-  // fails; records deleted by earlier batches of the call stay deleted.
+  // files small. One call examines at most max(100,000, 100 * limit) keys:
+  // it may then return fewer than `limit` while expired records remain
+  // further on, and the next call resumes there (a full cycle over a large
+  // store takes several calls). Calls are serialized with each other. Values
+  // whose header does not read are skipped. Errors: kUnavailable or kInternal
+  // when RocksDB fails; records deleted by earlier batches of the call stay
+  // deleted.
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
 
   // {"rocksdb", durable = true, shared_across_processes = false}.
