@@ -286,4 +286,26 @@ std::optional<TimePoint> PeekExpiresAt(std::string_view bytes) {
   return FromUnixNanos(expires_at);
 }
 
+Result<Record> DecodeRecordWithColumns(const RecordId& id,
+                                       std::string_view encoded,
+                                       const RecordColumns& columns) {
+  Result<Record> record = DecodeRecord(encoded);
+  if (!record) {
+    return MakeError(ErrorCode::kDataLoss,
+                     "record " + id.ToHex() +
+                         " does not decode: " + record.error().message());
+  }
+  const bool agree =
+      columns.state == static_cast<std::int64_t>(record->state) &&
+      columns.fingerprint == record->fingerprint.view() &&
+      columns.token == record->token.view() &&
+      columns.locked_until == ToUnixNanos(record->locked_until) &&
+      columns.expires_at == ToUnixNanos(record->expires_at);
+  if (!agree) {
+    return MakeError(ErrorCode::kDataLoss,
+                     "record " + id.ToHex() + " disagrees with its columns");
+  }
+  return record;
+}
+
 }  // namespace idem

@@ -454,3 +454,82 @@ TEST(RecordCodecTest, EverySingleBitFlipIsDataLoss) {
 
 }  // namespace
 }  // namespace idem
+
+// DecodeRecordWithColumns: the check the SQL backends make on every row they
+// read, a record blob against the columns stored beside it.
+namespace idem {
+namespace {
+
+RecordColumns ColumnsOf(const Record& r) {
+  return {.state = static_cast<std::int64_t>(r.state),
+          .fingerprint = r.fingerprint.view(),
+          .token = r.token.view(),
+          .locked_until = ToUnixNanos(r.locked_until),
+          .expires_at = ToUnixNanos(r.expires_at)};
+}
+
+RecordId SomeId() {
+  RecordId id;
+  id.bytes.fill(0xAB);
+  return id;
+}
+
+void ExpectColumnsDataLoss(std::string_view bytes, const RecordColumns& columns,
+                           std::string_view message_part) {
+  const auto got = DecodeRecordWithColumns(SomeId(), bytes, columns);
+  ASSERT_FALSE(got.has_value()) << "accepted a row that does not agree";
+  EXPECT_EQ(got.error().code(), ErrorCode::kDataLoss);
+  EXPECT_NE(got.error().message().find(SomeId().ToHex()), std::string::npos)
+      << got.error().message();
+  EXPECT_NE(got.error().message().find(message_part), std::string::npos)
+      << got.error().message();
+}
+
+TEST(RecordColumnsTest, AgreeingRowDecodes) {
+  for (const Record& r : {Completed(OrderResponse()), InProgress()}) {
+    const std::string bytes = EncodeRecord(r);
+    const auto got = DecodeRecordWithColumns(SomeId(), bytes, ColumnsOf(r));
+    ASSERT_TRUE(got.has_value()) << got.error().message();
+    EXPECT_EQ(*got, r);
+  }
+}
+
+TEST(RecordColumnsTest, EachDisagreeingColumnIsDataLoss) {
+  const Record r = InProgress();
+  const std::string bytes = EncodeRecord(r);
+  Token other_token;
+  other_token.bytes.fill(0x33);
+  Fingerprint other_fp;
+  other_fp.bytes.fill(0x44);
+  std::vector<std::pair<std::string, RecordColumns>> cases;
+  RecordColumns c = ColumnsOf(r);
+  c.state = static_cast<std::int64_t>(RecordState::kCompleted);
+  cases.emplace_back("state", c);
+  c = ColumnsOf(r);
+  c.fingerprint = other_fp.view();
+  cases.emplace_back("fingerprint", c);
+  c = ColumnsOf(r);
+  c.token = other_token.view();
+  cases.emplace_back("token", c);
+  c = ColumnsOf(r);
+  c.locked_until += 1;
+  cases.emplace_back("locked_until", c);
+  c = ColumnsOf(r);
+  c.expires_at -= 1;
+  cases.emplace_back("expires_at", c);
+  for (const auto& [name, columns] : cases) {
+    SCOPED_TRACE(name);
+    ExpectColumnsDataLoss(bytes, columns, "disagrees with its columns");
+  }
+}
+
+TEST(RecordColumnsTest, UndecodableRecordIsDataLossNamingTheCause) {
+  const Record r = InProgress();
+  std::string bytes = EncodeRecord(r);
+  bytes.back() = static_cast<char>(bytes.back() ^ 1);
+  ExpectColumnsDataLoss(bytes, ColumnsOf(r), "does not decode");
+  ExpectColumnsDataLoss(bytes, ColumnsOf(r), "checksum mismatch");
+}
+
+}  // namespace
+}  // namespace idem

@@ -42,6 +42,7 @@
 
 #include "idem/error.h"
 #include "idem/record.h"
+#include "idem/types.h"
 
 namespace idem {
 
@@ -63,6 +64,25 @@ Result<Record> DecodeRecord(std::string_view bytes);
 // (compaction filters, purges). nullopt when `bytes` is too short or not of
 // a known magic and version; such values are left for DecodeRecord to report.
 std::optional<TimePoint> PeekExpiresAt(std::string_view bytes);
+
+// The columns a SQL backend keeps beside a record's encoding, so that SQL can
+// decide claims and purges: state as its integer value, fingerprint and token
+// as their bytes, times as ToUnixNanos.
+struct RecordColumns {
+  std::int64_t state = 0;
+  std::string_view fingerprint;
+  std::string_view token;
+  std::int64_t locked_until = 0;
+  std::int64_t expires_at = 0;
+};
+
+// Decodes the record stored for `id` and checks that its state, fingerprint,
+// token, locked_until and expires_at equal `columns`. Errors: kDataLoss when
+// `encoded` does not decode ("record <id hex> does not decode: ...") or
+// disagrees with the columns ("record <id hex> disagrees with its columns").
+Result<Record> DecodeRecordWithColumns(const RecordId& id,
+                                       std::string_view encoded,
+                                       const RecordColumns& columns);
 
 }  // namespace idem
 
