@@ -59,9 +59,6 @@ using sqlite_internal::Writer;
 
 namespace {
 
-// The largest page cache `cache_mb` takes (1 TiB), far above any machine's
-// memory but well inside what PRAGMA cache_size's KiB count holds.
-constexpr std::uint64_t kMaxCacheMb = 1 << 20;
 // Rows one PurgeExpired transaction deletes.
 constexpr std::size_t kPurgeBatch = 1000;
 
@@ -294,10 +291,12 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(
             std::to_string(SqliteStoreOptions::kMaxBusyTimeout.count()) +
             " ms, got " + std::to_string(options.busy_timeout.count()));
   }
-  if (options.cache_mb > kMaxCacheMb) {
+  // kMaxCacheMb (1 TiB) is far above any machine's memory but well inside
+  // what PRAGMA cache_size's KiB count holds.
+  if (options.cache_mb > SqliteStoreOptions::kMaxCacheMb) {
     return MakeError(ErrorCode::kInvalidArgument,
                      Prefix(path) + "cache_mb out of range (at most " +
-                         std::to_string(kMaxCacheMb) + ")");
+                         std::to_string(SqliteStoreOptions::kMaxCacheMb) + ")");
   }
   if (sqlite3_threadsafe() == 0) {
     return MakeError(ErrorCode::kInternal,
@@ -336,23 +335,16 @@ Result<std::unique_ptr<Store>> SqliteStore::OpenFromUri(
       "the sqlite store takes a file: sqlite:/path/file.db"));
   SqliteStoreOptions sqlite_options;
   sqlite_options.path = uri.path();
-  auto synchronous =
-      uri.TakeEnum("synchronous", {"off", "normal", "full", "extra"});
-  if (!synchronous) return tl::unexpected(synchronous.error());
-  if (synchronous->has_value()) {
-    const std::string& s = **synchronous;
-    sqlite_options.synchronous = s == "off"      ? SqliteSynchronous::kOff
-                                 : s == "normal" ? SqliteSynchronous::kNormal
-                                 : s == "full"   ? SqliteSynchronous::kFull
-                                                 : SqliteSynchronous::kExtra;
-  }
-  auto busy = uri.TakeDuration("busy_timeout_ms", std::chrono::milliseconds(0),
-                               SqliteStoreOptions::kMaxBusyTimeout);
-  if (!busy) return tl::unexpected(busy.error());
-  if (busy->has_value()) sqlite_options.busy_timeout = **busy;
-  auto cache = uri.TakeUint("cache_mb", 0, kMaxCacheMb);
-  if (!cache) return tl::unexpected(cache.error());
-  if (cache->has_value()) sqlite_options.cache_mb = **cache;
+  IDEM_RETURN_IF_ERROR(uri.ReadEnum("synchronous", sqlite_options.synchronous,
+                                    {{"off", SqliteSynchronous::kOff},
+                                     {"normal", SqliteSynchronous::kNormal},
+                                     {"full", SqliteSynchronous::kFull},
+                                     {"extra", SqliteSynchronous::kExtra}}));
+  IDEM_RETURN_IF_ERROR(uri.ReadDuration(
+      "busy_timeout_ms", sqlite_options.busy_timeout,
+      std::chrono::milliseconds(0), SqliteStoreOptions::kMaxBusyTimeout));
+  IDEM_RETURN_IF_ERROR(uri.ReadUint("cache_mb", sqlite_options.cache_mb, 0,
+                                    SqliteStoreOptions::kMaxCacheMb));
   IDEM_RETURN_IF_ERROR(uri.RejectUnknown());
   IDEM_ASSIGN_OR_RETURN(auto store, Open(sqlite_options, options));
   return std::unique_ptr<Store>(std::move(store));

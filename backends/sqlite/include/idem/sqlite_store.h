@@ -81,9 +81,10 @@ struct SqliteStoreOptions {
   // records from memory, but makes every write transaction slower once the
   // table is large: raise it only for a read-mostly workload. Reader
   // connections (Inspect) keep SQLite's default.
-  // URI parameter `cache_mb`, 0..1048576.
+  // At most kMaxCacheMb (1 TiB). URI parameter `cache_mb`, 0..1048576.
   // Default: 0 (SQLite's 2 MiB).
   std::size_t cache_mb = 0;
+  static constexpr std::size_t kMaxCacheMb = 1 << 20;
 };
 
 class SqliteStore final : public Store {
