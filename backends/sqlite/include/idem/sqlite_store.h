@@ -128,46 +128,27 @@ class SqliteStore final : public Store {
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  // The claim table of store.h in one write transaction. A claim that loses
-  // kClaimAttempts races answers kInProgress with locked_until = now
-  // (store.h).
-  // Errors: kInvalidArgument when ttl or lock_timeout is not positive;
-  // kDataLoss when the stored record does not decode; kUnavailable when the
-  // write lock was not obtained within busy_timeout, or on I/O errors;
-  // kInternal otherwise. On an error nothing was written.
+  // The Store operations, as store.h states them. Writes (all but Inspect)
+  // go through the store's one writer connection, each in one write
+  // transaction; Inspect reads on a connection of its own and takes no
+  // write lock. Errors as above; a write that fails wrote nothing.
+  //  - Claim: kInvalidArgument when ttl or lock_timeout is not positive; a
+  //    claim that loses kClaimAttempts races answers kInProgress with
+  //    locked_until = now.
+  //  - Revoke deletes the row even when its record does not decode.
+  //  - PurgeExpired deletes in transactions of at most 1000 rows (so other
+  //    writers wait for one batch at most), rows whose columns say expired
+  //    even if their record is damaged; batches committed before an error
+  //    stay deleted.
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) override;
-
-  // If the record is in_progress with `token`, stores it completed with
-  // `response` (same expires_at) and returns true; otherwise returns false
-  // and writes nothing. Expiry is not checked: a holder may complete its
-  // claim until another claim replaces the record. Errors: kDataLoss when
-  // the stored record does not decode; kUnavailable and kInternal as for
-  // Claim.
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const Response& response) override;
-
-  // Deletes the record if it is in_progress with `token`; returns whether it
-  // did. Errors as for Claim.
   Result<bool> Release(const RecordId& id, const Token& token) override;
-
-  // Deletes the row of `id` whatever its state, even when its record does
-  // not decode; returns whether there was one. Errors as for Claim.
   Result<bool> Revoke(const RecordId& id) override;
-
-  // The record of `id` unless absent or expired at `now`; takes no write
-  // lock. Errors: kDataLoss when the stored record does not decode or
-  // disagrees with its columns; kUnavailable and kInternal as for Claim.
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override;
-
-  // Deletes up to `limit` records with expires_at <= now, in transactions of
-  // at most 1000 deletes each (so other writers wait for one batch at most).
-  // Records whose columns say expired are deleted even if their blob is
-  // damaged. Errors:
-  // kUnavailable and kInternal as for Claim; batches committed before the
-  // error stay deleted.
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
 
   // {"sqlite", durable = true, shared_across_processes = true}.
