@@ -32,7 +32,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -271,6 +273,7 @@ class SqliteStore::Impl {
   std::unique_ptr<Writer> writer_;
   ClaimAttemptHook claim_hook_;  // Set before use, by tests only.
 };
+
 SqliteStore::SqliteStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 SqliteStore::~SqliteStore() = default;
