@@ -9,8 +9,7 @@
 // files.
 //
 // The tests look at the file through a raw sqlite3 connection of their own.
-// Only the sweeper test waits for real time (a 10 ms interval), in a bounded
-// polling loop; nothing else reads the real clock.
+// Time is a ManualClock; the only waits (WaitFor) are for other processes.
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -43,6 +42,7 @@
 #include "support/full_disk.h"
 #include "support/lost_races.h"
 #include "support/temp_dir.h"
+#include "support/wait_for.h"
 
 #include "idem/clock.h"
 #include "idem/guard.h"
@@ -166,6 +166,28 @@ class RawDb {
  private:
   sqlite3* db_ = nullptr;
 };
+
+// Starts `threads` threads that each claim and complete `per_thread` fresh
+// ids (Id(1) on, Id(n) claimed with Fp(n)), counting in failures[t] the ids
+// thread t did not acquire and complete. The caller joins them.
+std::vector<std::thread> ClaimAndCompleteFreshIds(Store& store, int threads,
+                                                  int per_thread,
+                                                  std::vector<int>& failures) {
+  std::vector<std::thread> started;
+  for (int t = 0; t < threads; ++t) {
+    started.emplace_back([&store, &failures, t, per_thread] {
+      for (int i = 0; i < per_thread; ++i) {
+        const std::uint64_t n = 1 + t * per_thread + i;
+        auto claim = store.Claim(Id(n), Fp(n), kT0, kTtl, kLock);
+        if (!claim || claim->outcome != ClaimOutcome::kAcquired ||
+            store.Complete(Id(n), claim->token, SomeResponse()) != true) {
+          ++failures[t];
+        }
+      }
+    });
+  }
+  return started;
+}
 
 class SqliteStoreTest : public ::testing::Test {
  protected:
@@ -479,20 +501,9 @@ TEST_F(SqliteStoreTest, AFailingWriteDoesNotFailTheWritesCommittedWithIt) {
   }
   constexpr int kThreads = 4;
   constexpr int kPerThread = 200;
-  std::vector<std::thread> threads;
   std::vector<int> failures(kThreads + 1, 0);
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kPerThread; ++i) {
-        const std::uint64_t n = 1 + t * kPerThread + i;
-        auto claim = store->Claim(Id(n), Fp(n), kT0, kTtl, kLock);
-        if (!claim || claim->outcome != ClaimOutcome::kAcquired ||
-            store->Complete(Id(n), claim->token, SomeResponse()) != true) {
-          ++failures[t];
-        }
-      }
-    });
-  }
+  std::vector<std::thread> threads =
+      ClaimAndCompleteFreshIds(*store, kThreads, kPerThread, failures);
   threads.emplace_back([&] {
     for (int i = 0; i < kPerThread; ++i) {
       auto complete = store->Complete(Id(0), damaged->token, SomeResponse());
@@ -521,21 +532,11 @@ TEST_F(SqliteStoreTest, TheWalStaysBoundedUnderSustainedWrites) {
   ASSERT_NE(store, nullptr);
   constexpr int kThreads = 4;
   constexpr int kPerThread = 1500;
-  std::vector<std::thread> threads;
   std::vector<int> failures(kThreads, 0);
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kPerThread; ++i) {
-        const std::uint64_t n = 1 + t * kPerThread + i;
-        auto claim = store->Claim(Id(n), Fp(n), kT0, kTtl, kLock);
-        if (!claim || claim->outcome != ClaimOutcome::kAcquired ||
-            store->Complete(Id(n), claim->token, SomeResponse()) != true) {
-          ++failures[t];
-        }
-      }
-    });
+  for (auto& t :
+       ClaimAndCompleteFreshIds(*store, kThreads, kPerThread, failures)) {
+    t.join();
   }
-  for (auto& t : threads) t.join();
   EXPECT_EQ(failures, std::vector<int>(kThreads, 0));
   const auto wal_size = std::filesystem::file_size(DbPath() + "-wal");
   EXPECT_LT(wal_size, 24u << 20);
@@ -567,12 +568,13 @@ TEST_F(SqliteStoreTest, PurgeExpiredDeletesInBatches) {
   EXPECT_EQ(CountRows(), kRecords - expired);
 }
 
-// Nobody calls PurgeExpired: OpenStore's sweeper (sweeper.h) deletes the
-// rows past their ttl and keeps the live ones.
-TEST_F(SqliteStoreTest, OpenStoresSweeperDeletesExpiredRowsByItself) {
-  auto store =
-      idem::OpenStore("sqlite:" + DbPath(),
-                      {.clock = clock_, .sweep_interval = milliseconds(10)});
+// OpenStore gives the store a sweeper (sweeper.h) on the store options'
+// clock: a pass at the clock's time deletes the rows past their ttl and keeps
+// the live ones. The pass runs on this thread (SweepOnce); the sweeper's own
+// thread, an hour away, is sweeper_test's.
+TEST_F(SqliteStoreTest, OpenStoresSweeperDeletesExpiredRows) {
+  auto store = idem::OpenStore("sqlite:" + DbPath(),
+                               {.clock = clock_, .sweep_interval = hours(1)});
   ASSERT_TRUE(store.has_value()) << store.error().ToString();
   ASSERT_NE(FindSweeper(**store), nullptr);
   for (int i = 0; i < 20; ++i) {
@@ -581,12 +583,13 @@ TEST_F(SqliteStoreTest, OpenStoresSweeperDeletesExpiredRowsByItself) {
             ->Claim(Id(i), Fp(1), kT0, i < 15 ? seconds(10) : hours(1), kLock)
             .has_value());
   }
+  auto early = FindSweeper(**store)->SweepOnce();
+  ASSERT_TRUE(early.has_value()) << early.error().ToString();
+  EXPECT_EQ(*early, 0u);
   clock_->Advance(seconds(10));
-  // The sweeper runs on real time: poll, bounded.
-  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
-  while (CountRows() != 5 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(10));
-  }
+  auto swept = FindSweeper(**store)->SweepOnce();
+  ASSERT_TRUE(swept.has_value()) << swept.error().ToString();
+  EXPECT_EQ(*swept, 15u);
   EXPECT_EQ(CountRows(), 5);
   EXPECT_EQ(FindSweeper(**store)->stats().purged, 15u);
 }
@@ -776,11 +779,10 @@ TEST(SqliteStoreHelper, DISABLED_ClaimTheSharedIds) {
       {.path = file, .busy_timeout = std::chrono::seconds(120)});
   ASSERT_TRUE(store.has_value()) << store.error().ToString();
   std::ofstream(std::string(out_path) + ".ready") << "ready";
-  const auto deadline = std::chrono::steady_clock::now() + seconds(120);
-  while (!std::filesystem::exists(go) &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(1));
-  }
+  // A short poll, so that the processes start at about the same moment.
+  ASSERT_TRUE(testing::WaitFor([&] { return std::filesystem::exists(go); },
+                               testing::kDefaultWaitTimeout, milliseconds(1)))
+      << "no go file";
   std::vector<std::string> lines(kThreadsPerProcess);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreadsPerProcess; ++t) {
@@ -846,16 +848,12 @@ TEST_F(SqliteStoreTest, FourProcessesOfEightThreadsClaimEachIdOnce) {
     ASSERT_EQ(rc, 0);
     pids.push_back(pid);
   }
-  // Start them together once all have opened the store (bounded wait).
-  const auto deadline = std::chrono::steady_clock::now() + seconds(120);
-  auto all_ready = [&] {
+  // Start them together once all have opened the store.
+  EXPECT_TRUE(testing::WaitFor([&] {
     return std::all_of(outs.begin(), outs.end(), [](const std::string& o) {
       return std::filesystem::exists(o + ".ready");
     });
-  };
-  while (!all_ready() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(5));
-  }
+  })) << "not every process opened the store";
   std::ofstream(go) << "go";
   for (pid_t pid : pids) {
     int status = 0;

@@ -1,39 +1,9 @@
 // The embedded SQLite store:
-// `sqlite:/path/file.db?synchronous=normal&busy_timeout_ms=5000`
-// (SEMANTICS.md, "Stores, chosen by URI").
-//
-// Records live in one table of one database file, in WAL mode:
-//
-//   CREATE TABLE idem_records (
-//     id           BLOB PRIMARY KEY NOT NULL,  -- the 32-byte record id
-//     state        INTEGER NOT NULL,           -- 1 in_progress, 2 completed
-//     fingerprint  BLOB NOT NULL,              -- 32 bytes
-//     token        BLOB NOT NULL,              -- 16 bytes
-//     locked_until INTEGER NOT NULL,           -- ns since the Unix epoch
-//     expires_at   INTEGER NOT NULL,           -- ns since the Unix epoch
-//     takeovers    INTEGER NOT NULL DEFAULT 0, -- of this claim's lock
-//     record       BLOB NOT NULL               -- EncodeRecord(the record)
-//   ) WITHOUT ROWID;
-//   CREATE INDEX idem_records_expires_at ON idem_records (expires_at);
-//
-// The columns are what SQL needs to decide a claim, a completion and a purge
-// in the database; `record` is the whole record in the record codec's layout
-// (record_codec.h), checksummed, and is what every read returns. A row whose
-// record does not decode, or disagrees with its columns, is kDataLoss.
-// `takeovers` counts how often the current claim's lock was taken over since
-// the key was last claimed afresh: it is how the claim statement's RETURNING
-// tells a takeover from a new claim. No client key, scope or request body is
-// ever written.
-//
-// Schema versions (PRAGMA user_version), created or migrated on open inside
-// one write transaction, so a crash mid-migration leaves the old version:
-//   1: `idempotency (id BLOB PRIMARY KEY, record BLOB NOT NULL)`: the record
-//      blob only. A claim had to read and decode it in a transaction, and
-//      PurgeExpired had to decode every row.
-//   2: the layout above. Migrating from 1 decodes each record into the new
-//      columns; a record that does not decode is carried over unchanged
-//      (never purged, still kDataLoss on read) rather than dropped.
-// A file with a newer version than this build knows is refused.
+// `sqlite:/path/file.db?synchronous=normal&busy_timeout_ms=5000&cache_mb=0`
+// (docs/SEMANTICS.md, "Stores, chosen by URI"). Records live in one table of
+// one database file in WAL mode; no client key, scope or request body is
+// ever written. A file of an older schema version is migrated on open, one
+// of a newer version is refused.
 //
 // Durability (Info(): durable = true), by the `synchronous` option:
 //  - normal (default): a commit is written to the WAL file before the call
@@ -48,63 +18,17 @@
 // locks serialize writers, and every decision is made inside one write
 // transaction. A writer waits up to busy_timeout for the lock; beyond that
 // the call fails with kUnavailable. The file must be on a local file system
-// (WAL needs shared memory between the processes).
-//
-// Claim is one statement:
-//   INSERT ... ON CONFLICT (id) DO UPDATE SET ... WHERE <expired, or in
-//   progress with the same fingerprint and its lock timed out>
-//   RETURNING takeovers
-// which inserts or takes over inside the writer's transaction (below); when
-// it returns no row (a live record stood in the way), one SELECT in the same
-// transaction reads the record that decides the outcome (kInProgress,
-// kCompleted or kMismatch). The
-// alternative, BEGIN IMMEDIATE; SELECT; decide in C++; INSERT OR REPLACE;
-// COMMIT, was built too and measured on the same workload (Claim+Complete of
-// fresh ids, synchronous=normal, files on tmpfs so that checkpoint fsyncs do
-// not drown the difference, 2-core VM): 51-56 us per pair against 51-57 us
-// with 1 thread, 55-59 us against 56-62 us with 8. A tie, so the single
-// statement stayed: it holds the write lock, which every process sharing
-// the file waits for, for one statement instead of a four-step transaction.
-//
-// Complete is a SELECT and then one conditional UPDATE ... WHERE id = ? AND
-// token = ? AND state = 1: a token is fresh for every claim, so if the
-// UPDATE still finds it in_progress with that token, the row is the one the
-// SELECT read. Release is one DELETE with the same condition.
-//
-// Writes (Claim, Complete, Release, PurgeExpired): one connection per store
-// makes them all, one call or one transaction at a time. A call that finds
-// the writer idle runs at once, in autocommit mode; one that finds it busy
-// queues, and whoever finds it idle next runs every queued call (up to 64)
-// in one BEGIN IMMEDIATE ... COMMIT, each inside its own savepoint (group
-// commit): a call returns only after the transaction holding it committed,
-// so durability is as above, and a call that fails writes nothing and does
-// not fail the others (an error that ends the whole transaction, or a failed
-// COMMIT, fails them all). Why one writer: SQLite lets one transaction write
-// at a time anyway, and a second connection of this process that wants to
-// write meets the first in SQLite's busy handler, which sleeps (1 ms and
-// more); here it waits on a mutex instead, and the writer's page cache stays
-// valid between its transactions (another connection's commit would empty
-// it). Other processes are still kept out by SQLite's locks, and the writer
-// waits for them up to busy_timeout.
-//
-// Checkpoints: the writer does not copy the WAL into the database file
-// itself (that costs two fsyncs inside some unlucky call's commit, with
-// every other write waiting). Every 1000 WAL frames it wakes a background
-// thread that runs a PASSIVE checkpoint on a connection of its own, which
-// waits for nobody; only if the WAL reaches 4000 frames (~16 MiB) does the
-// writer checkpoint inline, which bounds the WAL and lets SQLite restart it
-// from the beginning. The thread is stopped by the destructor.
-//
-// Reads (Inspect): a pool of connections in SQLite's multi-thread mode, each
-// used by one thread at a time, each with its prepared statements cached; it
-// grows to the number of threads reading at once (at most 64 kept idle).
+// (WAL needs shared memory between the processes). Writes of one store are
+// committed together when they arrive at once (group commit): a call
+// returns only after the transaction holding it committed, and a call that
+// fails writes nothing and does not fail the others.
 //
 // Errors: SQLITE_BUSY and SQLITE_LOCKED (after busy_timeout), I/O errors,
 // a full disk, a read-only or unopenable file -> kUnavailable;
-// SQLITE_CORRUPT, SQLITE_NOTADB and records that do not decode ->
-// kDataLoss; out of memory -> kResourceExhausted; anything else ->
-// kInternal. Messages name the file. Exceptions are caught at this
-// boundary.
+// SQLITE_CORRUPT, SQLITE_NOTADB and records that do not decode or disagree
+// with their columns -> kDataLoss; out of memory -> kResourceExhausted;
+// anything else -> kInternal. Messages name the file. Exceptions are caught
+// at this boundary.
 //
 // Thread-safety: every method may be called concurrently from any number of
 // threads, except the destructor, which must not run concurrently with any
@@ -129,7 +53,7 @@
 
 namespace idem {
 
-// SQLite's PRAGMA synchronous, in WAL mode (see the durability notes above).
+// SQLite's PRAGMA synchronous, in WAL mode (see Durability above).
 enum class SqliteSynchronous { kOff, kNormal, kFull, kExtra };
 
 struct SqliteStoreOptions {
@@ -153,18 +77,14 @@ struct SqliteStoreOptions {
 
   // The page cache of the writer connection, which makes every claim,
   // completion and release, in MiB (PRAGMA cache_size); 0 keeps SQLite's
-  // default of 2 MiB. Pages it holds are not read again with pread, so a
-  // bigger cache serves replays of a larger set of records from memory. But
-  // it makes every write transaction slower once the table is large (perf:
-  // the time goes to SQLite 3.40's page cache truncation at the end of each
-  // transaction, which walks the cache's hash table). Measured
-  // (idem-scale disk, filling 100,000 -> 300,000 records, one thread, 2-core
-  // VM): 29.5 s with 2 MiB, 46.1 s with 64 MiB, 61.2 s with 1 GiB; replay
-  // p50 at 1,000,000 records 19.4 us with 2 MiB, 16.8 us with 1 GiB. Raise it
-  // only for a read-mostly workload. Reader connections (Inspect) keep
-  // SQLite's default. URI parameter `cache_mb`, 0..1048576.
+  // default of 2 MiB. A bigger cache serves replays of a larger set of
+  // records from memory, but makes every write transaction slower once the
+  // table is large: raise it only for a read-mostly workload. Reader
+  // connections (Inspect) keep SQLite's default.
+  // At most kMaxCacheMb (1 TiB). URI parameter `cache_mb`, 0..1048576.
   // Default: 0 (SQLite's 2 MiB).
   std::size_t cache_mb = 0;
+  static constexpr std::size_t kMaxCacheMb = 1 << 20;
 };
 
 class SqliteStore final : public Store {
@@ -208,47 +128,27 @@ class SqliteStore final : public Store {
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  // The claim table of store.h in one write transaction (see above). A
-  // claim that loses kClaimAttempts races answers kInProgress with
-  // locked_until = now (store.h).
-  // Errors: kInvalidArgument when ttl or lock_timeout is not positive;
-  // kDataLoss when the stored record does not decode; kUnavailable when the
-  // write lock was not obtained within busy_timeout, or on I/O errors;
-  // kInternal otherwise. On an error nothing was written.
+  // The Store operations, as store.h states them. Writes (all but Inspect)
+  // go through the store's one writer connection, each in one write
+  // transaction; Inspect reads on a connection of its own and takes no
+  // write lock. Errors as above; a write that fails wrote nothing.
+  //  - Claim: kInvalidArgument when ttl or lock_timeout is not positive; a
+  //    claim that loses kClaimAttempts races answers kInProgress with
+  //    locked_until = now.
+  //  - Revoke deletes the row even when its record does not decode.
+  //  - PurgeExpired deletes in transactions of at most 1000 rows (so other
+  //    writers wait for one batch at most), rows whose columns say expired
+  //    even if their record is damaged; batches committed before an error
+  //    stay deleted.
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) override;
-
-  // If the record is in_progress with `token`, stores it completed with
-  // `response` (same expires_at) and returns true; otherwise returns false
-  // and writes nothing. Expiry is not checked: a holder may complete its
-  // claim until another claim replaces the record. Errors: kDataLoss when
-  // the stored record does not decode; kUnavailable and kInternal as for
-  // Claim.
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const Response& response) override;
-
-  // Deletes the record if it is in_progress with `token`; returns whether it
-  // did. One DELETE; errors as for Claim.
   Result<bool> Release(const RecordId& id, const Token& token) override;
-
-  // Deletes the row of `id` whatever its state, even when its record does
-  // not decode; returns whether there was one. One DELETE through the
-  // writer; errors as for Claim.
   Result<bool> Revoke(const RecordId& id) override;
-
-  // The record of `id` unless absent or expired at `now`; one SELECT, no
-  // write lock. Errors: kDataLoss when the stored record does not decode or
-  // disagrees with its columns; kUnavailable and kInternal as for Claim.
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override;
-
-  // Deletes up to `limit` records with expires_at <= now, through the
-  // expires_at index, in transactions of at most 1000 deletes each (so
-  // writers in other processes wait for one batch at most). Records whose
-  // columns say expired are deleted even if their blob is damaged. Errors:
-  // kUnavailable and kInternal as for Claim; batches committed before the
-  // error stay deleted.
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
 
   // {"sqlite", durable = true, shared_across_processes = true}.

@@ -1,0 +1,86 @@
+// Why a thread: the writer does not copy the WAL into the database file
+// itself, as SQLite's automatic checkpoint would (that costs two fsyncs
+// inside some unlucky call's commit, with every other write of this process
+// waiting). The thread runs a PASSIVE checkpoint, which waits for nobody;
+// only a WAL of kInlineCheckpointFrames makes the writer checkpoint inline,
+// which bounds the WAL and lets SQLite restart it from the beginning.
+
+#include "sqlite_checkpointer.h"
+
+#include <memory>
+#include <mutex>
+#include <utility>
+
+namespace idem::sqlite_internal {
+
+Result<std::unique_ptr<Checkpointer>> Checkpointer::Start(
+    const SqliteStoreOptions& options) {
+  IDEM_ASSIGN_OR_RETURN(auto conn, Connection::Open(options));
+  std::unique_ptr<Checkpointer> checkpointer(new Checkpointer(std::move(conn)));
+  Checkpointer* self = checkpointer.get();
+  checkpointer->thread_ = std::thread([self] { self->Loop(); });
+  return checkpointer;
+}
+
+Checkpointer::~Checkpointer() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+}
+
+int Checkpointer::WalHook(void* checkpointer, sqlite3* db, const char*,
+                          int frames) {
+  static_cast<Checkpointer*>(checkpointer)->OnCommit(db, frames);
+  return SQLITE_OK;
+}
+
+void Checkpointer::OnCommit(sqlite3* db, int frames) {
+  int done = checkpointed_frames_.load(std::memory_order_relaxed);
+  if (frames < done) {
+    // The WAL started again from its beginning.
+    done = 0;
+    checkpointed_frames_.store(0, std::memory_order_relaxed);
+  }
+  if (frames >= kInlineCheckpointFrames) {
+    // The thread fell far behind: checkpoint here, so that the WAL stays
+    // bounded.
+    sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                              nullptr);
+  } else if (frames - done >= kCheckpointFrames) {
+    bool wake = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!running_) wake = wanted_ = true;
+    }
+    if (wake) cv_.notify_one();
+  }
+}
+
+void Checkpointer::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return wanted_ || stop_; });
+    if (stop_) return;
+    wanted_ = false;
+    running_ = true;
+    lock.unlock();
+    // PASSIVE: never waits for readers or writers; whatever it cannot copy
+    // now is left for the next round. Errors (another process's checkpoint
+    // running, say) are left for the next round too.
+    int log = 0, copied = 0;
+    if (sqlite3_wal_checkpoint_v2(conn_->db(), nullptr,
+                                  SQLITE_CHECKPOINT_PASSIVE, &log,
+                                  &copied) == SQLITE_OK) {
+      checkpointed_frames_.store(copied, std::memory_order_relaxed);
+    }
+    lock.lock();
+    running_ = false;
+  }
+}
+
+}  // namespace idem::sqlite_internal

@@ -1,0 +1,161 @@
+// Records live in one table of one database file, in WAL mode
+// (sqlite_sql.h has the DDL):
+//
+//   idem_records (
+//     id           BLOB PRIMARY KEY NOT NULL,  -- the 32-byte record id
+//     state        INTEGER NOT NULL,           -- 1 in_progress, 2 completed
+//     fingerprint  BLOB NOT NULL,              -- 32 bytes
+//     token        BLOB NOT NULL,              -- 16 bytes
+//     locked_until INTEGER NOT NULL,           -- ns since the Unix epoch
+//     expires_at   INTEGER NOT NULL,           -- ns since the Unix epoch
+//     takeovers    INTEGER NOT NULL DEFAULT 0, -- of this claim's lock
+//     record       BLOB NOT NULL               -- EncodeRecord(the record)
+//   ) WITHOUT ROWID, with an index on expires_at.
+//
+// The columns are what SQL needs to decide a claim, a completion and a purge
+// in the database; `record` is the whole record in the record codec's layout
+// (record_codec.h), checksummed, and is what every read returns, checked
+// against the columns (DecodeRecordWithColumns). `takeovers` counts how often
+// the current claim's lock was taken over since the key was last claimed
+// afresh: it is how the claim statement's RETURNING tells a takeover from a
+// new claim. No client key, scope or request body is ever written.
+//
+// Schema versions (PRAGMA user_version):
+//   1: `idempotency (id BLOB PRIMARY KEY, record BLOB NOT NULL)`: the record
+//      blob only. A claim had to read and decode it in a transaction, and
+//      PurgeExpired had to decode every row.
+//   2: the layout above. Migrating from 1 decodes each record into the new
+//      columns; a record that does not decode is carried over unchanged
+//      (never purged, still kDataLoss on read) rather than dropped.
+// A file with a newer version than this build knows is refused.
+
+#include "sqlite_schema.h"
+
+#include <sqlite3.h>
+
+#include <string>
+#include <string_view>
+
+#include "idem/clock.h"
+#include "idem/record.h"
+#include "idem/record_codec.h"
+#include "idem/sqlite_store.h"
+#include "sqlite_sql.h"
+
+namespace idem::sqlite_internal {
+namespace {
+
+constexpr int kSchemaVersion = SqliteStore::kSchemaVersion;
+
+Status SwitchToWal(Connection& conn) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(conn.db(), "PRAGMA journal_mode = WAL", -1, &stmt,
+                              nullptr);
+  if (rc != SQLITE_OK) {
+    return tl::unexpected(conn.SqlError("journal_mode", rc));
+  }
+  rc = sqlite3_step(stmt);
+  std::string mode;
+  if (rc == SQLITE_ROW) {
+    const unsigned char* text = sqlite3_column_text(stmt, 0);
+    if (text != nullptr) mode = reinterpret_cast<const char*>(text);
+    rc = sqlite3_step(stmt);
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) {
+    return tl::unexpected(conn.SqlError("journal_mode", rc));
+  }
+  if (mode != "wal") {
+    return MakeError(ErrorCode::kUnavailable,
+                     Prefix(conn.options().path) +
+                         "cannot switch to WAL mode (got '" + mode +
+                         "'; is the file on a local file system?)");
+  }
+  return {};
+}
+
+Status CreateSchemaV2(Connection& conn, std::string_view op) {
+  for (const char* sql : kCreateSchemaV2) {
+    IDEM_RETURN_IF_ERROR(conn.Exec(sql, op));
+  }
+  return {};
+}
+
+// v1 -> v2: the columns are decoded from each record. A record that does
+// not decode keeps its bytes with columns that never match a claim's
+// conditions or the purge (state 0, expires_at = max), so it stays
+// kDataLoss on read instead of disappearing.
+Status MigrateV1ToV2(Connection& conn) {
+  constexpr std::string_view kOp = "migrate v1 to v2";
+  IDEM_RETURN_IF_ERROR(CreateSchemaV2(conn, kOp));
+  sqlite3_stmt* read = nullptr;
+  sqlite3_stmt* write = nullptr;
+  int rc = sqlite3_prepare_v2(conn.db(), kSelectV1, -1, &read, nullptr);
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_prepare_v2(conn.db(), kInsertMigrated, -1, &write, nullptr);
+  }
+  while (rc == SQLITE_OK || rc == SQLITE_DONE) {
+    rc = sqlite3_step(read);
+    if (rc != SQLITE_ROW) break;
+    const std::string_view id = ColumnBlob(read, 0);
+    const std::string_view blob = ColumnBlob(read, 1);
+    Result<Record> record = DecodeRecord(blob);
+    Record columns;
+    if (record) {
+      columns = *record;
+    } else {
+      columns.state = static_cast<RecordState>(0);
+      columns.locked_until = TimePoint::max();
+      columns.expires_at = TimePoint::max();
+    }
+    BindBlob(write, 1, id);
+    sqlite3_bind_int(write, 2, static_cast<int>(columns.state));
+    BindBlob(write, 3, columns.fingerprint.view());
+    BindBlob(write, 4, columns.token.view());
+    sqlite3_bind_int64(write, 5, ToUnixNanos(columns.locked_until));
+    sqlite3_bind_int64(write, 6, ToUnixNanos(columns.expires_at));
+    BindBlob(write, 7, blob);
+    rc = sqlite3_step(write);
+    sqlite3_reset(write);
+    sqlite3_clear_bindings(write);
+    if (rc != SQLITE_DONE) break;
+  }
+  sqlite3_finalize(read);
+  sqlite3_finalize(write);
+  if (rc != SQLITE_DONE) return tl::unexpected(conn.SqlError(kOp, rc));
+  return conn.Exec(kDropV1, kOp);
+}
+
+}  // namespace
+
+Status PrepareSchema(Connection& conn) {
+  const std::string& path = conn.options().path;
+  IDEM_RETURN_IF_ERROR(SwitchToWal(conn));
+  IDEM_RETURN_IF_ERROR(conn.Exec("BEGIN IMMEDIATE", "schema"));
+  IDEM_ASSIGN_OR_RETURN(const std::int64_t version,
+                        conn.QueryInt("PRAGMA user_version", "schema"));
+  if (version > kSchemaVersion) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     Prefix(path) + "schema version " +
+                         std::to_string(version) +
+                         " is newer than this build of idem knows (" +
+                         std::to_string(kSchemaVersion) + ")");
+  }
+  if (version < kSchemaVersion) {
+    if (version == 1) {
+      IDEM_RETURN_IF_ERROR(MigrateV1ToV2(conn));
+    } else if (version == 0) {
+      IDEM_RETURN_IF_ERROR(CreateSchemaV2(conn, "create schema"));
+    } else {
+      return MakeError(
+          ErrorCode::kInvalidArgument,
+          Prefix(path) + "unknown schema version " + std::to_string(version));
+    }
+    const std::string set_version =
+        "PRAGMA user_version = " + std::to_string(kSchemaVersion);
+    IDEM_RETURN_IF_ERROR(conn.Exec(set_version.c_str(), "schema"));
+  }
+  return conn.Exec("COMMIT", "schema");
+}
+
+}  // namespace idem::sqlite_internal

@@ -1,0 +1,87 @@
+// The SQL text of the SQLite store: the schema it creates and the statements
+// every connection prepares once and caches (sqlite_connection.h). The table
+// and its columns are described in sqlite_schema.cc.
+
+#ifndef IDEM_BACKENDS_SQLITE_SQLITE_SQL_H_
+#define IDEM_BACKENDS_SQLITE_SQLITE_SQL_H_
+
+namespace idem::sqlite_internal {
+
+enum StatementId {
+  kClaimUpsert,
+  kSelect,
+  kComplete,
+  kRelease,
+  kRevoke,
+  kPurge,
+  kBegin,
+  kCommit,
+  kSavepoint,
+  kSavepointRelease,
+  kSavepointRollback,
+  kStatementCount,
+};
+
+// Column names in SET and WHERE of the DO UPDATE refer to the existing row,
+// `excluded.` to the one the INSERT proposed. `takeovers` counts the
+// takeovers of the current claim's key since it was last claimed afresh, so
+// RETURNING tells a takeover (> 0) from a new or expired record (0).
+inline constexpr const char* kSql[kStatementCount] = {
+    // kClaimUpsert: ?1 id, ?2 fingerprint, ?3 token, ?4 locked_until,
+    // ?5 expires_at, ?6 record, ?7 now.
+    "INSERT INTO idem_records (id, state, fingerprint, token, locked_until, "
+    "expires_at, takeovers, record) VALUES (?1, 1, ?2, ?3, ?4, ?5, 0, ?6) "
+    "ON CONFLICT (id) DO UPDATE SET state = 1, "
+    "fingerprint = excluded.fingerprint, token = excluded.token, "
+    "locked_until = excluded.locked_until, expires_at = excluded.expires_at, "
+    "takeovers = CASE WHEN expires_at > ?7 THEN takeovers + 1 ELSE 0 END, "
+    "record = excluded.record "
+    "WHERE expires_at <= ?7 OR (state = 1 AND "
+    "fingerprint = excluded.fingerprint AND locked_until <= ?7) "
+    "RETURNING takeovers",
+    // kSelect: ?1 id.
+    "SELECT state, fingerprint, token, locked_until, expires_at, record "
+    "FROM idem_records WHERE id = ?1",
+    // kComplete: ?1 id, ?2 token, ?3 record.
+    "UPDATE idem_records SET state = 2, record = ?3 "
+    "WHERE id = ?1 AND token = ?2 AND state = 1",
+    // kRelease: ?1 id, ?2 token.
+    "DELETE FROM idem_records WHERE id = ?1 AND token = ?2 AND state = 1",
+    // kRevoke: ?1 id.
+    "DELETE FROM idem_records WHERE id = ?1",
+    // kPurge: ?1 now, ?2 limit.
+    "DELETE FROM idem_records WHERE id IN (SELECT id FROM idem_records "
+    "WHERE expires_at <= ?1 LIMIT ?2)",
+    // The writer's transactions, and one savepoint per call in them.
+    "BEGIN IMMEDIATE",
+    "COMMIT",
+    "SAVEPOINT idem_call",
+    "RELEASE idem_call",
+    "ROLLBACK TO idem_call",
+};
+
+// Schema version 2 (sqlite_schema.cc).
+inline constexpr const char* kCreateSchemaV2[] = {
+    "CREATE TABLE idem_records ("
+    "id BLOB PRIMARY KEY NOT NULL, "
+    "state INTEGER NOT NULL, "
+    "fingerprint BLOB NOT NULL, "
+    "token BLOB NOT NULL, "
+    "locked_until INTEGER NOT NULL, "
+    "expires_at INTEGER NOT NULL, "
+    "takeovers INTEGER NOT NULL DEFAULT 0, "
+    "record BLOB NOT NULL) WITHOUT ROWID",
+    "CREATE INDEX idem_records_expires_at ON idem_records (expires_at)",
+};
+
+// Version 1's table, read once by the migration to version 2.
+inline constexpr const char* kSelectV1 = "SELECT id, record FROM idempotency";
+inline constexpr const char* kInsertMigrated =
+    "INSERT INTO idem_records (id, state, fingerprint, token, "
+    "locked_until, expires_at, takeovers, record) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7)";
+inline constexpr const char* kDropV1 = "DROP TABLE idempotency";
+
+}  // namespace idem::sqlite_internal
+
+#endif  // IDEM_BACKENDS_SQLITE_SQLITE_SQL_H_
