@@ -35,4 +35,6 @@ Fingerprint TestFingerprint(std::uint64_t n) {
   return MakeBytes<Fingerprint>(n, 2);
 }
 
+Token TestToken(std::uint64_t n) { return MakeBytes<Token>(n, 3); }
+
 }  // namespace idem::testing

@@ -13,6 +13,7 @@ namespace idem::testing {
 
 RecordId TestId(std::uint64_t n);
 Fingerprint TestFingerprint(std::uint64_t n);
+Token TestToken(std::uint64_t n);
 
 // The generator behind them (SplitMix64), for tests that need a
 // deterministic stream of numbers: advances `state`, returns the next one.

@@ -40,6 +40,7 @@
 #include <gtest/gtest.h>
 
 #include "support/full_disk.h"
+#include "support/ids.h"
 #include "support/lost_races.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
@@ -69,26 +70,8 @@ constexpr TimePoint kT0{hours(24 * 365 * 50)};
 constexpr Duration kTtl = hours(24);
 constexpr Duration kLock = seconds(60);
 
-std::uint64_t SplitMix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-template <typename IdType>
-IdType MakeBytes(std::uint64_t n, std::uint64_t salt) {
-  IdType out;
-  std::uint64_t state = n * 2654435761u + salt;
-  for (std::size_t i = 0; i < IdType::kSize; i += 8) {
-    const std::uint64_t v = SplitMix64(state);
-    std::memcpy(out.bytes.data() + i, &v, 8);
-  }
-  return out;
-}
-
-RecordId Id(std::uint64_t n) { return MakeBytes<RecordId>(n, 1); }
-Fingerprint Fp(std::uint64_t n) { return MakeBytes<Fingerprint>(n, 2); }
+RecordId Id(std::uint64_t n) { return testing::TestId(n); }
+Fingerprint Fp(std::uint64_t n) { return testing::TestFingerprint(n); }
 
 Response SomeResponse() {
   return Response{.status = 201,
@@ -371,12 +354,12 @@ void WriteV1File(const std::string& path,
 TEST_F(SqliteStoreTest, MigratesAVersion1File) {
   const Record pending{.state = RecordState::kInProgress,
                        .fingerprint = Fp(1),
-                       .token = MakeBytes<Token>(1, 3),
+                       .token = testing::TestToken(1),
                        .locked_until = kT0 + kLock,
                        .expires_at = kT0 + kTtl};
   Record done{.state = RecordState::kCompleted,
               .fingerprint = Fp(2),
-              .token = MakeBytes<Token>(2, 3),
+              .token = testing::TestToken(2),
               .locked_until = kT0 + kLock,
               .expires_at = kT0 + seconds(10)};
   done.response = std::make_shared<const Response>(SomeResponse());
