@@ -6,6 +6,9 @@ function(idem_add_library name)
   add_library(idem_${name} ${ARG_SOURCES})
   add_library(idem::${name} ALIAS idem_${name})
   set_target_properties(idem_${name} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME idem_${name})
+  # A usage requirement, so that a consumer of the installed package
+  # compiles idem's headers as C++20 too.
+  target_compile_features(idem_${name} PUBLIC cxx_std_20)
   target_include_directories(idem_${name} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
@@ -30,18 +33,128 @@ function(idem_add_backend name)
   set_property(GLOBAL APPEND PROPERTY IDEM_BACKEND_DEFINES IDEM_HAVE_${upper}=1)
 endfunction()
 
-# idem_add_test(<name> SOURCES ... LIBS ... [LABEL <label>]): one GoogleTest
-# binary whose cases are registered with CTest one by one, with LABEL (the
-# store a test is about, so that `ctest -L sqlite` runs that store's own
-# tests and its contract suite). One label: gtest_discover_tests passes
-# each property a single value.
+# idem_add_test(<name> SOURCES ... LIBS ... [LABEL <label>] [TIMEOUT <s>]
+#               [RUN_SERIAL] [RUNS_DEMO]): one GoogleTest binary whose cases
+# are registered with CTest one by one, the only way a test binary is
+# registered. LABEL: the store a test is about, so that `ctest -L sqlite`
+# runs that store's own tests and its contract suite (one label:
+# gtest_discover_tests passes each property a single value). TIMEOUT per
+# case, default 300 s. RUN_SERIAL: the cases run alone (they start and stop
+# servers of their own). RUNS_DEMO: the binary starts the idem-demo
+# executable, whose path it gets as IDEM_DEMO_PATH.
 function(idem_add_test name)
-  cmake_parse_arguments(ARG "" "LABEL" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "RUN_SERIAL;RUNS_DEMO" "LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
-  set(properties TIMEOUT 300)
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  set(properties TIMEOUT ${ARG_TIMEOUT})
   if(ARG_LABEL)
     list(APPEND properties LABELS ${ARG_LABEL})
   endif()
+  if(ARG_RUN_SERIAL)
+    list(APPEND properties RUN_SERIAL TRUE)
+  endif()
+  if(ARG_RUNS_DEMO)
+    target_compile_definitions(${name} PRIVATE IDEM_DEMO_PATH="$<TARGET_FILE:idem-demo>")
+    add_dependencies(${name} idem-demo)
+  endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${properties})
+endfunction()
+
+# idem_option(<var> <doc> [PACKAGE <find_package arguments>...]): a part
+# built when <var> (a cache entry) says so: AUTO (the default) builds it when
+# find_package(<arguments> QUIET) finds its package, ON requires the package,
+# OFF skips it. Afterwards <var> is ON or OFF in the caller's scope (a plain
+# variable over the cache entry, which keeps the user's choice for the next
+# configure), so `if(<var>)` means "built". Without PACKAGE, AUTO is ON.
+# Each call adds a line to the configure summary (idem_print_summary).
+function(idem_option var doc)
+  cmake_parse_arguments(ARG "" "" "PACKAGE" ${ARGN})
+  set(${var} AUTO CACHE STRING "${doc}: AUTO (when found) | ON | OFF")
+  set_property(CACHE ${var} PROPERTY STRINGS AUTO ON OFF)
+  set(choice ${${var}})
+  string(TOUPPER "${choice}" choice_upper)
+  string(REGEX REPLACE "^IDEM_WITH_" "" part ${var})
+  string(TOLOWER ${part} part)
+  if(NOT choice_upper STREQUAL "AUTO" AND NOT choice)
+    set(built OFF)
+    set(why "${var}=${choice}")
+  elseif(NOT ARG_PACKAGE)
+    set(built ON)
+    set(why "${var}=${choice}, needs no package")
+  else()
+    list(GET ARG_PACKAGE 0 package)
+    if(choice_upper STREQUAL "AUTO")
+      find_package(${ARG_PACKAGE} QUIET)
+    else()
+      find_package(${ARG_PACKAGE} REQUIRED)
+    endif()
+    if(${package}_FOUND)
+      set(built ON)
+      set(version "${${package}_VERSION}")
+      if(NOT version)
+        set(version "${${package}_VERSION_STRING}")
+      endif()
+      set(why "${var}=${choice}, ${package} ${version} found")
+    else()
+      set(built OFF)
+      set(why "${var}=${choice}, ${package} not found")
+    endif()
+  endif()
+  if(built)
+    idem_summary("${part}: built (${why})")
+  else()
+    idem_summary("${part}: skipped (${why})")
+  endif()
+  set(${var} ${built} PARENT_SCOPE)
+endfunction()
+
+# idem_add_enabled_subdirectories(): add_subdirectory(<name>) for every
+# folder <name> of the current source directory whose IDEM_WITH_<NAME> is
+# on (backends/ and tests/backends/: a new store needs no line there).
+function(idem_add_enabled_subdirectories)
+  file(GLOB children RELATIVE ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/*/CMakeLists.txt)
+  foreach(child IN LISTS children)
+    get_filename_component(name ${child} DIRECTORY)
+    string(TOUPPER ${name} upper)
+    if(IDEM_WITH_${upper})
+      add_subdirectory(${name})
+    endif()
+  endforeach()
+endfunction()
+
+# idem_add_suite(<dir> [WHEN <condition>...]): add_subdirectory(<dir>) of
+# tests when the if() condition holds (all of it when there is none), with a
+# summary line saying which.
+function(idem_add_suite dir)
+  cmake_parse_arguments(ARG "" "" "WHEN" ${ARGN})
+  set(wanted TRUE)
+  if(ARG_WHEN AND NOT (${ARG_WHEN}))
+    set(wanted FALSE)
+  endif()
+  if(wanted)
+    add_subdirectory(${dir})
+    idem_summary("tests/${dir}: built")
+  else()
+    string(REPLACE ";" " " condition "${ARG_WHEN}")
+    string(REPLACE "( " "(" condition "${condition}")
+    string(REPLACE " )" ")" condition "${condition}")
+    idem_summary("tests/${dir}: skipped (needs ${condition})")
+  endif()
+endfunction()
+
+# idem_summary(<line>): one line of the summary idem_print_summary() prints
+# at the end of the configure.
+function(idem_summary line)
+  set_property(GLOBAL APPEND PROPERTY IDEM_SUMMARY "${line}")
+endfunction()
+
+function(idem_print_summary)
+  get_property(lines GLOBAL PROPERTY IDEM_SUMMARY)
+  message(STATUS "idem ${PROJECT_VERSION} configuration:")
+  foreach(line IN LISTS lines)
+    message(STATUS "  ${line}")
+  endforeach()
 endfunction()

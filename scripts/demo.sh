@@ -67,4 +67,4 @@ idem-demo is starting on $listen with the store $store
   curl http://$listen/metrics    # idem_requests_total{outcome="..."}
 
 MSG
-exec build/release/http_adapters/beast/idem-demo "${args[@]}"
+exec build/release/examples/demo/idem-demo "${args[@]}"

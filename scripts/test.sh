@@ -49,11 +49,16 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 summary=()
-configure() {  # dir, [-S source], extra cmake args...
-  local dir=$1 src=$root; shift
-  if [[ ${1:-} == -S ]]; then src=$root/$2; shift 2; fi
-  cmake -S "$src" -B "$dir" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON "$@" >"$dir.configure.log" 2>&1 ||
-    { cat "$dir.configure.log"; return 1; }
+# A command's output goes to `log`, printed only when it fails.
+quiet() {  # log, command...
+  local log=$1; shift
+  "$@" >"$log" 2>&1 || { cat "$log"; return 1; }
+}
+# The stage's configure preset (CMakePresets.json, build tree build/<stage>);
+# prints idem's configure summary (what is built, and why).
+configure() {  # preset
+  quiet "build/$1.configure.log" cmake --preset "$1"
+  sed -n '/^-- idem .* configuration:$/,/^-- Configuring done/p' "build/$1.configure.log" | sed '$d'
 }
 run_ctest() {  # dir, label
   local dir=$1 label=$2 start=$SECONDS
@@ -66,13 +71,14 @@ for stage in $stages; do
   start=$SECONDS
   case $stage in
     main)
-      configure build/main -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIDEM_BUILD_TESTS=ON -DIDEM_BUILD_BENCHMARKS=ON
+      configure main
       cmake --build build/main -j "$jobs"
       run_ctest build/main main
       # The installed package must work for a project outside this tree.
       rm -rf build/main-install build/consumer
       cmake --install build/main --prefix build/main-install >/dev/null
-      configure build/consumer -S tests/install_consumer -DCMAKE_PREFIX_PATH="$root/build/main-install"
+      quiet build/consumer.configure.log cmake -S tests/install_consumer -B build/consumer \
+        -DCMAKE_PREFIX_PATH="$root/build/main-install"
       cmake --build build/consumer -j "$jobs" >/dev/null
       build/consumer/consumer
       summary+=("main: find_package(idem COMPONENTS memory) from an install works")
@@ -90,18 +96,17 @@ for stage in $stages; do
       fi
       ;;
     asan)
-      configure build/asan -DCMAKE_BUILD_TYPE=Debug -DIDEM_SANITIZE=address,undefined -DIDEM_BUILD_BENCHMARKS=OFF
+      configure asan
       cmake --build build/asan -j "$jobs"
       run_ctest build/asan asan+ubsan
       ;;
     tsan)
-      configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIDEM_SANITIZE=thread -DIDEM_BUILD_BENCHMARKS=OFF
+      configure tsan
       cmake --build build/tsan -j "$jobs"
       run_ctest build/tsan tsan
       ;;
     fuzz)
-      CXX=clang++ configure build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIDEM_BUILD_FUZZERS=ON \
-        -DIDEM_BUILD_TESTS=OFF -DIDEM_BUILD_BENCHMARKS=OFF -DIDEM_WITH_MEMORY=OFF -DIDEM_WITH_BEAST=OFF -DIDEM_SANITIZE=address,undefined
+      configure fuzz  # clang++
       cmake --build build/fuzz -j "$jobs"
       for f in build/fuzz/fuzz/*_fuzzer; do
         name=$(basename "$f" _fuzzer)

@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build/release}
-demo=$build/http_adapters/beast/idem-demo
+demo=$build/examples/demo/idem-demo
 here=benchmarks/http
 rounds=${ROUNDS:-3}
 duration=${DURATION:-10s}

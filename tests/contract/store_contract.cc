@@ -32,6 +32,7 @@
 #include "idem/sweeper.h"
 #include "idem/token.h"
 #include "idem/types.h"
+#include "support/status_matchers.h"
 
 namespace idem::testing {
 
@@ -56,17 +57,6 @@ constexpr Duration kTtl = hours(24);
 constexpr Duration kLock = seconds(60);
 // For tests in which nothing may expire or time out.
 constexpr Duration kForever = hours(24 * 365);
-
-// Fails the current test (and returns from it) unless `expr` holds a value,
-// which is then moved into `lhs`.
-#define IDEM_CONTRACT_CONCAT_INNER(a, b) a##b
-#define IDEM_CONTRACT_CONCAT(a, b) IDEM_CONTRACT_CONCAT_INNER(a, b)
-#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
-  ASSERT_OK_AND_ASSIGN_IMPL(IDEM_CONTRACT_CONCAT(result_, __LINE__), lhs, expr)
-#define ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, expr)         \
-  auto tmp = (expr);                                      \
-  ASSERT_TRUE(tmp.has_value()) << tmp.error().ToString(); \
-  lhs = std::move(*tmp)
 
 std::uint64_t SplitMix64(std::uint64_t& state) {
   std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
@@ -207,8 +197,7 @@ void StoreContractTest::SetUp() {
   context_.clock = std::make_shared<ManualClock>();
 
   auto opened = factory.open(context_);
-  ASSERT_TRUE(opened.has_value())
-      << factory.name << ": " << opened.error().ToString();
+  ASSERT_THAT(opened, IsOk()) << factory.name;
   ASSERT_NE(*opened, nullptr);
   store_ = std::move(*opened);
 }
@@ -990,11 +979,11 @@ void FillForPurge(Store& store, TimePoint t0, int short_count, int long_count,
   for (int i = 0; i < short_count + long_count; ++i) {
     const Duration ttl = i < short_count ? short_ttl : kTtl;
     auto claim = store.Claim(TestId(i), TestFp(1), t0, ttl, kLock);
-    ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+    ASSERT_THAT(claim, IsOk());
     ASSERT_EQ(claim->outcome, ClaimOutcome::kAcquired);
     if (i % 2 == 0) {
       auto completed = store.Complete(TestId(i), claim->token, RichResponse());
-      ASSERT_TRUE(completed.has_value()) << completed.error().ToString();
+      ASSERT_THAT(completed, IsOk());
       ASSERT_TRUE(*completed);
     }
   }
@@ -1118,8 +1107,7 @@ TEST_P(StoreContractTest, NonPositiveTtlOrLockTimeoutIsInvalidArgument) {
   for (const auto& c : cases) {
     auto claim = store().Claim(TestId(1), TestFp(1), t0, c.ttl, c.lock_timeout);
     ASSERT_FALSE(claim.has_value()) << Describe(*claim);
-    EXPECT_EQ(claim.error().code(), ErrorCode::kInvalidArgument)
-        << claim.error().ToString();
+    EXPECT_THAT(claim, HasErrorCode(ErrorCode::kInvalidArgument));
   }
   ASSERT_OK_AND_ASSIGN(auto record, store().Inspect(TestId(1), t0));
   EXPECT_FALSE(record.has_value());
@@ -1130,8 +1118,7 @@ TEST_P(StoreContractTest, NonPositiveTtlOrLockTimeoutIsInvalidArgument) {
   ASSERT_OK_AND_ASSIGN(auto before, store().Inspect(TestId(1), t0));
   auto rejected =
       store().Claim(TestId(1), TestFp(1), t0 + kLock, Duration::zero(), kLock);
-  ASSERT_FALSE(rejected.has_value());
-  EXPECT_EQ(rejected.error().code(), ErrorCode::kInvalidArgument);
+  ASSERT_THAT(rejected, HasErrorCode(ErrorCode::kInvalidArgument));
   ASSERT_OK_AND_ASSIGN(auto after, store().Inspect(TestId(1), t0));
   ASSERT_TRUE(before.has_value());
   ExpectSameRecord(after, *before);

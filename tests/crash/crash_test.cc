@@ -15,8 +15,9 @@
 // process wrote: nothing was flushed or closed cleanly.
 //
 // IDEM_DEMO_PATH is set by CMake to the built binary. Only 127.0.0.1 and
-// port 0. Waits are bounded polling loops with generous deadlines, since the
-// tests also run under ASan and TSan on a loaded two-core machine. The
+// port 0. Waits are WaitFor polls (support/wait_for.h) with generous
+// deadlines, since the tests also run under ASan and TSan on a loaded
+// two-core machine. The
 // PostgreSQL case uses a table of its own on the shared test server
 // (IDEM_TEST_POSTGRES_URI; without it the case skips, and under CI fails).
 
@@ -28,7 +29,6 @@
 #include <filesystem>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -153,40 +153,46 @@ TEST_P(CrashTest, KillNineKeepsEveryCompletedRecordAndEveryLock) {
       int conflicts = 0;
       bool taken_over = false;
       std::optional<Clock::duration> first_sent;  // After the killed claim.
-      const auto deadline = Clock::now() + seconds(120);
-      while (!taken_over && Clock::now() < deadline) {
-        const int fd = Connect(port);
-        ASSERT_GE(fd, 0);
-        if (!first_sent) first_sent = Clock::now() - pending_slow_sent;
-        ASSERT_TRUE(
-            WriteAll(fd, RawRequest("POST", kSlowTarget, *pending_slow_key,
-                                    pending_slow_body)));
-        std::optional<HttpResponse> answer;
-        while (Clock::now() < deadline) {
-          pollfd p{fd, POLLIN, 0};
-          if (::poll(&p, 1, 50) > 0) {
-            answer = ReadResponse(fd, Clock::now() + seconds(60));
-            break;
-          }
-          if (HandlerRuns(port) > runs_before) {
-            taken_over = true;
-            break;
-          }
-        }
-        ::close(fd);
-        if (taken_over) {
-          // Its claim came after it was sent, so the lock cannot have timed
-          // out sooner than this.
-          EXPECT_GE(Clock::now() - pending_slow_sent,
-                    seconds(kLockTimeoutSeconds));
-          break;
-        }
-        ASSERT_TRUE(answer.has_value()) << ReadFile(log);
-        ASSERT_EQ(answer->status, 409) << Describe(answer);
-        ++conflicts;
-        std::this_thread::sleep_for(milliseconds(100));
-      }
+      std::string failure;  // A retry answered otherwise than with a 409.
+      WaitFor(
+          [&] {
+            const int fd = Connect(port);
+            if (fd < 0) {
+              failure = "cannot connect";
+              return true;
+            }
+            if (!first_sent) first_sent = Clock::now() - pending_slow_sent;
+            std::optional<HttpResponse> answer;
+            if (WriteAll(fd, RawRequest("POST", kSlowTarget, *pending_slow_key,
+                                        pending_slow_body))) {
+              // Its answer, or its handler running again.
+              WaitFor(
+                  [&] {
+                    pollfd p{fd, POLLIN, 0};
+                    if (::poll(&p, 1, 0) > 0) {
+                      answer = ReadResponse(fd, Clock::now() + seconds(60));
+                      return true;
+                    }
+                    taken_over = HandlerRuns(port) > runs_before;
+                    return taken_over;
+                  },
+                  seconds(60), milliseconds(50));
+            }
+            ::close(fd);
+            if (taken_over) return true;
+            if (!answer || answer->status != 409) {
+              failure = Describe(answer);
+              return true;
+            }
+            ++conflicts;
+            return false;
+          },
+          seconds(120), milliseconds(100));
+      ASSERT_EQ(failure, "") << ReadFile(log);
       ASSERT_TRUE(taken_over) << "the killed request's lock never timed out";
+      // Its claim came after it was sent, so the lock cannot have timed out
+      // sooner than this.
+      EXPECT_GE(Clock::now() - pending_slow_sent, seconds(kLockTimeoutSeconds));
       // A retry sent while the lock surely held must have been refused.
       // (Under a sanitizer a restart may take longer than the lock timeout;
       // then only the takeover is checked.)

@@ -22,7 +22,9 @@
 
 #include "http_test_util.h"
 #include "idem/beast/route.h"
+#include "support/down_store.h"
 #include "support/faulty_store.h"
+#include "support/status_matchers.h"
 
 namespace idem::testing {
 namespace {
@@ -70,11 +72,13 @@ TEST(RoutePatternTest, Matches) {
            Case{"/", "/x", false},
        }) {
     auto p = RoutePattern::Parse(c.pattern);
-    ASSERT_TRUE(p.has_value()) << c.pattern;
+    ASSERT_THAT(p, IsOk()) << c.pattern;
     EXPECT_EQ(p->Matches(c.path), c.match) << c.pattern << " vs " << c.path;
   }
   for (const char* bad : {"", "orders", "/a/*/b", "/{}", "/{id", "/a{id}"}) {
-    EXPECT_FALSE(RoutePattern::Parse(bad).has_value()) << bad;
+    EXPECT_THAT(RoutePattern::Parse(bad),
+                HasErrorCode(ErrorCode::kInvalidArgument))
+        << bad;
   }
 }
 
@@ -137,7 +141,8 @@ class HandlerFormTest : public ::testing::TestWithParam<std::string> {
 TEST_P(HandlerFormTest, ExecutesReplaysAndReleases) {
   AdapterServer server(OpenMemoryStore(), GuardOptions{}, MakeHandler(),
                        [](IdempotentHandler& h) {
-                         ASSERT_TRUE(h.Protect(http::verb::post, "/jobs/*"));
+                         ASSERT_THAT(h.Protect(http::verb::post, "/jobs/*"),
+                                     IsOk());
                        });
   const Response first = SendOnce(server.port(), Post("/jobs/a", kBody, "k1"));
   EXPECT_EQ(first.result_int(), 201u);
@@ -190,8 +195,9 @@ TEST(AdapterTest, PerRouteOptions) {
   AdapterServer server(
       OpenMemoryStore(), GuardOptions{}, CountingHandler(runs),
       [&](IdempotentHandler& h) {
-        ASSERT_TRUE(h.Protect(http::verb::post, "/strict"));
-        ASSERT_TRUE(h.Protect(http::verb::put, "/loose/{id}", optional_key));
+        ASSERT_THAT(h.Protect(http::verb::post, "/strict"), IsOk());
+        ASSERT_THAT(h.Protect(http::verb::put, "/loose/{id}", optional_key),
+                    IsOk());
       });
   const auto port = server.port();
   // Key required by the guard's defaults.
@@ -226,7 +232,7 @@ TEST(AdapterTest, StoreCallsOnThePoolWithLockWait) {
   AdapterServer server(
       OpenMemoryStore(), options, CountingHandler(runs),
       [](IdempotentHandler& h) {
-        ASSERT_TRUE(h.Protect(http::verb::post, "/slow"));
+        ASSERT_THAT(h.Protect(http::verb::post, "/slow"), IsOk());
       },
       handler_options);
   EXPECT_FALSE(server.handler().store_calls_inline());
@@ -255,39 +261,13 @@ TEST(AdapterTest, InlineStoreCallsForTheMemoryStore) {
   EXPECT_TRUE(server.handler().store_calls_inline());
 }
 
-// A store that is down, for the fail-open policy.
-class DownStore final : public Store {
- public:
-  Result<ClaimResult> Claim(const RecordId&, const Fingerprint&, TimePoint,
-                            Duration, Duration) override {
-    return MakeError(ErrorCode::kUnavailable, "down");
-  }
-  Result<bool> Complete(const RecordId&, const Token&,
-                        const idem::Response&) override {
-    return MakeError(ErrorCode::kUnavailable, "down");
-  }
-  Result<bool> Release(const RecordId&, const Token&) override {
-    return MakeError(ErrorCode::kUnavailable, "down");
-  }
-  Result<bool> Revoke(const RecordId&) override {
-    return MakeError(ErrorCode::kUnavailable, "down");
-  }
-  Result<std::optional<Record>> Inspect(const RecordId&, TimePoint) override {
-    return MakeError(ErrorCode::kUnavailable, "down");
-  }
-  Result<std::size_t> PurgeExpired(TimePoint, std::size_t) override {
-    return MakeError(ErrorCode::kUnavailable, "down");
-  }
-  StoreInfo Info() const override { return {"down", true, true}; }
-};
-
 TEST(AdapterTest, FailOpenRunsUnprotected) {
   std::atomic<int> runs{0};
   GuardOptions options;
   options.on_store_error = StoreErrorPolicy::kFailOpen;
   AdapterServer server(std::make_shared<DownStore>(), options,
                        CountingHandler(runs), [](IdempotentHandler& h) {
-                         ASSERT_TRUE(h.Protect(http::verb::post, "/x"));
+                         ASSERT_THAT(h.Protect(http::verb::post, "/x"), IsOk());
                        });
   EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 1");
   EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 2");
@@ -307,7 +287,7 @@ TEST(AdapterTest, AStoreCallThatThrowsOnThePoolFailsOnlyItsRequest) {
   AdapterServer server(
       store, GuardOptions{}, CountingHandler(runs),
       [](IdempotentHandler& h) {
-        ASSERT_TRUE(h.Protect(http::verb::post, "/jobs"));
+        ASSERT_THAT(h.Protect(http::verb::post, "/jobs"), IsOk());
       },
       handler_options);
   ASSERT_FALSE(server.handler().store_calls_inline());
@@ -328,7 +308,7 @@ TEST(AdapterTest, ResponseOverMaxStoredIsSentNotStored) {
   options.max_stored_response = 4;  // "run 1" is 5 bytes.
   AdapterServer server(OpenMemoryStore(), options, CountingHandler(runs),
                        [](IdempotentHandler& h) {
-                         ASSERT_TRUE(h.Protect(http::verb::post, "/x"));
+                         ASSERT_THAT(h.Protect(http::verb::post, "/x"), IsOk());
                        });
   EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 1");
   EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 2");
@@ -345,7 +325,7 @@ TEST(AdapterTest, CompleteFailingLeavesTheKeyLockedUntilItsTimeout) {
   AdapterServer server(
       store, options, CountingHandler(runs),
       [](IdempotentHandler& h) {
-        ASSERT_TRUE(h.Protect(http::verb::post, "/x"));
+        ASSERT_THAT(h.Protect(http::verb::post, "/x"), IsOk());
       },
       {}, clock);
   // Sent, though not stored.
@@ -384,7 +364,7 @@ TEST(AdapterTest, StaleCompleteAfterATakeover) {
         done(Answer(req, 200, "run " + std::to_string(n)));
       },
       [](IdempotentHandler& h) {
-        ASSERT_TRUE(h.Protect(http::verb::post, "/x"));
+        ASSERT_THAT(h.Protect(http::verb::post, "/x"), IsOk());
       },
       {}, clock);
   std::optional<Response> first;
@@ -414,11 +394,12 @@ TEST(AdapterTest, StaleCompleteAfterATakeover) {
 TEST(AdapterTest, AsyncHandleWithACallback) {
   GuardSetup setup;
   setup.store = OpenMemoryStore();
-  std::shared_ptr<Guard> guard = std::move(*Guard::Create(std::move(setup)));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Guard> guard,
+                       Guard::Create(std::move(setup)));
   auto handler = IdempotentHandler::Create(
       guard, [](Request req) { return Answer(req, 201, "made"); });
-  ASSERT_TRUE(handler.has_value());
-  ASSERT_TRUE((*handler)->Protect(http::verb::post, "/x"));
+  ASSERT_THAT(handler, IsOk());
+  ASSERT_THAT((*handler)->Protect(http::verb::post, "/x"), IsOk());
   asio::io_context ioc;
   std::vector<Response> got;
   for (int i = 0; i < 2; ++i) {
@@ -440,18 +421,22 @@ TEST(AdapterTest, AsyncHandleWithACallback) {
 TEST(AdapterTest, CreateRejectsMissingParts) {
   GuardSetup setup;
   setup.store = OpenMemoryStore();
-  std::shared_ptr<Guard> guard = std::move(*Guard::Create(std::move(setup)));
-  EXPECT_FALSE(IdempotentHandler::Create(nullptr, [](Request r) {
-                 return Answer(r, 200, "");
-               }).has_value());
-  EXPECT_FALSE(IdempotentHandler::Create(guard, beast::Handler()).has_value());
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Guard> guard,
+                       Guard::Create(std::move(setup)));
+  EXPECT_THAT(IdempotentHandler::Create(
+                  nullptr, [](Request r) { return Answer(r, 200, ""); }),
+              HasErrorCode(ErrorCode::kInvalidArgument));
+  EXPECT_THAT(IdempotentHandler::Create(guard, beast::Handler()),
+              HasErrorCode(ErrorCode::kInvalidArgument));
   auto h = IdempotentHandler::Create(
       guard, [](Request r) { return Answer(r, 200, ""); });
-  ASSERT_TRUE(h.has_value());
-  EXPECT_FALSE((*h)->Protect(http::verb::post, "no-slash").has_value());
+  ASSERT_THAT(h, IsOk());
+  EXPECT_THAT((*h)->Protect(http::verb::post, "no-slash"),
+              HasErrorCode(ErrorCode::kInvalidArgument));
   auto bad = std::make_shared<GuardOptions>();
   bad->ttl = Duration::zero();
-  EXPECT_FALSE((*h)->Protect(http::verb::post, "/x", bad).has_value());
+  EXPECT_THAT((*h)->Protect(http::verb::post, "/x", bad),
+              HasErrorCode(ErrorCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/status_matchers.h"
+
 namespace idem::demo {
 namespace {
 
@@ -17,8 +19,9 @@ using ::testing::HasSubstr;
 
 void ExpectRefused(const DurationFlag& flag, std::string_view text) {
   auto parsed = ParseDurationFlag(flag, text);
-  ASSERT_FALSE(parsed.has_value()) << flag.name << " " << text;
-  EXPECT_EQ(parsed.error().code(), ErrorCode::kInvalidArgument);
+  ASSERT_THAT(parsed,
+              ::idem::testing::HasErrorCode(ErrorCode::kInvalidArgument))
+      << flag.name << " " << text;
   EXPECT_THAT(parsed.error().message(), HasSubstr(std::string(flag.name)));
   EXPECT_THAT(parsed.error().message(),
               HasSubstr(std::to_string(flag.max / flag.unit)));

@@ -28,11 +28,11 @@
 
 #include <gtest/gtest.h>
 
-#include "support/temp_dir.h"
-
 #include "http_test_util.h"
 #include "idem/open_store.h"
 #include "support/demo_process.h"
+#include "support/temp_dir.h"
+#include "support/wait_for.h"
 
 extern char** environ;
 
@@ -135,16 +135,15 @@ class DemoProcess {
   // died of a signal.
   std::optional<int> Wait(
       std::chrono::seconds timeout = std::chrono::seconds(60)) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!status_ && std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      const pid_t r = waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        status_ = status;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    WaitFor(
+        [&] {
+          int status = 0;
+          if (!status_ && waitpid(pid_, &status, WNOHANG) == pid_) {
+            status_ = status;
+          }
+          return status_.has_value();
+        },
+        timeout, std::chrono::milliseconds(10));
     if (!status_ || !WIFEXITED(*status_)) return std::nullopt;
     return WEXITSTATUS(*status_);
   }
@@ -428,7 +427,7 @@ TEST(FdLimitTest, AtTheDescriptorLimitTheServerBacksOffAndRecovers) {
   // under a sanitizer), and a connection the server accepts while it is
   // still short of descriptors is closed unanswered: ask until it answers.
   std::optional<proc::HttpResponse> stats;
-  proc::WaitFor(
+  WaitFor(
       [&] {
         stats =
             proc::Send(port, "GET", "/stats", "", "", std::chrono::seconds(10));

@@ -17,6 +17,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "http_test_util.h"
+#include "support/status_matchers.h"
 
 namespace idem::testing {
 namespace {
@@ -195,7 +196,7 @@ TEST(HandlerErrorTest, ANonStdExceptionGets500AndReleasesTheKey) {
         co_return Response();
       },
       [](beast::IdempotentHandler& h) {
-        ASSERT_TRUE(h.Protect(http::verb::post, "/x"));
+        ASSERT_THAT(h.Protect(http::verb::post, "/x"), IsOk());
       });
   for (int i = 0; i < 2; ++i) {
     TestClient client(server.port());

@@ -12,6 +12,7 @@
 
 #include "idem/beast/convert.h"
 #include "idem/open_store.h"
+#include "support/status_matchers.h"
 
 namespace idem::testing {
 namespace {
@@ -163,9 +164,7 @@ std::string ProblemMismatch(const Response& response, unsigned status,
 std::shared_ptr<Store> OpenMemoryStore(std::string_view uri) {
   // No sweeper: tests run the Guard on a ManualClock, whose times the
   // sweeper's system clock would take for long expired.
-  auto store = OpenStore(uri, {.sweep_interval = Duration::zero()});
-  if (!store) throw std::runtime_error(store.error().ToString());
-  return std::shared_ptr<Store>(std::move(*store));
+  return ValueOrThrow(OpenStore(uri, {.sweep_interval = Duration::zero()}));
 }
 
 DemoServer::DemoServer(demo::DemoOptions options,
@@ -174,12 +173,9 @@ DemoServer::DemoServer(demo::DemoOptions options,
   options.port = 0;
   if (options.store_uri.empty()) options.store_uri = "memory:";
   options.log = [](LogLevel, std::string_view) {};
-  auto demo = demo::Demo::Create(std::move(options), std::move(store));
-  if (!demo) throw std::runtime_error(demo.error().ToString());
-  demo_ = std::move(*demo);
-  if (auto started = demo_->Start(); !started) {
-    throw std::runtime_error(started.error().ToString());
-  }
+  demo_ =
+      ValueOrThrow(demo::Demo::Create(std::move(options), std::move(store)));
+  ValueOrThrow(demo_->Start());
 }
 
 DemoServer::~DemoServer() {
@@ -197,13 +193,9 @@ AdapterServer::AdapterServer(
   guard_setup.clock = std::move(clock);
   guard_setup.log = [](LogLevel, std::string_view) {};
   guard_setup.options = std::move(options);
-  auto guard = Guard::Create(std::move(guard_setup));
-  if (!guard) throw std::runtime_error(guard.error().ToString());
-  guard_ = std::move(*guard);
-  auto h = beast::IdempotentHandler::Create(guard_, std::move(handler),
-                                            std::move(handler_options));
-  if (!h) throw std::runtime_error(h.error().ToString());
-  handler_ = std::move(*h);
+  guard_ = ValueOrThrow(Guard::Create(std::move(guard_setup)));
+  handler_ = ValueOrThrow(beast::IdempotentHandler::Create(
+      guard_, std::move(handler), std::move(handler_options)));
   setup(*handler_);
   beast::IdempotentHandler* adapter = handler_.get();
   demo::HttpServerOptions server_options;
@@ -218,9 +210,7 @@ AdapterServer::AdapterServer(
   server_ = std::make_unique<demo::HttpServer>(
       server_options, [adapter](Request r) { return (*adapter)(std::move(r)); },
       std::move(hooks));
-  if (auto started = server_->Start(); !started) {
-    throw std::runtime_error(started.error().ToString());
-  }
+  ValueOrThrow(server_->Start());
 }
 
 AdapterServer::~AdapterServer() {

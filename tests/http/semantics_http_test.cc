@@ -10,6 +10,7 @@
 
 #include "http_test_util.h"
 #include "idem/metrics.h"
+#include "support/down_store.h"
 
 namespace idem::testing {
 namespace {
@@ -256,32 +257,6 @@ TEST(SemanticsHttpStoreTest, StoreFullIs503) {
   EXPECT_EQ(server.handler_runs(), 1u);
   EXPECT_EQ(server.Count(Outcome::kStoreFull), 1u);
 }
-
-// A store that is down: every call fails as unavailable.
-class DownStore final : public Store {
- public:
-  Result<ClaimResult> Claim(const RecordId&, const Fingerprint&, TimePoint,
-                            Duration, Duration) override {
-    return MakeError(ErrorCode::kUnavailable, "down");
-  }
-  Result<bool> Complete(const RecordId&, const Token&,
-                        const idem::Response&) override {
-    return MakeError(ErrorCode::kUnavailable, "down");
-  }
-  Result<bool> Release(const RecordId&, const Token&) override {
-    return MakeError(ErrorCode::kUnavailable, "down");
-  }
-  Result<bool> Revoke(const RecordId&) override {
-    return MakeError(ErrorCode::kUnavailable, "down");
-  }
-  Result<std::optional<Record>> Inspect(const RecordId&, TimePoint) override {
-    return MakeError(ErrorCode::kUnavailable, "down");
-  }
-  Result<std::size_t> PurgeExpired(TimePoint, std::size_t) override {
-    return MakeError(ErrorCode::kUnavailable, "down");
-  }
-  StoreInfo Info() const override { return {"down", true, true}; }
-};
 
 TEST(SemanticsHttpStoreTest, StoreDownIs503FailClosed) {
   DemoServer server({}, std::make_shared<DownStore>());

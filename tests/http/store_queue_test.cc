@@ -24,6 +24,7 @@
 
 #include "http_test_util.h"
 #include "idem/forwarding_store.h"
+#include "support/status_matchers.h"
 
 namespace idem::testing {
 namespace {
@@ -123,8 +124,8 @@ beast::IdempotentHandlerOptions OneThread() {
 }
 
 void Protect(IdempotentHandler& h) {
-  ASSERT_TRUE(h.Protect(http::verb::post, "/x"));
-  ASSERT_TRUE(h.Protect(http::verb::post, "/slow"));
+  ASSERT_THAT(h.Protect(http::verb::post, "/x"), IsOk());
+  ASSERT_THAT(h.Protect(http::verb::post, "/slow"), IsOk());
 }
 
 TEST(StoreQueueTest, AClaimNotStartedInTimeAnswers503WithoutTheStore) {

@@ -27,6 +27,7 @@
 #include "idem/error.h"
 #include "idem/response.h"
 #include "idem/types.h"
+#include "support/wait_for.h"
 
 extern char** environ;
 
@@ -297,16 +298,14 @@ void FullDiskWorkload(const std::function<std::unique_ptr<Store>()>& open,
   // 4. Space is back: the store recovers by itself.
   std::error_code ec;
   ASSERT_TRUE(std::filesystem::remove(filler, ec)) << ec.message();
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  bool recovered = false;
   int attempts = 0;
-  while (!recovered && std::chrono::steady_clock::now() < deadline) {
-    ++attempts;
-    recovered = ledger.ClaimAndComplete(*store, next++, 4096);
-    if (!recovered) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(recovered) << "still failing 60 s after the space came back";
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        ++attempts;
+        return ledger.ClaimAndComplete(*store, next++, 4096);
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(50)))
+      << "still failing 60 s after the space came back";
   std::cout << "recovered after " << attempts << " attempt(s)" << std::endl;
   for (int i = 0; i < 20; ++i) {
     ASSERT_TRUE(ledger.ClaimAndComplete(*store, next++, 4096)) << i;
