@@ -54,28 +54,24 @@ constexpr Backend kBackends[] = {
 
 Result<std::unique_ptr<Store>> OpenStore(std::string_view uri,
                                          const StoreOptions& options) {
-  auto parsed = StoreUri::Parse(uri);
-  if (!parsed) return tl::unexpected(parsed.error());
+  IDEM_ASSIGN_OR_RETURN(StoreUri parsed, StoreUri::Parse(uri));
   // Every scheme's: the sweeper is OpenStore's, not a backend's.
-  auto sweep_s = parsed->TakeDuration(
-      "sweep_interval_s", std::chrono::seconds(0),
-      std::chrono::duration_cast<std::chrono::seconds>(kMaxSweepInterval));
-  if (!sweep_s) return tl::unexpected(sweep_s.error());
   SweeperOptions sweeper;
-  sweeper.interval =
-      sweep_s->has_value() ? Duration(**sweep_s) : options.sweep_interval;
+  sweeper.interval = options.sweep_interval;
+  IDEM_RETURN_IF_ERROR(parsed.ReadDuration(
+      "sweep_interval_s", sweeper.interval, std::chrono::seconds(0),
+      std::chrono::duration_cast<std::chrono::seconds>(kMaxSweepInterval)));
   sweeper.clock = options.clock;
   sweeper.log = options.log;
   if (sweeper.interval < Duration::zero() ||
       sweeper.interval > kMaxSweepInterval) {
-    return tl::unexpected(parsed->InvalidArgument(
+    return tl::unexpected(parsed.InvalidArgument(
         "StoreOptions::sweep_interval must be from 0 to 24 h"));
   }
   for (const Backend& b : kBackends) {
-    if (b.scheme != nullptr && parsed->scheme() == b.scheme) {
-      auto store = b.open(*parsed, options);
-      if (!store) return store;
-      return WithSweeper(std::move(*store), std::move(sweeper));
+    if (b.scheme != nullptr && parsed.scheme() == b.scheme) {
+      IDEM_ASSIGN_OR_RETURN(auto store, b.open(parsed, options));
+      return WithSweeper(std::move(store), std::move(sweeper));
     }
   }
   std::string known;
@@ -84,8 +80,8 @@ Result<std::unique_ptr<Store>> OpenStore(std::string_view uri,
     known += s + ":";
   }
   return tl::unexpected(
-      parsed->InvalidArgument("unknown store scheme '" + parsed->scheme() +
-                              "' (this build has: " + known + ")"));
+      parsed.InvalidArgument("unknown store scheme '" + parsed.scheme() +
+                             "' (this build has: " + known + ")"));
 }
 
 std::vector<std::string> AvailableStoreSchemes() {

@@ -1,6 +1,7 @@
 #include "idem/guard.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "idem/fingerprint.h"
@@ -41,6 +42,75 @@ bool NeverStored(std::string_view name) {
          HeaderNameEquals(name, "Transfer-Encoding") ||
          HeaderNameEquals(name, "Connection") ||
          HeaderNameEquals(name, "Keep-Alive");
+}
+
+// Every answer the Guard gives instead of the handler's, one row per
+// outcome (SEMANTICS.md, "What a protected request gets"): status, code,
+// whether a retry is invited (Retry-After), and the detail unless the call
+// gives one that names a limit.
+struct ProblemRow {
+  Outcome outcome;
+  int status;
+  std::string_view code;
+  bool retry_after;
+  std::string_view detail;
+};
+
+constexpr ProblemRow kProblems[] = {
+    {Outcome::kKeyMissing, 400, problem_code::kKeyMissing, false,
+     "This endpoint requires an Idempotency-Key header: send a unique value "
+     "(a UUID, say) and send the same value again when you retry."},
+    {Outcome::kAnonymousRejected, 401, problem_code::kAuthenticationRequired,
+     false,
+     "Requests with an Idempotency-Key to this endpoint must be "
+     "authenticated."},
+    // Detail: the key error (KeyErrorDetail) or the BeginWithKey limit.
+    {Outcome::kKeyInvalid, 400, problem_code::kKeyInvalid, false, ""},
+    // Detail: names max_request_body.
+    {Outcome::kTooLarge, 413, problem_code::kRequestTooLarge, false, ""},
+    {Outcome::kMismatch, 422, problem_code::kKeyReused, false,
+     "This Idempotency-Key was already used for a different request; send a "
+     "new key for a new request."},
+    {Outcome::kConflict, 409, problem_code::kInProgress, true,
+     "A request with this Idempotency-Key is still being processed; retry "
+     "after it has finished."},
+    {Outcome::kStoreError, 503, problem_code::kStoreUnavailable, true,
+     "The server cannot check this request's Idempotency-Key right now; "
+     "retry later with the same key."},
+    {Outcome::kStoreFull, 503, problem_code::kStoreFull, true,
+     "The server cannot accept more idempotent requests right now; retry "
+     "later."},
+    {Outcome::kRecordDamaged, 500, problem_code::kRecordDamaged, false,
+     "The stored record of this Idempotency-Key is damaged; the request was "
+     "not run. Contact the operator, or send a new key if the request must "
+     "run now."},
+    {Outcome::kRouteInvalid, 500, problem_code::kRouteInvalid, false,
+     "The server's idempotency settings for this endpoint are invalid; the "
+     "request was not run."},
+};
+
+const ProblemRow& ProblemFor(Outcome outcome) {
+  for (const ProblemRow& row : kProblems) {
+    if (row.outcome == outcome) return row;
+  }
+  // Only the outcomes above are answered with a problem; reaching this is a
+  // bug in this file, answered as a store error rather than crashing.
+  return ProblemFor(Outcome::kStoreError);
+}
+
+// The deleter of the options MakeRouteOptions returns, and their mark: its
+// type, found with std::get_deleter, says they were validated, and since
+// they are const they stay valid, so Begin need not validate them again. The
+// pointer it holds tells them apart from another object that an aliasing
+// shared_ptr might share the control block with.
+struct ValidatedRoute {
+  const GuardOptions* options;
+  void operator()(const GuardOptions* p) const { delete p; }
+};
+
+bool IsValidatedRoute(const std::shared_ptr<const GuardOptions>& route) {
+  const auto* mark = std::get_deleter<ValidatedRoute>(route);
+  return mark != nullptr && mark->options == route.get();
 }
 
 template <typename Fn>
@@ -144,9 +214,7 @@ Result<std::unique_ptr<Guard>> Guard::Create(GuardSetup setup) {
   if (!setup.store) {
     return MakeError(ErrorCode::kInvalidArgument, "guard needs a store");
   }
-  if (auto valid = setup.options.Validate(); !valid) {
-    return tl::unexpected(valid.error());
-  }
+  IDEM_RETURN_IF_ERROR(setup.options.Validate());
   return std::unique_ptr<Guard>(new Guard(std::move(setup)));
 }
 
@@ -177,15 +245,15 @@ Decision Guard::Respond(Outcome outcome, Response response) {
 }
 
 Decision Guard::Problem(Outcome outcome, const GuardOptions& options,
-                        int status, std::string_view code, std::string detail,
-                        std::string_view instance, bool retry_after) {
+                        std::string_view instance, std::string detail) {
+  const ProblemRow& row = ProblemFor(outcome);
   idem::Problem p;
-  p.status = status;
-  p.code = code;
-  p.detail = std::move(detail);
+  p.status = row.status;
+  p.code = row.code;
+  p.detail = detail.empty() ? std::string(row.detail) : std::move(detail);
   p.instance = instance;
   p.type = options.problem_type;
-  if (retry_after) p.retry_after = options.retry_after;
+  if (row.retry_after) p.retry_after = options.retry_after;
   return Respond(outcome, MakeProblemResponse(p));
 }
 
@@ -205,10 +273,11 @@ bool Guard::InFailOpenBackoff(const GuardOptions& route, TimePoint now) const {
              skip_store_until_.load(std::memory_order_relaxed);
 }
 
-std::optional<Decision> Guard::RefuseInvalidRoute(const GuardOptions& route,
-                                                  std::string_view instance) {
-  if (&route == options_.get()) return std::nullopt;
-  auto valid = route.Validate();
+std::optional<Decision> Guard::RefuseInvalidRoute(
+    const std::shared_ptr<const GuardOptions>& route,
+    std::string_view instance) {
+  if (route == options_ || IsValidatedRoute(route)) return std::nullopt;
+  auto valid = route->Validate();
   if (valid) return std::nullopt;
   // A configuration bug, not a store outage: no store call, no back-off, and
   // the problem is built from the guard's own (valid) options.
@@ -217,19 +286,15 @@ std::optional<Decision> Guard::RefuseInvalidRoute(const GuardOptions& route,
           valid.error().message() +
           "); register routes with Guard::MakeRouteOptions to catch this at "
           "start-up");
-  return Problem(Outcome::kRouteInvalid, *options_, 500,
-                 problem_code::kRouteInvalid,
-                 "The server's idempotency settings for this endpoint are "
-                 "invalid; the request was not run.",
-                 instance, false);
+  return Problem(Outcome::kRouteInvalid, *options_, instance);
 }
 
 Result<std::shared_ptr<const GuardOptions>> Guard::MakeRouteOptions(
     GuardOptions options) {
-  if (auto valid = options.Validate(); !valid) {
-    return tl::unexpected(valid.error());
-  }
-  return std::make_shared<const GuardOptions>(std::move(options));
+  IDEM_RETURN_IF_ERROR(options.Validate());
+  const GuardOptions* validated = new GuardOptions(std::move(options));
+  return std::shared_ptr<const GuardOptions>(validated,
+                                             ValidatedRoute{validated});
 }
 
 Decision Guard::Begin(const RequestView& request,
@@ -237,7 +302,7 @@ Decision Guard::Begin(const RequestView& request,
   const std::string_view instance = PathOf(request.target);
   if (!route) {
     route = options_;
-  } else if (auto refused = RefuseInvalidRoute(*route, instance)) {
+  } else if (auto refused = RefuseInvalidRoute(route, instance)) {
     return std::move(*refused);
   }
   const GuardOptions& opts = *route;
@@ -253,30 +318,22 @@ Decision Guard::Begin(const RequestView& request,
   }
   if (count == 0) {
     if (!opts.key_required) return PassThrough(Outcome::kUnprotected);
-    return Problem(Outcome::kKeyMissing, opts, 400, problem_code::kKeyMissing,
-                   "This endpoint requires an Idempotency-Key header: send a "
-                   "unique value (a UUID, say) and send the same value again "
-                   "when you retry.",
-                   instance, false);
+    return Problem(Outcome::kKeyMissing, opts, instance);
   }
   // Step 1c: the anonymous policy is about requests that carry a key.
   if (!request.scope && opts.anonymous != AnonymousPolicy::kShared) {
     if (opts.anonymous == AnonymousPolicy::kBypass) {
       return PassThrough(Outcome::kUnprotected);
     }
-    return Problem(Outcome::kAnonymousRejected, opts, 401,
-                   problem_code::kAuthenticationRequired,
-                   "Requests with an Idempotency-Key to this endpoint must be "
-                   "authenticated.",
-                   instance, false);
+    return Problem(Outcome::kAnonymousRejected, opts, instance);
   }
   auto key =
       ParseIdempotencyKeyHeaders(std::span<const std::string_view>(
                                      values, std::min<std::size_t>(count, 2)),
                                  opts.max_key_length);
   if (!key) {
-    return Problem(Outcome::kKeyInvalid, opts, 400, problem_code::kKeyInvalid,
-                   std::string(KeyErrorDetail(key.error())), instance, false);
+    return Problem(Outcome::kKeyInvalid, opts, instance,
+                   std::string(KeyErrorDetail(key.error())));
   }
 
   // Step 3: the body must be bounded before it is hashed.
@@ -284,12 +341,10 @@ Decision Guard::Begin(const RequestView& request,
     if (opts.oversize_request == OversizePolicy::kBypass) {
       return PassThrough(Outcome::kTooLarge);
     }
-    return Problem(Outcome::kTooLarge, opts, 413,
-                   problem_code::kRequestTooLarge,
+    return Problem(Outcome::kTooLarge, opts, instance,
                    "The request body is larger than the " +
                        std::to_string(opts.max_request_body) +
-                       " bytes this endpoint accepts for idempotent requests.",
-                   instance, false);
+                       " bytes this endpoint accepts for idempotent requests.");
   }
 
   const TimePoint now = clock_->Now();
@@ -331,24 +386,21 @@ Decision Guard::BeginWithKey(std::string_view scope, std::string_view key,
                              std::shared_ptr<const GuardOptions> route) {
   if (!route) {
     route = options_;
-  } else if (auto refused = RefuseInvalidRoute(*route, operation)) {
+  } else if (auto refused = RefuseInvalidRoute(route, operation)) {
     return std::move(*refused);
   }
   const GuardOptions& opts = *route;
   if (key.empty() || key.size() > opts.max_key_length) {
-    return Problem(Outcome::kKeyInvalid, opts, 400, problem_code::kKeyInvalid,
+    return Problem(Outcome::kKeyInvalid, opts, operation,
                    key.empty()
                        ? "The idempotency key is empty."
                        : "The idempotency key is longer than " +
-                             std::to_string(opts.max_key_length) + " bytes.",
-                   operation, false);
+                             std::to_string(opts.max_key_length) + " bytes.");
   }
   if (input.size() > opts.max_request_body) {
-    return Problem(Outcome::kTooLarge, opts, 413,
-                   problem_code::kRequestTooLarge,
+    return Problem(Outcome::kTooLarge, opts, operation,
                    "The input is larger than " +
-                       std::to_string(opts.max_request_body) + " bytes.",
-                   operation, false);
+                       std::to_string(opts.max_request_body) + " bytes.");
   }
   const TimePoint now = clock_->Now();
   if (InFailOpenBackoff(opts, now)) return PassThrough(Outcome::kFailOpen);
@@ -384,10 +436,7 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state) {
     switch (error.code()) {
       case ErrorCode::kResourceExhausted:
         Log(LogLevel::kWarning, "idempotency store full: " + error.message());
-        return Problem(Outcome::kStoreFull, opts, 503, problem_code::kStoreFull,
-                       "The server cannot accept more idempotent requests "
-                       "right now; retry later.",
-                       state->instance, true);
+        return Problem(Outcome::kStoreFull, opts, state->instance);
       case ErrorCode::kDataLoss:
         // One record's problem, not the store's: only this key is refused,
         // and the full id lets an operator revoke the record.
@@ -396,12 +445,7 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state) {
                 error.ToString() +
                 "); requests with its key get 500 until it is revoked "
                 "(idemctl revoke --record-id)");
-        return Problem(Outcome::kRecordDamaged, opts, 500,
-                       problem_code::kRecordDamaged,
-                       "The stored record of this Idempotency-Key is damaged; "
-                       "the request was not run. Contact the operator, or "
-                       "send a new key if the request must run now.",
-                       state->instance, false);
+        return Problem(Outcome::kRecordDamaged, opts, state->instance);
       case ErrorCode::kUnavailable:
         // The one error that means "the store is unreachable": only a
         // fail-open route runs unprotected, and only fail-open routes skip
@@ -424,11 +468,7 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state) {
         break;
     }
     Log(LogLevel::kError, "idempotency store failed: " + error.ToString());
-    return Problem(Outcome::kStoreError, opts, 503,
-                   problem_code::kStoreUnavailable,
-                   "The server cannot check this request's Idempotency-Key "
-                   "right now; retry later with the same key.",
-                   state->instance, true);
+    return Problem(Outcome::kStoreError, opts, state->instance);
   }
 
   switch (claimed->outcome) {
@@ -451,10 +491,7 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state) {
       return d;
     }
     case ClaimOutcome::kMismatch:
-      return Problem(Outcome::kMismatch, opts, 422, problem_code::kKeyReused,
-                     "This Idempotency-Key was already used for a different "
-                     "request; send a new key for a new request.",
-                     state->instance, false);
+      return Problem(Outcome::kMismatch, opts, state->instance);
     case ClaimOutcome::kCompleted: {
       Response replay;
       if (claimed->response) replay = *claimed->response;
@@ -476,10 +513,7 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state) {
     d.wait = std::move(state);
     return d;
   }
-  return Problem(Outcome::kConflict, opts, 409, problem_code::kInProgress,
-                 "A request with this Idempotency-Key is still being "
-                 "processed; retry after it has finished.",
-                 state->instance, true);
+  return Problem(Outcome::kConflict, opts, state->instance);
 }
 
 void Guard::ReleaseClaim(const ClaimHandle& claim, Outcome outcome) {

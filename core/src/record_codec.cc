@@ -256,9 +256,7 @@ Result<Record> DecodeRecord(std::string_view bytes) {
   record.expires_at = FromUnixNanos(expires_at);
 
   if (record.state == RecordState::kCompleted) {
-    auto response = DecodeResponse(in);
-    if (!response) return tl::unexpected(std::move(response.error()));
-    record.response = std::move(*response);
+    IDEM_ASSIGN_OR_RETURN(record.response, DecodeResponse(in));
   } else if (in.remaining() != 0) {
     return Corrupt("in_progress record carries a response section");
   }

@@ -126,9 +126,8 @@ class SweptStore final : public ForwardingStore {
       : ForwardingStore(std::move(inner)) {}
 
   Status Attach(SweeperOptions options) {
-    auto sweeper = Sweeper::Start(inner(), std::move(options));
-    if (!sweeper) return tl::unexpected(sweeper.error());
-    sweeper_ = std::move(*sweeper);
+    IDEM_ASSIGN_OR_RETURN(sweeper_,
+                          Sweeper::Start(inner(), std::move(options)));
     return {};
   }
 
@@ -144,9 +143,7 @@ Result<std::unique_ptr<Store>> WithSweeper(std::unique_ptr<Store> store,
                                            SweeperOptions options) {
   if (options.interval == Duration::zero()) return store;
   auto swept = std::make_unique<SweptStore>(std::move(store));
-  if (Status s = swept->Attach(std::move(options)); !s) {
-    return tl::unexpected(s.error());
-  }
+  IDEM_RETURN_IF_ERROR(swept->Attach(std::move(options)));
   return std::unique_ptr<Store>(std::move(swept));
 }
 

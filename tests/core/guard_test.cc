@@ -1,6 +1,7 @@
 // The Guard against SEMANTICS.md: one test per row of "What a protected
 // request gets" and "What happens to the handler's response", over the
-// in-memory store (and a FaultyStore around it for the failure rows).
+// test baseline store (support/sharded_mutex_store.h) and a FaultyStore
+// around it for the failure rows.
 
 #include "idem/guard.h"
 
@@ -14,10 +15,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "idem/memory_store.h"
 #include "idem/problem.h"
 #include "idem/record_id.h"
 #include "support/faulty_store.h"
+#include "support/sharded_mutex_store.h"
 
 namespace idem {
 namespace {
@@ -82,14 +83,10 @@ class GuardTest : public ::testing::Test {
  protected:
   void SetUp() override { Rebuild(GuardOptions{}); }
 
-  void Rebuild(GuardOptions options, std::size_t capacity = 1000) {
+  void Rebuild(GuardOptions options) {
     clock_ = std::make_shared<ManualClock>();
-    MemoryStoreOptions mo;
-    mo.capacity = capacity;
-    auto mem = MemoryStore::Open(mo);
-    ASSERT_TRUE(mem.has_value()) << mem.error().ToString();
-    memory_ = std::shared_ptr<Store>(std::move(*mem));
-    store_ = std::make_shared<testing::FaultyStore>(memory_);
+    inner_ = std::make_shared<testing::ShardedMutexStore>();
+    store_ = std::make_shared<testing::FaultyStore>(inner_);
     logs_.clear();
     GuardSetup setup;
     setup.store = store_;
@@ -151,7 +148,7 @@ class GuardTest : public ::testing::Test {
   }
 
   std::shared_ptr<ManualClock> clock_;
-  std::shared_ptr<Store> memory_;
+  std::shared_ptr<Store> inner_;
   std::shared_ptr<testing::FaultyStore> store_;
   // Before guard_: the guard's destructor logs pending repeat counts.
   std::vector<std::string> logs_;
@@ -376,7 +373,7 @@ TEST_F(GuardTest, Step7AcquiredRunsTheHandlerOnce) {
   EXPECT_EQ(runs_, 1);
   EXPECT_EQ(Count(Outcome::kExecuted), 1u);
   auto record =
-      memory_->Inspect(MakeRecordId("tenant-a", "secret-key"), clock_->Now());
+      inner_->Inspect(MakeRecordId("tenant-a", "secret-key"), clock_->Now());
   ASSERT_TRUE(record.has_value());
   ASSERT_TRUE(record->has_value());
   EXPECT_EQ((*record)->state, RecordState::kCompleted);
@@ -428,17 +425,21 @@ TEST_F(GuardTest, Step8StoreErrorFailOpenRunsUnprotectedAndBacksOff) {
   EXPECT_EQ(runs_, 3);
 }
 
+// A store says it is full with kResourceExhausted (the memory store's
+// capacity; its own tests show that expired records make room again).
 TEST_F(GuardTest, Step8bFullStoreIs503StoreFull) {
-  Rebuild(GuardOptions{}, /*capacity=*/1);
   EXPECT_EQ(Send(Req{}.Key("key-1")).status, 201);
+  store_->fail_claim = ErrorCode::kResourceExhausted;
   const Response r = Send(Req{}.Key("key-2"));
   ExpectProblem(r, 503, problem_code::kStoreFull);
   EXPECT_TRUE(r.FindHeader("Retry-After").has_value());
   EXPECT_EQ(runs_, 1);
   EXPECT_EQ(Count(Outcome::kStoreFull), 1u);
-  // Expired records make room again.
-  clock_->Advance(hours(24));
+  EXPECT_THAT(logs_, ::testing::Contains(HasSubstr("store full")));
+  // Not an outage: no back-off, the next claim goes to the store.
+  store_->fail_claim = std::nullopt;
   EXPECT_EQ(Send(Req{}.Key("key-2")).status, 201);
+  EXPECT_EQ(runs_, 2);
 }
 
 // --- The handler's response -------------------------------------------------
@@ -848,6 +849,96 @@ TEST_F(GuardTest, MakeRouteOptionsValidatesLikeTheGuard) {
   ASSERT_TRUE(good.has_value());
   EXPECT_EQ((*good)->ttl, hours(1));
   EXPECT_EQ(Send(Req{}.Key("secret-key"), *good).status, 201);
+}
+
+// MakeRouteOptions marks what it validated: Begin does not validate those
+// options again (they are const). The mark belongs to that object, not to
+// its value: a copy, or an aliasing pointer to other options, is validated
+// on every request.
+TEST_F(GuardTest, RoutesFromMakeRouteOptionsAreNotValidatedAgain) {
+  auto made = Guard::MakeRouteOptions(GuardOptions{});
+  ASSERT_TRUE(made.has_value());
+  std::shared_ptr<const GuardOptions> route = *made;
+  // The object MakeRouteOptions allocated is not itself const, so this is
+  // defined; it shows that Begin trusts the mark instead of re-checking.
+  const_cast<GuardOptions&>(*route).max_key_length = 0;
+  EXPECT_FALSE(route->Validate().has_value());
+  EXPECT_EQ(Send(Req{}.Key("secret-key"), route).status, 400);
+  EXPECT_EQ(Count(Outcome::kRouteInvalid), 0u);
+  EXPECT_EQ(Count(Outcome::kKeyInvalid), 1u);
+
+  const auto copy = std::make_shared<const GuardOptions>(*route);
+  ExpectProblem(Send(Req{}.Key("secret-key"), copy), 500,
+                problem_code::kRouteInvalid);
+  const auto other = std::make_shared<GuardOptions>(*route);
+  const std::shared_ptr<const GuardOptions> aliasing(route, other.get());
+  ExpectProblem(Send(Req{}.Key("secret-key"), aliasing), 500,
+                problem_code::kRouteInvalid);
+  EXPECT_EQ(Count(Outcome::kRouteInvalid), 2u);
+  EXPECT_EQ(runs_, 0);
+}
+
+// Guard::BodyIsBounded answers, before the body is read, what Begin does with
+// a body over max_request_body: bounded means Begin answers it itself
+// (without the store); not bounded means Begin never refuses it for its
+// size (it passes through, or gets a problem about its key or
+// authentication).
+TEST_F(GuardTest, BodyIsBoundedAgreesWithBegin) {
+  for (const OversizePolicy oversize :
+       {OversizePolicy::kReject, OversizePolicy::kBypass}) {
+    for (const bool key_required : {false, true}) {
+      for (const AnonymousPolicy anonymous :
+           {AnonymousPolicy::kShared, AnonymousPolicy::kReject,
+            AnonymousPolicy::kBypass}) {
+        for (const bool has_key : {false, true}) {
+          for (const bool authenticated : {false, true}) {
+            SCOPED_TRACE(::testing::Message()
+                         << "bypass oversize "
+                         << (oversize == OversizePolicy::kBypass)
+                         << ", key_required " << key_required << ", anonymous "
+                         << static_cast<int>(anonymous) << ", has_key "
+                         << has_key << ", authenticated " << authenticated);
+            GuardOptions o;
+            o.oversize_request = oversize;
+            o.key_required = key_required;
+            o.anonymous = anonymous;
+            auto route = Guard::MakeRouteOptions(o);
+            ASSERT_TRUE(route.has_value());
+            int asked = 0;
+            const bool bounded = Guard::BodyIsBounded(**route, has_key, [&] {
+              ++asked;
+              return authenticated;
+            });
+            EXPECT_LE(asked, 1);
+            if (anonymous != AnonymousPolicy::kBypass) {
+              EXPECT_EQ(asked, 0);
+            }
+
+            Req req;
+            if (has_key) req.Key("secret-key");
+            if (!authenticated) req.scope.reset();
+            req.body_too_large = true;
+            View v(req);
+            const int claims = store_->claims;
+            Decision d = guard_->Begin(v.view, *route);
+            EXPECT_EQ(store_->claims, claims);
+            if (bounded) {
+              EXPECT_EQ(d.action, Action::kRespond);
+              EXPECT_GE(d.response.status, 400);
+            } else {
+              // Never refused for its size: passed through, or a key or
+              // authentication problem that does not depend on the body.
+              if (d.action == Action::kRespond) {
+                EXPECT_NE(d.response.status, 413);
+              } else {
+                EXPECT_EQ(d.action, Action::kPassThrough);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_F(GuardTest, ValidateRefusesZeroLimitsAndHugeDurations) {

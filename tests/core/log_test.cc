@@ -13,8 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "idem/guard.h"
-#include "idem/memory_store.h"
 #include "support/faulty_store.h"
+#include "support/sharded_mutex_store.h"
 
 namespace idem {
 namespace {
@@ -156,9 +156,8 @@ TEST(LogRateLimiterTest, ZeroIntervalForwardsEverything) {
 // per interval, not one per request.
 TEST(LogRateLimiterTest, TheGuardAggregatesByDefault) {
   auto clock = std::make_shared<ManualClock>();
-  auto memory = MemoryStore::Open(MemoryStoreOptions{});
-  ASSERT_TRUE(memory.has_value());
-  auto store = std::make_shared<testing::FaultyStore>(std::move(*memory));
+  auto store = std::make_shared<testing::FaultyStore>(
+      std::make_shared<testing::ShardedMutexStore>());
   store->fail_claim = ErrorCode::kUnavailable;
   Captured out;
   GuardSetup setup;

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "idem/memory_store.h"
 #include "support/faulty_store.h"
+#include "support/sharded_mutex_store.h"
 
 namespace idem {
 namespace {
@@ -18,9 +18,8 @@ class RunOnceTest : public ::testing::Test {
 
   void Rebuild(GuardOptions options) {
     clock_ = std::make_shared<ManualClock>();
-    auto store = MemoryStore::Open(MemoryStoreOptions{});
-    ASSERT_TRUE(store.has_value());
-    store_ = std::make_shared<testing::FaultyStore>(std::move(*store));
+    store_ = std::make_shared<testing::FaultyStore>(
+        std::make_shared<testing::ShardedMutexStore>());
     GuardSetup setup;
     setup.store = store_;
     setup.options = std::move(options);

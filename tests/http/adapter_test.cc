@@ -33,7 +33,6 @@ namespace asio = boost::asio;
 using beast::Handler;
 using beast::IdempotentHandler;
 using beast::Responder;
-using beast::RoutePattern;
 
 constexpr char kBody[] = R"({"n":1})";
 
@@ -45,50 +44,6 @@ Response Answer(const Request& req, unsigned status, std::string body) {
   res.keep_alive(req.keep_alive());
   res.prepare_payload();
   return res;
-}
-
-TEST(RoutePatternTest, Matches) {
-  struct Case {
-    const char* pattern;
-    const char* path;
-    bool match;
-  };
-  for (const Case& c : {
-           Case{"/orders", "/orders", true},
-           Case{"/orders", "/orders/", false},
-           Case{"/orders", "/orders/1", false},
-           Case{"/orders", "/order", false},
-           Case{"/orders/{id}", "/orders/1", true},
-           Case{"/orders/{id}", "/orders/", false},
-           Case{"/orders/{id}", "/orders/1/items", false},
-           Case{"/t/{tenant}/orders/{id}", "/t/a/orders/7", true},
-           Case{"/t/{tenant}/orders/{id}", "/t/a/carts/7", false},
-           Case{"/api/*", "/api", true},
-           Case{"/api/*", "/api/", true},
-           Case{"/api/*", "/api/v1/orders", true},
-           Case{"/api/*", "/apix", false},
-           Case{"/*", "/anything/at/all", true},
-           Case{"/", "/", true},
-           Case{"/", "/x", false},
-       }) {
-    auto p = RoutePattern::Parse(c.pattern);
-    ASSERT_THAT(p, IsOk()) << c.pattern;
-    EXPECT_EQ(p->Matches(c.path), c.match) << c.pattern << " vs " << c.path;
-  }
-  for (const char* bad : {"", "orders", "/a/*/b", "/{}", "/{id", "/a{id}"}) {
-    EXPECT_THAT(RoutePattern::Parse(bad),
-                HasErrorCode(ErrorCode::kInvalidArgument))
-        << bad;
-  }
-}
-
-TEST(RouteTableTest, MethodAndQuery) {
-  beast::RouteTable table;
-  auto options = std::make_shared<const GuardOptions>();
-  table.Add({http::verb::post, *RoutePattern::Parse("/orders"), options});
-  EXPECT_NE(table.Match(http::verb::post, "/orders?x=1"), nullptr);
-  EXPECT_EQ(table.Match(http::verb::put, "/orders"), nullptr);
-  EXPECT_EQ(table.Match(http::verb::post, "/carts"), nullptr);
 }
 
 // One server per handler form; each must behave the same.

@@ -191,9 +191,29 @@ class Guard {
   // A route's own options, validated by the same rules as the guard's
   // (GuardOptions::Validate): kInvalidArgument naming the bad field. Call it
   // where routes are registered, so a bad route fails at start-up; pass the
-  // result to Begin, BeginWithKey, Run or RunOnce.
+  // result to Begin, BeginWithKey, Run or RunOnce, which then do not
+  // validate it again (route options made any other way are validated on
+  // every request).
   static Result<std::shared_ptr<const GuardOptions>> MakeRouteOptions(
       GuardOptions options);
+
+  // Whether Begin holds a request to `route` to route.max_request_body:
+  // whether a larger body gets idem's answer (413, or the 400 or 401 that
+  // comes first) rather than the handler, so that an adapter that reads
+  // bodies itself may stop reading at that size and pass body_too_large.
+  // Decided before the body is read, from the route, whether the request
+  // carries an Idempotency-Key header, and, only when the answer depends on
+  // it, `authenticated()` (whether the request has a scope; called at most
+  // once). False: the body is not idem's to bound (oversize_request =
+  // bypass, an optional key that is absent, or an anonymous request to an
+  // anonymous = bypass route), and the adapter's own limit applies.
+  template <typename IsAuthenticated>
+  static bool BodyIsBounded(const GuardOptions& route, bool has_key,
+                            IsAuthenticated&& authenticated) {
+    if (route.oversize_request == OversizePolicy::kBypass) return false;
+    if (!route.key_required && !has_key) return false;
+    return route.anonymous != AnonymousPolicy::kBypass || authenticated();
+  }
 
   // Steps 1-8 of SEMANTICS.md for one request, with the guard's options or
   // the route's own. Never throws and never returns an error: an unreachable
@@ -256,13 +276,15 @@ class Guard {
 
   Decision Claim(std::shared_ptr<detail::WaitState> state);
   Decision Respond(Outcome outcome, Response response);
-  Decision Problem(Outcome outcome, const GuardOptions& options, int status,
-                   std::string_view code, std::string detail,
-                   std::string_view instance, bool retry_after);
+  // The problem answer of `outcome` (the table in guard.cc); `detail`
+  // replaces the table's when not empty.
+  Decision Problem(Outcome outcome, const GuardOptions& options,
+                   std::string_view instance, std::string detail = {});
   Decision PassThrough(Outcome outcome);
   bool InFailOpenBackoff(const GuardOptions& route, TimePoint now) const;
-  std::optional<Decision> RefuseInvalidRoute(const GuardOptions& route,
-                                             std::string_view instance);
+  std::optional<Decision> RefuseInvalidRoute(
+      const std::shared_ptr<const GuardOptions>& route,
+      std::string_view instance);
   void Log(LogLevel level, const std::string& message) const;
   void ReleaseClaim(const ClaimHandle& claim, Outcome outcome);
 

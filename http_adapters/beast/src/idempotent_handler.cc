@@ -122,38 +122,35 @@ IdempotentHandler::~IdempotentHandler() {
 
 Status IdempotentHandler::Protect(http::verb method, std::string_view pattern,
                                   std::shared_ptr<const GuardOptions> options) {
-  auto parsed = RoutePattern::Parse(pattern);
-  if (!parsed) return tl::unexpected(parsed.error());
+  IDEM_ASSIGN_OR_RETURN(RoutePattern parsed, RoutePattern::Parse(pattern));
   if (options) {
-    if (auto valid = options->Validate(); !valid) return valid;
+    IDEM_RETURN_IF_ERROR(options->Validate());
   } else {
     options = guard_->shared_options();
   }
-  routes_.Add(Route{method, std::move(*parsed), std::move(options)});
+  routes_.Add(Route{std::string(http::to_string(method)), std::move(parsed),
+                    std::move(options)});
   return {};
 }
 
-bool IdempotentHandler::BodyIsBounded(const Route& route,
-                                      const RequestHeader& header) const {
-  const GuardOptions& opts = *route.options;
-  if (opts.oversize_request == OversizePolicy::kBypass) return false;
-  if (!opts.key_required &&
-      header.find(std::string(kIdempotencyKeyHeader)) == header.end()) {
-    return false;
-  }
-  if (opts.anonymous == AnonymousPolicy::kBypass &&
-      (!options_.scope || !options_.scope(header))) {
-    return false;
-  }
-  return true;
+const Route* IdempotentHandler::BoundedRoute(
+    const RequestHeader& header) const {
+  const Route* route =
+      routes_.Match(ToStd(header.method_string()), ToStd(header.target()));
+  if (route == nullptr) return nullptr;
+  const bool has_key =
+      header.find({kIdempotencyKeyHeader.data(),
+                   kIdempotencyKeyHeader.size()}) != header.end();
+  const bool bounded = Guard::BodyIsBounded(*route->options, has_key, [&] {
+    return options_.scope && options_.scope(header).has_value();
+  });
+  return bounded ? route : nullptr;
 }
 
 std::uint64_t IdempotentHandler::BodyLimit(const RequestHeader& header) const {
-  const Route* route = routes_.Match(header.method(), ToStd(header.target()));
-  if (route != nullptr && BodyIsBounded(*route, header)) {
-    return route->options->max_request_body;
-  }
-  return options_.default_body_limit;
+  const Route* route = BoundedRoute(header);
+  return route != nullptr ? route->options->max_request_body
+                          : options_.default_body_limit;
 }
 
 boost::beast::error_code IdempotentHandler::ApplyBodyLimit(
@@ -173,9 +170,8 @@ boost::beast::error_code IdempotentHandler::ApplyBodyLimit(
 
 Response IdempotentHandler::TooLarge(const RequestHeader& header) {
   const std::string_view target = ToStd(header.target());
-  const Route* route = routes_.Match(header.method(), target);
   std::optional<Response> response;
-  if (route != nullptr && BodyIsBounded(*route, header)) {
+  if (const Route* route = BoundedRoute(header)) {
     std::optional<std::string> scope;
     if (options_.scope) scope = options_.scope(header);
     const std::vector<HeaderView> headers = HeaderViews(header);

@@ -168,7 +168,8 @@ class IdempotentHandler {
   // is not protected is the handler's own awaitable, with nothing added.
   asio::awaitable<Response> operator()(Request request) {
     const Route* route = routes_.Match(
-        request.method(), {request.target().data(), request.target().size()});
+        {request.method_string().data(), request.method_string().size()},
+        {request.target().data(), request.target().size()});
     if (route == nullptr) return handler_(std::move(request));
     return HandleProtected(*route, std::move(request));
   }
@@ -195,9 +196,9 @@ class IdempotentHandler {
   IdempotentHandler(std::shared_ptr<Guard> guard, Handler handler,
                     IdempotentHandlerOptions options);
 
-  // Whether a request to `route` with `header` will have its body
-  // fingerprinted (and a larger body rejected).
-  bool BodyIsBounded(const Route& route, const RequestHeader& header) const;
+  // The route of a request with `header` when the Guard holds its body to
+  // the route's max_request_body (Guard::BodyIsBounded), else nullptr.
+  const Route* BoundedRoute(const RequestHeader& header) const;
 
   asio::awaitable<Response> HandleProtected(const Route& route,
                                             Request request);

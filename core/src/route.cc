@@ -1,6 +1,6 @@
-#include "idem/beast/route.h"
+#include "idem/route.h"
 
-namespace idem::beast {
+namespace idem {
 namespace {
 
 // Splits "/a/b" into "a", "b" one call at a time; `rest` starts after a '/'.
@@ -67,7 +67,7 @@ bool RoutePattern::Matches(std::string_view path) const {
   return prefix_ || !more;
 }
 
-const Route* RouteTable::Match(boost::beast::http::verb method,
+const Route* RouteTable::Match(std::string_view method,
                                std::string_view target) const {
   const std::string_view path = target.substr(0, target.find('?'));
   for (const Route& route : routes_) {
@@ -76,4 +76,4 @@ const Route* RouteTable::Match(boost::beast::http::verb method,
   return nullptr;
 }
 
-}  // namespace idem::beast
+}  // namespace idem
