@@ -9,7 +9,10 @@ namespace {
 
 // A resent claim (the first attempt's reply was lost) finds its own token
 // and answers as the first attempt did; a takeover keeps its flag in k for
-// that. DEL before HSET drops the fields of an earlier record (c).
+// that. HSET must be the script's first write: Redis refuses a script's
+// first write under -OOM, but not later ones (a DEL first would let a full
+// server grow). The c of an earlier completed record may stay: only the
+// call that wrote it compares it.
 constexpr std::string_view kClaim = R"lua(
 local h = redis.call('HMGET', KEYS[1], 's', 'f', 't', 'l', 'e', 'r', 'k')
 local now = tonumber(ARGV[3])
@@ -28,10 +31,13 @@ if h[1] or h[2] or h[3] or h[4] or h[5] or h[6] or h[7] then
     end
   end
 end
-redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 's', '1', 'f', ARGV[1], 't', ARGV[2],
            'l', ARGV[4], 'e', ARGV[5], 'r', ARGV[6], 'k', takeover)
-if ARGV[7] ~= '0' then redis.call('PEXPIRE', KEYS[1], ARGV[7]) end
+if ARGV[7] ~= '0' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[7])
+else
+  redis.call('PERSIST', KEYS[1])
+end
 return {1, takeover}
 )lua";
 
