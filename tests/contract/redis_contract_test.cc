@@ -39,9 +39,10 @@ idem::testing::StoreFactory RedisFactory(std::string name, std::string base,
 
 }  // namespace
 
-IDEM_INSTANTIATE_STORE_CONTRACT(
-    Redis, RedisFactory("redis", idem::testing::RedisTestUri(),
-                        idem::testing::kNoRedis));
+IDEM_INSTANTIATE_STORE_CONTRACT(Redis,
+                                RedisFactory("redis",
+                                             idem::testing::RedisTestUri(),
+                                             idem::testing::kNoRedis));
 IDEM_INSTANTIATE_STORE_CONTRACT(
     RedisCluster,
     RedisFactory("redis_cluster", idem::testing::RedisClusterTestUri(),

@@ -23,8 +23,9 @@ std::uint16_t Crc16(std::string_view data) {
   for (unsigned char byte : data) {
     crc ^= static_cast<std::uint16_t>(byte) << 8;
     for (int bit = 0; bit < 8; ++bit) {
-      crc = (crc & 0x8000) != 0 ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021)
-                                : static_cast<std::uint16_t>(crc << 1);
+      crc = (crc & 0x8000) != 0
+                ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021)
+                : static_cast<std::uint16_t>(crc << 1);
     }
   }
   return crc;
@@ -85,9 +86,9 @@ Pool& ClusterRouter::PoolOf(const Endpoint& endpoint) {
   if (pool == nullptr) {
     ConnectOptions connect = options_.connect;
     connect.db = 0;
-    pool = std::make_unique<Pool>(endpoint, std::move(connect),
-                                  options_.pool_size, options_.acquire_timeout,
-                                  options_.display);
+    pool =
+        std::make_unique<Pool>(endpoint, std::move(connect), options_.pool_size,
+                               options_.acquire_timeout, options_.display);
   }
   return *pool;
 }
@@ -133,8 +134,9 @@ Status ClusterRouter::RefreshFrom(Pool& pool) {
     if (range.master.host.empty()) range.master.host = pool.endpoint().host;
     if (range.first < 0 || range.last >= kClusterSlots ||
         range.first > range.last) {
-      return MakeError(ErrorCode::kInternal,
-                       options_.display + ": CLUSTER SLOTS range out of bounds");
+      return MakeError(
+          ErrorCode::kInternal,
+          options_.display + ": CLUSTER SLOTS range out of bounds");
     }
     ranges.push_back(std::move(range));
   }
@@ -188,9 +190,9 @@ Result<std::vector<Reply>> ClusterRouter::Run(std::string_view key,
       IDEM_RETURN_IF_ERROR(Refresh());
       target = PoolOfSlot(slot);
       if (target == nullptr) {
-        return MakeError(ErrorCode::kUnavailable,
-                         options_.display + ": no node serves slot " +
-                             std::to_string(slot));
+        return MakeError(
+            ErrorCode::kUnavailable,
+            options_.display + ": no node serves slot " + std::to_string(slot));
       }
     }
     Result<std::vector<Reply>> replies;

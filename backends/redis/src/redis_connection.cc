@@ -64,12 +64,12 @@ Result<std::unique_ptr<Connection>> Connection::Open(
   if (c->err != 0) {
     std::string why = c->errstr;
     redisFree(c);
-    return MakeError(ErrorCode::kUnavailable,
-                     display + ": cannot connect to " + endpoint.Name() +
-                         ": " + why);
+    return MakeError(ErrorCode::kUnavailable, display + ": cannot connect to " +
+                                                  endpoint.Name() + ": " + why);
   }
   std::unique_ptr<Connection> conn(new Connection(c, display));
-  if (redisSetTimeout(c, tv) != REDIS_OK || redisEnableKeepAlive(c) != REDIS_OK) {
+  if (redisSetTimeout(c, tv) != REDIS_OK ||
+      redisEnableKeepAlive(c) != REDIS_OK) {
     return MakeError(ErrorCode::kUnavailable,
                      display + ": cannot set up the connection to " +
                          endpoint.Name() + ": " + c->errstr);
@@ -88,13 +88,12 @@ Result<std::unique_ptr<Connection>> Connection::Open(
   IDEM_ASSIGN_OR_RETURN(auto replies, conn->Run(setup));
   for (const Reply& r : replies) {
     if (r->type == REDIS_REPLY_ERROR) {
-      Error e = ReplyError(*r, display + ": connection setup on " +
-                                   endpoint.Name());
+      Error e =
+          ReplyError(*r, display + ": connection setup on " + endpoint.Name());
       // AUTH and SELECT refusals are configuration errors, not outages.
-      return tl::unexpected(
-          e.code() == ErrorCode::kUnavailable
-              ? e
-              : Error(ErrorCode::kInternal, e.message()));
+      return tl::unexpected(e.code() == ErrorCode::kUnavailable
+                                ? e
+                                : Error(ErrorCode::kInternal, e.message()));
     }
   }
   return conn;
@@ -164,9 +163,8 @@ Pool::~Pool() = default;
 Result<Pool::Lease> Pool::Acquire() {
   const auto now = SteadyClock::now();
   std::unique_lock<std::mutex> lock(mu_);
-  if (!freed_.wait_until(lock, now + acquire_timeout_, [&] {
-        return !idle_.empty() || open_ < max_size_;
-      })) {
+  if (!freed_.wait_until(lock, now + acquire_timeout_,
+                         [&] { return !idle_.empty() || open_ < max_size_; })) {
     return MakeError(ErrorCode::kUnavailable,
                      display_ + ": no free connection to " + endpoint_.Name() +
                          " within " + std::to_string(acquire_timeout_.count()) +

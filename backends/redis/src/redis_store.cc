@@ -77,8 +77,7 @@ TimePoint FromMicros(std::int64_t us) { return FromUnixNanos(us * 1000); }
 // whole milliseconds rounded up, at least 1; "0" for none.
 std::string TtlMs(TimePoint now, TimePoint expires_at) {
   const auto left = expires_at - now;
-  std::int64_t ms =
-      std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  std::int64_t ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
   if (ms > kMaxTtlMs) return "0";
   return std::to_string(std::max<std::int64_t>(ms, 1));
 }
@@ -158,7 +157,8 @@ Status ValidateOptions(const RedisStoreOptions& o) {
     return invalid("prefix longer than " + std::to_string(kMaxPrefix) +
                    " bytes");
   }
-  if (o.pool_size < 1 || o.pool_size > 1024) return invalid("pool not in 1..1024");
+  if (o.pool_size < 1 || o.pool_size > 1024)
+    return invalid("pool not in 1..1024");
   if (o.timeout.count() < 1 || o.timeout.count() > 3'600'000) {
     return invalid("timeout not in 1 ms..1 h");
   }
@@ -203,8 +203,8 @@ class RedisStore::Impl {
 
   template <typename Fn>
   auto Boundary(std::string_view op, Fn&& fn) -> decltype(fn()) {
-    return CatchExceptions(
-        [&] { return Prefix() + std::string(op); }, std::forward<Fn>(fn));
+    return CatchExceptions([&] { return Prefix() + std::string(op); },
+                           std::forward<Fn>(fn));
   }
 
   std::string Key(const RecordId& id) const {
@@ -298,8 +298,9 @@ class RedisStore::Impl {
   }
 
   Error DataLoss(const RecordId& id, std::string_view what) const {
-    return Error(ErrorCode::kDataLoss, Prefix() + "the record of id " +
-                                           id.ToHex() + " " + std::string(what));
+    return Error(
+        ErrorCode::kDataLoss,
+        Prefix() + "the record of id " + id.ToHex() + " " + std::string(what));
   }
 
   // The record from its fields (s, f, t, l, e, r), checked against them.
@@ -316,16 +317,16 @@ class RedisStore::Impl {
           DataLoss(id, "does not decode: " + record.error().message()));
     }
     std::int64_t locked = 0, expires = 0;
-    const bool agrees =
-        ParseInt64(redis::ReplyText(l), locked) &&
-        ParseInt64(redis::ReplyText(e), expires) &&
-        locked == CeilMicros(record->locked_until) &&
-        expires == CeilMicros(record->expires_at) &&
-        redis::ReplyText(s) ==
-            std::to_string(static_cast<int>(record->state)) &&
-        redis::ReplyText(f) == record->fingerprint.view() &&
-        redis::ReplyText(t) == record->token.view();
-    if (!agrees) return tl::unexpected(DataLoss(id, "disagrees with its fields"));
+    const bool agrees = ParseInt64(redis::ReplyText(l), locked) &&
+                        ParseInt64(redis::ReplyText(e), expires) &&
+                        locked == CeilMicros(record->locked_until) &&
+                        expires == CeilMicros(record->expires_at) &&
+                        redis::ReplyText(s) ==
+                            std::to_string(static_cast<int>(record->state)) &&
+                        redis::ReplyText(f) == record->fingerprint.view() &&
+                        redis::ReplyText(t) == record->token.view();
+    if (!agrees)
+      return tl::unexpected(DataLoss(id, "disagrees with its fields"));
     return std::move(*record);
   }
 
@@ -340,12 +341,12 @@ class RedisStore::Impl {
     const std::string encoded = EncodeRecord(fresh);
     const std::string ttl_ms = TtlMs(now, fresh.expires_at);
     const std::array<std::string_view, 7> args = {
-        fp.view(), fresh.token.view(), now_text, locked, expires,
-        encoded,   ttl_ms};
+        fp.view(), fresh.token.view(), now_text, locked, expires, encoded,
+        ttl_ms};
     const std::string key = Key(id);
-    IDEM_ASSIGN_OR_RETURN(Reply reply, RunScript(redis::ClaimScript(), key,
-                                                 args, /*wait=*/true,
-                                                 /*resends=*/1));
+    IDEM_ASSIGN_OR_RETURN(
+        Reply reply, RunScript(redis::ClaimScript(), key, args, /*wait=*/true,
+                               /*resends=*/1));
     const redisReply* r = reply.get();
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
         r->element[0]->type != REDIS_REPLY_INTEGER) {
@@ -369,9 +370,8 @@ class RedisStore::Impl {
                        Prefix() + "unexpected reply to the claim script");
     }
     IDEM_ASSIGN_OR_RETURN(
-        Record existing,
-        Decode(id, r->element[2], r->element[3], r->element[4], r->element[5],
-               r->element[6], r->element[1]));
+        Record existing, Decode(id, r->element[2], r->element[3], r->element[4],
+                                r->element[5], r->element[6], r->element[1]));
     // Decide on the times the script compared.
     Record rounded = existing;
     rounded.locked_until = FromMicros(CeilMicros(existing.locked_until));
@@ -435,9 +435,8 @@ class RedisStore::Impl {
   // The stored record, expired or not.
   Result<std::optional<Record>> Read(const RecordId& id) {
     const std::string key = Key(id);
-    IDEM_ASSIGN_OR_RETURN(
-        Reply reply, RunCommand(key, {"HMGET", key, "s", "f", "t", "l", "e",
-                                      "r"}));
+    IDEM_ASSIGN_OR_RETURN(Reply reply, RunCommand(key, {"HMGET", key, "s", "f",
+                                                        "t", "l", "e", "r"}));
     const redisReply* r = reply.get();
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 6) {
       return MakeError(ErrorCode::kInternal,
@@ -446,10 +445,9 @@ class RedisStore::Impl {
     if (std::all_of(r->element, r->element + 6, IsNil)) {
       return std::optional<Record>();
     }
-    IDEM_ASSIGN_OR_RETURN(Record record,
-                          Decode(id, r->element[0], r->element[1],
-                                 r->element[2], r->element[3], r->element[4],
-                                 r->element[5]));
+    IDEM_ASSIGN_OR_RETURN(
+        Record record, Decode(id, r->element[0], r->element[1], r->element[2],
+                              r->element[3], r->element[4], r->element[5]));
     return std::optional<Record>(std::move(record));
   }
 
@@ -589,9 +587,9 @@ std::string RedisStore::ClusterUriForParsing(std::string_view uri) {
   const std::string_view tail =
       end == std::string_view::npos ? std::string_view() : rest.substr(end);
   const std::size_t at = authority.rfind('@');
-  const std::string_view userinfo =
-      at == std::string_view::npos ? std::string_view()
-                                   : authority.substr(0, at + 1);
+  const std::string_view userinfo = at == std::string_view::npos
+                                        ? std::string_view()
+                                        : authority.substr(0, at + 1);
   const std::string_view hosts =
       at == std::string_view::npos ? authority : authority.substr(at + 1);
   const std::size_t comma = hosts.find(',');
@@ -621,11 +619,10 @@ Result<RedisStoreOptions::Node> ParseNode(std::string_view text,
   node.host = std::string(text.substr(0, colon));
   if (colon != std::string_view::npos) {
     const std::string_view port = text.substr(colon + 1);
-    const auto [end, ec] =
-        std::from_chars(port.begin(), port.end(), node.port);
+    const auto [end, ec] = std::from_chars(port.begin(), port.end(), node.port);
     if (ec != std::errc() || end != port.end() || port.empty()) {
-      return tl::unexpected(uri.InvalidArgument(
-          "malformed port in '" + std::string(text) + "'"));
+      return tl::unexpected(
+          uri.InvalidArgument("malformed port in '" + std::string(text) + "'"));
     }
   }
   if (node.host.empty()) {
@@ -645,9 +642,9 @@ Result<std::unique_ptr<Store>> RedisStore::OpenFromUri(
         "scheme '" + uri.scheme() + "' is not redis or redis-cluster"));
   }
   if (uri.host().empty()) {
-    return tl::unexpected(uri.InvalidArgument(
-        "missing the host (redis://host:port/db, "
-        "redis-cluster://host:port,host:port)"));
+    return tl::unexpected(
+        uri.InvalidArgument("missing the host (redis://host:port/db, "
+                            "redis-cluster://host:port,host:port)"));
   }
   IDEM_ASSIGN_OR_RETURN(
       auto first,
@@ -681,9 +678,8 @@ Result<std::unique_ptr<Store>> RedisStore::OpenFromUri(
   IDEM_ASSIGN_OR_RETURN(auto pool, uri.TakeUint("pool", 1, 1024));
   if (pool) o.pool_size = static_cast<std::size_t>(*pool);
   IDEM_ASSIGN_OR_RETURN(
-      auto timeout,
-      uri.TakeDuration("timeout_ms", std::chrono::milliseconds(1),
-                       std::chrono::milliseconds(3'600'000)));
+      auto timeout, uri.TakeDuration("timeout_ms", std::chrono::milliseconds(1),
+                                     std::chrono::milliseconds(3'600'000)));
   if (timeout) o.timeout = *timeout;
   IDEM_ASSIGN_OR_RETURN(
       auto acquire,

@@ -109,7 +109,8 @@ TEST(RedisStoreUriTest, AnUnreachableServerIsUnavailableWithoutThePassword) {
 TEST_F(RedisStoreTest, OneHashPerRecordUnderThePrefixWithATtl) {
   ASSERT_TRUE(store_->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10)));
   EXPECT_EQ(RedisRaw(server_, {"TYPE", Key(Id(1))}).text, "hash");
-  const long long pttl = std::stoll(RedisRaw(server_, {"PTTL", Key(Id(1))}).text);
+  const long long pttl =
+      std::stoll(RedisRaw(server_, {"PTTL", Key(Id(1))}).text);
   EXPECT_GT(pttl, 90'000);
   EXPECT_LE(pttl, 100'000);
   EXPECT_EQ(store_->Info().name, "redis");
@@ -187,9 +188,10 @@ TEST(RedisPrivateServerTest, TheRawKeyAndScopeNeverReachTheDump) {
   const std::string dump = testing::ReadAllFiles(server.dir());
   ASSERT_NE(dump.find("REDIS"), std::string::npos) << "no RDB file";
   testing::ExpectNoSecretIn(dump);
-  EXPECT_NE(dump.find(MakeRecordId(testing::kSecretScope, testing::kSecretKey)
-                          .ToHex()),
-            std::string::npos);
+  EXPECT_NE(
+      dump.find(
+          MakeRecordId(testing::kSecretScope, testing::kSecretKey).ToHex()),
+      std::string::npos);
 }
 
 TEST(RedisPrivateServerTest, CallsFailUnavailableWhileDownAndWorkAfterRestart) {
@@ -235,11 +237,10 @@ TEST(RedisPrivateServerTest, AServerWithoutConfigOpensWithAWarning) {
   PrivateRedis server({"--rename-command", "CONFIG", ""});
   ASSERT_TRUE(server.Start()) << server.error();
   std::string warning;
-  auto store =
-      OpenStore(server.uri(), {.sweep_interval = Duration::zero(),
-                               .log = [&](LogLevel, std::string_view m) {
-                                 warning = std::string(m);
-                               }});
+  auto store = OpenStore(
+      server.uri(),
+      {.sweep_interval = Duration::zero(),
+       .log = [&](LogLevel, std::string_view m) { warning = std::string(m); }});
   ASSERT_TRUE(store.has_value()) << store.error().ToString();
   EXPECT_NE(warning.find("noeviction"), std::string::npos) << warning;
 }

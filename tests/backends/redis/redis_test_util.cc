@@ -134,8 +134,8 @@ void DeleteRedisKeys(const std::string& uri, const std::string& prefix) {
   for (const std::string& server : RedisServersOf(uri)) {
     std::string cursor = "0";
     for (int rounds = 0; rounds < 100000; ++rounds) {
-      RawReply scan = RedisRaw(server, {"SCAN", cursor, "MATCH", prefix + "*",
-                                        "COUNT", "1000"});
+      RawReply scan = RedisRaw(
+          server, {"SCAN", cursor, "MATCH", prefix + "*", "COUNT", "1000"});
       if (!scan.ok || scan.elements.empty()) break;
       cursor = scan.elements[0];
       for (std::size_t i = 1; i < scan.elements.size(); ++i) {
@@ -169,10 +169,19 @@ bool PrivateRedis::Start() {
   const bool fixed = port_ != 0;
   for (int attempt = 0; attempt < 5; ++attempt) {
     if (!fixed) port_ = FreePort();
-    std::vector<std::string> argv = {
-        "redis-server", "--bind", "127.0.0.1", "--port", std::to_string(port_),
-        "--dir", dir_.string(), "--logfile", (dir_ / "redis.log").string(),
-        "--save", "", "--appendonly", "no"};
+    std::vector<std::string> argv = {"redis-server",
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--port",
+                                     std::to_string(port_),
+                                     "--dir",
+                                     dir_.string(),
+                                     "--logfile",
+                                     (dir_ / "redis.log").string(),
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "no"};
     argv.insert(argv.end(), args_.begin(), args_.end());
     std::vector<char*> cargv;
     for (std::string& a : argv) cargv.push_back(a.data());

@@ -35,15 +35,14 @@ std::string RedisClusterTestUri();
 
 // Inside a TEST body or fixture SetUp: skips (or, under CI, fails) when
 // the variable is unset.
-#define IDEM_REQUIRE_TEST_REDIS_(uri, message) \
-  do {                                         \
-    if ((uri).empty()) {                       \
-      if (std::getenv("CI") != nullptr)        \
-        FAIL() << (message);                   \
-      GTEST_SKIP() << (message);               \
-    }                                          \
+#define IDEM_REQUIRE_TEST_REDIS_(uri, message)               \
+  do {                                                       \
+    if ((uri).empty()) {                                     \
+      if (std::getenv("CI") != nullptr) FAIL() << (message); \
+      GTEST_SKIP() << (message);                             \
+    }                                                        \
   } while (0)
-#define IDEM_REQUIRE_TEST_REDIS() \
+#define IDEM_REQUIRE_TEST_REDIS()                           \
   IDEM_REQUIRE_TEST_REDIS_(::idem::testing::RedisTestUri(), \
                            ::idem::testing::kNoRedis)
 #define IDEM_REQUIRE_TEST_REDIS_CLUSTER()                          \
@@ -59,7 +58,7 @@ std::string UniqueRedisPrefix(std::string_view name);
 // One reply, flattened: strings of a bulk/status/error (errors as "-ERR
 // ..."), integers in decimal, arrays element by element, nil as "(nil)".
 struct RawReply {
-  bool ok = false;  // Connected and got a reply.
+  bool ok = false;   // Connected and got a reply.
   std::string text;  // The first (or only) value.
   std::vector<std::string> elements;
 };

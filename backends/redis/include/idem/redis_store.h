@@ -163,8 +163,7 @@ class RedisStore final : public Store {
   // a brace, or the eviction policy is refused; kUnavailable when no server
   // answers within `timeout`; kInternal otherwise (AUTH refused, ...).
   static Result<std::unique_ptr<RedisStore>> Open(
-      const RedisStoreOptions& options,
-      const StoreOptions& store_options = {});
+      const RedisStoreOptions& options, const StoreOptions& store_options = {});
 
   // Opens the store a parsed `redis:` or `redis-cluster:` URI names, as
   // OpenStore does. Parameters: prefix, pool, timeout_ms,
