@@ -222,6 +222,17 @@ Result<std::optional<std::string>> StoreUri::TakeEnum(
                                         ", got '" + *raw + "'"));
 }
 
+Status StoreUri::ReadBool(std::string_view name, bool& out) {
+  IDEM_ASSIGN_OR_RETURN(const auto value, TakeBool(name));
+  if (value) out = *value;
+  return {};
+}
+
+Status StoreUri::ReadString(std::string_view name, std::string& out) {
+  if (auto value = TakeString(name)) out = std::move(*value);
+  return {};
+}
+
 Status StoreUri::RequireLocalPath(std::string_view usage) const {
   if (!user_.empty() || !password_.empty() || !host_.empty() ||
       !port_.empty()) {

@@ -3,6 +3,12 @@
 #include "idem/store_uri.h"
 
 #include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -117,6 +123,164 @@ TEST(StoreUriTest, DurationsAreRangeCheckedInTheirUnit) {
     EXPECT_THAT(d.error().message(), HasSubstr("from 0 to 3000 ms"));
     EXPECT_THAT(d.error().message(), HasSubstr(bad));
   }
+}
+
+// The Read* forms: a present value is assigned, an absent one keeps the
+// default, a bad one is an error that leaves the default and names the
+// parameter, its range and the redacted URI.
+enum class Mode { kOff, kNormal, kFull };
+
+StoreUri MustParse(const std::string& text) {
+  auto uri = StoreUri::Parse(text);
+  EXPECT_TRUE(uri.has_value()) << text;
+  return uri.has_value() ? std::move(*uri) : StoreUri();
+}
+
+TEST(StoreUriReadTest, PresentValuesAreAssignedAndTaken) {
+  using std::chrono::milliseconds;
+  using std::chrono::seconds;
+  StoreUri uri = MustParse(
+      "x:?n=42&big=18446744073709551615&wait_ms=1500&every_s=60&flag=Off"
+      "&name=a%20b&empty=&mode=FULL");
+  std::size_t n = 7;
+  std::uint64_t big = 0;
+  std::chrono::nanoseconds wait{1};
+  milliseconds every{1};
+  bool flag = true;
+  std::string name = "default";
+  std::string empty = "default";
+  Mode mode = Mode::kOff;
+  const std::initializer_list<std::pair<std::string_view, Mode>> kModes = {
+      {"off", Mode::kOff}, {"normal", Mode::kNormal}, {"full", Mode::kFull}};
+  EXPECT_TRUE(uri.ReadUint("n", n, 1, 100).has_value());
+  EXPECT_TRUE(
+      uri.ReadUint("big", big, 0, std::numeric_limits<std::uint64_t>::max())
+          .has_value());
+  EXPECT_TRUE(
+      uri.ReadDuration("wait_ms", wait, milliseconds(0), milliseconds(3000))
+          .has_value());
+  EXPECT_TRUE(
+      uri.ReadDuration("every_s", every, seconds(1), seconds(60)).has_value());
+  EXPECT_TRUE(uri.ReadBool("flag", flag).has_value());
+  EXPECT_TRUE(uri.ReadString("name", name).has_value());
+  EXPECT_TRUE(uri.ReadString("empty", empty).has_value());
+  EXPECT_TRUE(uri.ReadEnum("mode", mode, kModes).has_value());
+  EXPECT_EQ(n, 42u);
+  EXPECT_EQ(big, std::numeric_limits<std::uint64_t>::max());
+  EXPECT_EQ(wait, milliseconds(1500));
+  EXPECT_EQ(every, seconds(60));
+  EXPECT_FALSE(flag);
+  EXPECT_EQ(name, "a b");
+  EXPECT_EQ(empty, "");
+  EXPECT_EQ(mode, Mode::kFull);
+  // Each reader removed its parameter.
+  EXPECT_TRUE(uri.params().empty());
+  EXPECT_TRUE(uri.RejectUnknown().has_value());
+}
+
+TEST(StoreUriReadTest, AbsentValuesKeepTheDefault) {
+  StoreUri uri = MustParse("x:?other=1");
+  int n = -3;
+  std::chrono::seconds wait{9};
+  bool flag = true;
+  std::string name = "default";
+  Mode mode = Mode::kNormal;
+  EXPECT_TRUE(uri.ReadUint("n", n, 0, 10).has_value());
+  EXPECT_TRUE(uri.ReadDuration("wait_s", wait, std::chrono::seconds(0),
+                               std::chrono::seconds(1))
+                  .has_value());
+  EXPECT_TRUE(uri.ReadBool("flag", flag).has_value());
+  EXPECT_TRUE(uri.ReadString("name", name).has_value());
+  EXPECT_TRUE(
+      uri.ReadEnum("mode", mode, {{"off", Mode::kOff}, {"full", Mode::kFull}})
+          .has_value());
+  EXPECT_EQ(n, -3);
+  EXPECT_EQ(wait, std::chrono::seconds(9));
+  EXPECT_TRUE(flag);
+  EXPECT_EQ(name, "default");
+  EXPECT_EQ(mode, Mode::kNormal);
+  ASSERT_EQ(uri.params().size(), 1u);
+  EXPECT_EQ(uri.params()[0].first, "other");
+}
+
+// Out of range and malformed: the error names the parameter, what it must be
+// and the value given, the output keeps its default, and a password in the
+// URI never shows.
+TEST(StoreUriReadTest, BadValuesAreErrorsThatNameTheParameterAndRange) {
+  using std::chrono::milliseconds;
+  const std::string base = "postgresql://user:Hunter2pw@h/db?";
+  struct Case {
+    std::string query;
+    std::string expected;  // What the message says the value must be.
+  };
+  const Case cases[] = {
+      {"n=0", "'n' must be an integer from 1 to 100, got '0'"},
+      {"n=101", "'n' must be an integer from 1 to 100, got '101'"},
+      {"n=-1", "'n' must be an integer from 1 to 100, got '-1'"},
+      {"n=abc", "'n' must be an integer from 1 to 100, got 'abc'"},
+      {"n=", "'n' must be an integer from 1 to 100, got ''"},
+      {"n=1%202", "'n' must be an integer from 1 to 100, got '1 2'"},
+      {"n=99999999999999999999999", "'n' must be an integer from 1 to 100"},
+      {"wait_ms=3001", "'wait_ms' must be a duration from 0 to 3000 ms"},
+      {"wait_ms=1.5", "'wait_ms' must be a duration from 0 to 3000 ms"},
+      {"wait_ms=-1", "'wait_ms' must be a duration from 0 to 3000 ms"},
+      {"flag=maybe", "'flag' must be true or false, got 'maybe'"},
+      {"flag=", "'flag' must be true or false, got ''"},
+      {"mode=fast", "'mode' must be one of off, normal, full, got 'fast'"},
+      {"mode=", "'mode' must be one of off, normal, full, got ''"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.query);
+    StoreUri uri = MustParse(base + c.query);
+    std::uint16_t n = 5;
+    milliseconds wait{7};
+    bool flag = true;
+    Mode mode = Mode::kNormal;
+    Status status;
+    const std::string param = c.query.substr(0, c.query.find('='));
+    if (param == "n") status = uri.ReadUint("n", n, 1, 100);
+    if (param == "wait_ms") {
+      status = uri.ReadDuration("wait_ms", wait, milliseconds(0),
+                                milliseconds(3000));
+    }
+    if (param == "flag") status = uri.ReadBool("flag", flag);
+    if (param == "mode") {
+      status = uri.ReadEnum("mode", mode,
+                            {{"off", Mode::kOff},
+                             {"normal", Mode::kNormal},
+                             {"full", Mode::kFull}});
+    }
+    ASSERT_FALSE(status.has_value());
+    EXPECT_EQ(status.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(status.error().message(), HasSubstr(c.expected));
+    EXPECT_THAT(status.error().message(),
+                HasSubstr("postgresql://user:***@h/db?"));
+    EXPECT_THAT(status.error().message(), Not(HasSubstr("Hunter2pw")));
+    EXPECT_EQ(n, 5);
+    EXPECT_EQ(wait, milliseconds(7));
+    EXPECT_TRUE(flag);
+    EXPECT_EQ(mode, Mode::kNormal);
+  }
+}
+
+TEST(StoreUriReadTest, TheBoundsAreInclusive) {
+  StoreUri uri = MustParse("x:?lo=1&hi=100&lo_ms=0&hi_ms=3000");
+  int lo = 0;
+  int hi = 0;
+  std::chrono::milliseconds lo_ms{5};
+  std::chrono::milliseconds hi_ms{5};
+  EXPECT_TRUE(uri.ReadUint("lo", lo, 1, 100).has_value());
+  EXPECT_TRUE(uri.ReadUint("hi", hi, 1, 100).has_value());
+  EXPECT_TRUE(uri.ReadDuration("lo_ms", lo_ms, std::chrono::milliseconds(0),
+                               std::chrono::milliseconds(3000))
+                  .has_value());
+  EXPECT_TRUE(uri.ReadDuration("hi_ms", hi_ms, std::chrono::milliseconds(0),
+                               std::chrono::milliseconds(3000))
+                  .has_value());
+  EXPECT_EQ(lo, 1);
+  EXPECT_EQ(hi, 100);
+  EXPECT_EQ(lo_ms, std::chrono::milliseconds(0));
+  EXPECT_EQ(hi_ms, std::chrono::milliseconds(3000));
 }
 
 TEST(StoreUriTest, MalformedUrisAreErrors) {

@@ -7,8 +7,12 @@
 //   postgresql://user:secret@host:5432/db?table=idempotency_keys&pool=8
 //
 // Parsing is RFC 3986 (uriparser); query parameters are percent-decoded. A
-// backend takes the parameters it knows with the Take* calls and then calls
-// RejectUnknown(), so a misspelt parameter is an error, never ignored.
+// backend reads the parameters it knows with the Read* calls (each removes
+// its parameter) and then calls RejectUnknown(), so a misspelt parameter is
+// an error, never ignored:
+//
+//   IDEM_RETURN_IF_ERROR(uri.ReadUint("pool", options.pool_size, 1, 1024));
+//   IDEM_RETURN_IF_ERROR(uri.RejectUnknown());
 //
 // Thread-safety: plain values.
 
@@ -17,9 +21,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -49,6 +55,36 @@ class StoreUri {
     return params_;
   }
 
+  // Typed parameters. Each removes parameter `name` and, when it is present
+  // and valid, assigns it to `out`; when it is absent, `out` keeps its value
+  // (the default). A present but invalid value leaves `out` unchanged and
+  // returns kInvalidArgument naming the redacted URI, the parameter, what it
+  // must be (with its range) and the value given.
+
+  // An unsigned decimal integer in [min, max] (0 <= min <= max), assigned as
+  // T (integral, wide enough for max).
+  template <typename T>
+  Status ReadUint(std::string_view name, T& out, std::type_identity_t<T> min,
+                  std::type_identity_t<T> max);
+  // An integer count of `Unit` (std::chrono::milliseconds for a parameter
+  // named `*_ms`, std::chrono::seconds for `*_s`) in [min, max], 0 <= min,
+  // assigned to `out`, any std::chrono::duration that holds a Unit without
+  // truncation and holds max without overflow. Every duration parameter of
+  // every store has a maximum, checked here before any conversion.
+  template <typename Out, typename Unit>
+  Status ReadDuration(std::string_view name, Out& out, Unit min, Unit max);
+  // true/false/1/0/yes/no/on/off, case-insensitive.
+  Status ReadBool(std::string_view name, bool& out);
+  // Any text, including the empty one.
+  Status ReadString(std::string_view name, std::string& out);
+  // One of the names of `values` (lowercase; the parameter matches them
+  // case-insensitively), assigned the value paired with it.
+  template <typename E>
+  Status ReadEnum(std::string_view name, E& out,
+                  std::initializer_list<std::pair<std::string_view, E>> values);
+
+  // The older optional-returning forms of the readers above (the same
+  // checks and errors).
   // Removes and returns parameter `name`.
   std::optional<std::string> TakeString(std::string_view name);
   // Unsigned integer in [min, max]; kInvalidArgument otherwise.
@@ -93,6 +129,46 @@ class StoreUri {
   std::string scheme_, user_, password_, host_, port_, path_, redacted_;
   std::vector<std::pair<std::string, std::string>> params_;
 };
+
+template <typename T>
+Status StoreUri::ReadUint(std::string_view name, T& out,
+                          std::type_identity_t<T> min,
+                          std::type_identity_t<T> max) {
+  static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>,
+                "ReadUint reads an integer");
+  IDEM_ASSIGN_OR_RETURN(const auto value,
+                        TakeUint(name, static_cast<std::uint64_t>(min),
+                                 static_cast<std::uint64_t>(max)));
+  if (value) out = static_cast<T>(*value);
+  return {};
+}
+
+template <typename Out, typename Unit>
+Status StoreUri::ReadDuration(std::string_view name, Out& out, Unit min,
+                              Unit max) {
+  IDEM_ASSIGN_OR_RETURN(const auto value, TakeDuration(name, min, max));
+  // Implicit, so a conversion that would truncate does not compile.
+  if (value) out = *value;
+  return {};
+}
+
+template <typename E>
+Status StoreUri::ReadEnum(
+    std::string_view name, E& out,
+    std::initializer_list<std::pair<std::string_view, E>> values) {
+  std::vector<std::string_view> names;
+  names.reserve(values.size());
+  for (const auto& value : values) names.push_back(value.first);
+  IDEM_ASSIGN_OR_RETURN(const auto chosen, TakeEnum(name, names));
+  if (!chosen) return {};
+  for (const auto& [value_name, value] : values) {
+    if (value_name == *chosen) {
+      out = value;
+      break;
+    }
+  }
+  return {};
+}
 
 template <typename Unit>
 Result<std::optional<Unit>> StoreUri::TakeDuration(std::string_view name,
