@@ -652,8 +652,10 @@ Result<std::unique_ptr<Store>> RedisStore::OpenFromUri(
                 uri));
   o.nodes.push_back(std::move(first));
   if (o.cluster) {
-    if (auto nodes = uri.TakeString("nodes")) {
-      std::string_view list = *nodes;
+    std::string nodes;
+    IDEM_RETURN_IF_ERROR(uri.ReadString("nodes", nodes));
+    {
+      std::string_view list = nodes;
       while (!list.empty()) {
         const std::size_t comma = list.find(',');
         IDEM_ASSIGN_OR_RETURN(auto node, ParseNode(list.substr(0, comma), uri));
@@ -674,26 +676,18 @@ Result<std::unique_ptr<Store>> RedisStore::OpenFromUri(
     }
     o.db = static_cast<int>(db);
   }
-  if (auto prefix = uri.TakeString("prefix")) o.prefix = *prefix;
-  IDEM_ASSIGN_OR_RETURN(auto pool, uri.TakeUint("pool", 1, 1024));
-  if (pool) o.pool_size = static_cast<std::size_t>(*pool);
-  IDEM_ASSIGN_OR_RETURN(
-      auto timeout, uri.TakeDuration("timeout_ms", std::chrono::milliseconds(1),
-                                     std::chrono::milliseconds(3'600'000)));
-  if (timeout) o.timeout = *timeout;
-  IDEM_ASSIGN_OR_RETURN(
-      auto acquire,
-      uri.TakeDuration("acquire_timeout_ms", std::chrono::milliseconds(0),
-                       std::chrono::milliseconds(3'600'000)));
-  if (acquire) o.acquire_timeout = *acquire;
-  IDEM_ASSIGN_OR_RETURN(auto eviction, uri.TakeBool("allow_eviction"));
-  if (eviction) o.allow_eviction = *eviction;
-  IDEM_ASSIGN_OR_RETURN(auto wait, uri.TakeUint("wait", 0, 64));
-  if (wait) o.wait_replicas = static_cast<int>(*wait);
-  IDEM_ASSIGN_OR_RETURN(
-      auto wait_ms, uri.TakeDuration("wait_ms", std::chrono::milliseconds(1),
-                                     std::chrono::milliseconds(3'600'000)));
-  if (wait_ms) o.wait_timeout = *wait_ms;
+  // Parsed here, with the widest bounds the types allow; Open checks the
+  // real ranges, once for both ways in.
+  constexpr std::chrono::milliseconds kZero(0), kHour(3'600'000);
+  IDEM_RETURN_IF_ERROR(uri.ReadString("prefix", o.prefix));
+  IDEM_RETURN_IF_ERROR(uri.ReadUint("pool", o.pool_size, 0, 1u << 20));
+  IDEM_RETURN_IF_ERROR(uri.ReadDuration("timeout_ms", o.timeout, kZero, kHour));
+  IDEM_RETURN_IF_ERROR(
+      uri.ReadDuration("acquire_timeout_ms", o.acquire_timeout, kZero, kHour));
+  IDEM_RETURN_IF_ERROR(uri.ReadBool("allow_eviction", o.allow_eviction));
+  IDEM_RETURN_IF_ERROR(uri.ReadUint("wait", o.wait_replicas, 0, 1 << 20));
+  IDEM_RETURN_IF_ERROR(
+      uri.ReadDuration("wait_ms", o.wait_timeout, kZero, kHour));
   IDEM_RETURN_IF_ERROR(uri.RejectUnknown());
   auto store = OpenNamed(o, options, uri.redacted());
   if (!store) {
