@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <array>
 #include <cstdlib>
 
 namespace idem::redis {
@@ -90,26 +91,19 @@ std::string Sha1Hex(std::string_view text) {
   return hex;
 }
 
+// Built once, on first use (SHA-1 of each source).
+const std::array<Script, 4>& Scripts() {
+  static const std::array<Script, 4> kScripts = {
+      Script{kClaim, Sha1Hex(kClaim)}, Script{kComplete, Sha1Hex(kComplete)},
+      Script{kRelease, Sha1Hex(kRelease)}, Script{kPurge, Sha1Hex(kPurge)}};
+  return kScripts;
+}
+
 }  // namespace
 
-const Script& ClaimScript() {
-  static const Script kScript{kClaim, Sha1Hex(kClaim)};
-  return kScript;
-}
-
-const Script& CompleteScript() {
-  static const Script kScript{kComplete, Sha1Hex(kComplete)};
-  return kScript;
-}
-
-const Script& ReleaseScript() {
-  static const Script kScript{kRelease, Sha1Hex(kRelease)};
-  return kScript;
-}
-
-const Script& PurgeScript() {
-  static const Script kScript{kPurge, Sha1Hex(kPurge)};
-  return kScript;
-}
+const Script& ClaimScript() { return Scripts()[0]; }
+const Script& CompleteScript() { return Scripts()[1]; }
+const Script& ReleaseScript() { return Scripts()[2]; }
+const Script& PurgeScript() { return Scripts()[3]; }
 
 }  // namespace idem::redis
