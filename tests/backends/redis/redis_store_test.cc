@@ -13,8 +13,10 @@
 #include "idem/record_id.h"
 #include "idem/redis_store.h"
 #include "idem/store.h"
+#include "redis_scripts.h"
 #include "redis_test_util.h"
 #include "support/secret_request.h"
+#include "support/wait_for.h"
 
 namespace idem {
 namespace {
@@ -175,6 +177,70 @@ TEST_F(RedisStoreTest, CompleteOfAnotherStoresClaimReadsTheRecordFirst) {
   EXPECT_EQ((*record)->state, RecordState::kCompleted);
   EXPECT_EQ((*record)->fingerprint, Fp(7));
   EXPECT_EQ((*record)->response->status, 202);
+}
+
+// The store sends a claim or complete once more when its connection broke
+// after sending (the reply was lost): the scripts must answer the resend as
+// they answered the first run, and nothing else the same way.
+TEST_F(RedisStoreTest, ScriptsRecogniseTheirOwnResends) {
+  const std::string key = Key(Id(1));
+  const std::string fp(32, 'f'), token(16, 't'), other(16, 'o');
+  auto eval = [&](const redis::Script& script, std::vector<std::string> args) {
+    std::vector<std::string> argv = {"EVAL", std::string(script.source), "1",
+                                     key};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RedisRaw(server_, argv);
+  };
+  const std::vector<std::string> claim = {fp,    token,    "100",   "200",
+                                          "300", "record", "100000"};
+  EXPECT_EQ(eval(redis::ClaimScript(), claim).elements,
+            (std::vector<std::string>{"1", "0"}));
+  EXPECT_EQ(eval(redis::ClaimScript(), claim).elements,
+            (std::vector<std::string>{"1", "0"}));
+  // Another claim of the same fingerprint is in the way.
+  auto blocked = eval(redis::ClaimScript(),
+                      {fp, other, "100", "200", "300", "record", "100000"});
+  ASSERT_FALSE(blocked.elements.empty());
+  EXPECT_EQ(blocked.elements[0], "0");
+
+  const std::vector<std::string> complete = {token, "done", "call-1"};
+  EXPECT_EQ(eval(redis::CompleteScript(), complete).text, "1");
+  EXPECT_EQ(eval(redis::CompleteScript(), complete).text, "1");
+  EXPECT_EQ(eval(redis::CompleteScript(), {token, "done", "call-2"}).text, "0");
+  EXPECT_EQ(eval(redis::CompleteScript(), {other, "done", "call-1"}).text, "0");
+  // A completed record is not "held" by its token any more.
+  EXPECT_EQ(eval(redis::ClaimScript(), claim).elements[0], "0");
+}
+
+TEST(RedisPrivateServerTest, WaitMakesWritesWaitForReplicas) {
+  PrivateRedis primary;
+  ASSERT_TRUE(primary.Start()) << primary.error();
+  const std::string port = primary.server().substr(10);
+  auto alone = MustOpen(primary.uri() + "?wait=1&wait_ms=50");
+  ASSERT_NE(alone, nullptr);
+  auto unreplicated =
+      alone->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_FALSE(unreplicated.has_value());
+  EXPECT_EQ(unreplicated.error().code(), ErrorCode::kUnavailable)
+      << unreplicated.error().ToString();
+
+  PrivateRedis replica({"--replicaof", "127.0.0.1", port});
+  ASSERT_TRUE(replica.Start()) << replica.error();
+  ASSERT_TRUE(testing::WaitFor([&] {
+    return RedisRaw(replica.server(), {"INFO", "replication"})
+               .text.find("master_link_status:up") != std::string::npos;
+  }));
+  auto store = MustOpen(primary.uri() + "?wait=1&wait_ms=60000");
+  ASSERT_NE(store, nullptr);
+  auto claim = store->Claim(Id(2), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+  auto done = store->Complete(Id(2), claim->token, Response{.status = 201});
+  ASSERT_TRUE(done.has_value()) << done.error().ToString();
+  EXPECT_TRUE(*done);
+  EXPECT_EQ(
+      RedisRaw(replica.server(), {"HGET", "idem:{" + Id(2).ToHex() + "}", "s"})
+          .text,
+      "2");
 }
 
 TEST(RedisPrivateServerTest, TheRawKeyAndScopeNeverReachTheDump) {
