@@ -209,6 +209,14 @@ class RedisStore final : public Store {
   // The Redis key of `id` (for tests and tools).
   std::string KeyOf(const RecordId& id) const;
 
+  // The raw engine operation a claim is measured against (idem-bench):
+  // `SET key value NX PX ttl` on the pooled connections of the server
+  // holding `key`, one round trip. Returns whether the key was set.
+  // Errors as for Claim. Not for production use: it bypasses the records.
+  Result<bool> SetIfAbsentForBenchmark(std::string_view key,
+                                       std::string_view value,
+                                       std::chrono::milliseconds ttl);
+
  private:
   class Impl;
   explicit RedisStore(std::unique_ptr<Impl> impl);
