@@ -177,6 +177,21 @@ Status ClusterRouter::Refresh() {
   return tl::unexpected(last);
 }
 
+void ClusterRouter::MaybeRefresh() {
+  const std::int64_t now =
+      std::chrono::steady_clock::now().time_since_epoch().count();
+  std::int64_t last = last_failure_refresh_.load(std::memory_order_relaxed);
+  const std::int64_t interval =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          kRefreshInterval)
+          .count();
+  if (now - last < interval ||
+      !last_failure_refresh_.compare_exchange_strong(last, now)) {
+    return;  // Another call refreshed just now, or is refreshing.
+  }
+  (void)Refresh();
+}
+
 Result<std::vector<Reply>> ClusterRouter::Run(std::string_view key,
                                               std::span<const Command> commands,
                                               int resends) {
@@ -204,7 +219,13 @@ Result<std::vector<Reply>> ClusterRouter::Run(std::string_view key,
     } else {
       replies = target->Run(commands, resends);
     }
-    if (!replies) return replies;
+    if (!replies) {
+      // After a failover the old master is gone and nobody will answer
+      // -MOVED: read the map again (at most every kRefreshInterval), so
+      // that later calls find the promoted replica.
+      if (replies.error().code() == ErrorCode::kUnavailable) MaybeRefresh();
+      return replies;
+    }
     const std::optional<Redirect> redirect =
         ParseRedirect(replies->front().get());
     if (!redirect) return replies;

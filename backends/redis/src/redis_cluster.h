@@ -10,6 +10,8 @@
 #define IDEM_BACKENDS_REDIS_SRC_REDIS_CLUSTER_H_
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -72,6 +74,11 @@ class ClusterRouter final : public Router {
   Status RefreshFrom(Pool& pool);
   // Tries the known masters, then the seeds.
   Status Refresh();
+  // Refresh() after a failed call, unless one ran in the last
+  // kRefreshInterval (an outage must not make every call read the map).
+  void MaybeRefresh();
+  static constexpr std::chrono::milliseconds kRefreshInterval{100};
+
   // The pool of `endpoint`, created on first use.
   Pool& PoolOf(const Endpoint& endpoint);
   Pool* PoolOfSlot(int slot);
@@ -81,6 +88,8 @@ class ClusterRouter final : public Router {
   std::mutex mu_;  // Guards the members below.
   std::map<std::string, std::unique_ptr<Pool>> pools_;  // Never erased.
   std::array<Pool*, kClusterSlots> slots_{};
+  // steady_clock ticks of the last MaybeRefresh that ran.
+  std::atomic<std::int64_t> last_failure_refresh_{0};
 };
 
 }  // namespace idem::redis

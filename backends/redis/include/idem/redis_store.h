@@ -65,7 +65,9 @@
 // seed node at Open; a key goes to the master of CRC16(hash tag) mod 16384.
 // -MOVED refreshes the map and retries on the named node, -ASK sends ASKING
 // and retries there once; at most kMaxRedirects redirections per call, then
-// kUnavailable. Nodes named by the map get their own pools.
+// kUnavailable. Nodes named by the map get their own pools. A call that
+// cannot reach its node also reads the map again (at most every 100 ms),
+// so that after a failover calls go to the promoted replica.
 //
 // Safety checks at Open: a server whose maxmemory-policy is not noeviction
 // may evict live records, and so silently run a request twice: Open
