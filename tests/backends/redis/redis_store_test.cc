@@ -13,6 +13,7 @@
 #include "idem/record_id.h"
 #include "idem/redis_store.h"
 #include "idem/store.h"
+#include "redis_connection.h"
 #include "redis_scripts.h"
 #include "redis_test_util.h"
 #include "support/secret_request.h"
@@ -230,6 +231,15 @@ TEST(RedisPrivateServerTest, WaitMakesWritesWaitForReplicas) {
     return RedisRaw(replica.server(), {"INFO", "replication"})
                .text.find("master_link_status:up") != std::string::npos;
   }));
+  // A replica refuses writes: -READONLY is an outage, not a bug.
+  auto on_replica = MustOpen(replica.uri());
+  ASSERT_NE(on_replica, nullptr);
+  auto readonly =
+      on_replica->Claim(Id(3), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_FALSE(readonly.has_value());
+  EXPECT_EQ(readonly.error().code(), ErrorCode::kUnavailable)
+      << readonly.error().ToString();
+
   auto store = MustOpen(primary.uri() + "?wait=1&wait_ms=60000");
   ASSERT_NE(store, nullptr);
   auto claim = store->Claim(Id(2), Fp(1), kT0, seconds(100), seconds(10));
@@ -241,6 +251,59 @@ TEST(RedisPrivateServerTest, WaitMakesWritesWaitForReplicas) {
       RedisRaw(replica.server(), {"HGET", "idem:{" + Id(2).ToHex() + "}", "s"})
           .text,
       "2");
+}
+
+TEST(RedisReplyErrorTest, ServerErrorsMapToWhatTheCallerShouldDo) {
+  const struct {
+    const char* text;
+    ErrorCode code;
+  } kCases[] = {
+      {"OOM command not allowed when used memory > 'maxmemory'.",
+       ErrorCode::kResourceExhausted},
+      {"READONLY You can't write against a read only replica.",
+       ErrorCode::kUnavailable},
+      {"LOADING Redis is loading the dataset in memory",
+       ErrorCode::kUnavailable},
+      {"BUSY Redis is busy running a script.", ErrorCode::kUnavailable},
+      {"CLUSTERDOWN The cluster is down", ErrorCode::kUnavailable},
+      {"MASTERDOWN Link with MASTER is down", ErrorCode::kUnavailable},
+      {"TRYAGAIN Multiple keys request during rehashing of slot",
+       ErrorCode::kUnavailable},
+      {"WRONGTYPE Operation against a key holding the wrong kind of value",
+       ErrorCode::kDataLoss},
+      {"ERR unknown command", ErrorCode::kInternal},
+  };
+  for (const auto& c : kCases) {
+    std::string text = c.text;
+    redisReply reply{};
+    reply.type = REDIS_REPLY_ERROR;
+    reply.str = text.data();
+    reply.len = text.size();
+    const Error e = redis::ReplyError(reply, "ctx");
+    EXPECT_EQ(e.code(), c.code) << c.text;
+    EXPECT_EQ(e.message(), "ctx: " + text);
+  }
+}
+
+TEST(RedisPrivateServerTest, AFrozenServerTimesOutUnavailableAndRecovers) {
+  PrivateRedis server;
+  ASSERT_TRUE(server.Start()) << server.error();
+  auto store = MustOpen(server.uri() + "?timeout_ms=300&pool=2");
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10)));
+  ASSERT_TRUE(server.Freeze());
+  auto frozen = store->Claim(Id(2), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_TRUE(server.Thaw());
+  ASSERT_FALSE(frozen.has_value());
+  EXPECT_EQ(frozen.error().code(), ErrorCode::kUnavailable)
+      << frozen.error().ToString();
+  // The claim may have run after the thaw (its resend did, or the first
+  // send): either way it is there now, and the store works again.
+  auto after = store->Claim(Id(2), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_TRUE(after.has_value()) << after.error().ToString();
+  auto other = store->Claim(Id(3), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_TRUE(other.has_value()) << other.error().ToString();
+  EXPECT_EQ(other->outcome, ClaimOutcome::kAcquired);
 }
 
 TEST(RedisPrivateServerTest, TheRawKeyAndScopeNeverReachTheDump) {

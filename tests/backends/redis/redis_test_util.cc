@@ -221,6 +221,10 @@ bool PrivateRedis::Start() {
   return false;
 }
 
+bool PrivateRedis::Freeze() { return pid_ > 0 && ::kill(pid_, SIGSTOP) == 0; }
+
+bool PrivateRedis::Thaw() { return pid_ > 0 && ::kill(pid_, SIGCONT) == 0; }
+
 bool PrivateRedis::Stop() {
   if (pid_ <= 0) return true;
   ::kill(pid_, SIGKILL);

@@ -85,6 +85,10 @@ class PrivateRedis {
   bool Start();
   // Kills it (SIGKILL: as a crash) and waits until it is gone.
   bool Stop();
+  // SIGSTOP: connections are accepted by the kernel but nothing answers,
+  // as with a dropped network. Thaw (SIGCONT) lets it run again.
+  bool Freeze();
+  bool Thaw();
 
   std::string server() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string uri() const { return "redis://" + server() + "/0"; }
