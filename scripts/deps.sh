@@ -11,6 +11,8 @@ packages=(
   libboost1.74-dev libboost-program-options1.74-dev
   librocksdb-dev libsqlite3-dev sqlite3
   libpq-dev postgresql
+  libhiredis-dev redis-server redis-tools
+  librestinio-dev libasio-dev libfmt-dev libhttp-parser-dev libcli11-dev
   curl wrk
 )
 

@@ -10,7 +10,9 @@
 #
 # Environment: IDEM_TEST_JOBS (default: nproc), IDEM_FUZZ_SECONDS (default 30),
 # IDEM_TEST_STAGES (default "main asan tsan fuzz"), IDEM_TEST_POSTGRES_URI (a
-# server for the postgres tests; default: one started by scripts/postgres.sh).
+# server for the postgres tests; default: one started by scripts/postgres.sh),
+# IDEM_TEST_REDIS_URI and IDEM_TEST_REDIS_CLUSTER_URI (default: started by
+# scripts/redis.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -31,6 +33,24 @@ if [[ -z ${IDEM_TEST_POSTGRES_URI:-} ]]; then
     exit 1
   else
     echo "test.sh: PostgreSQL did not start; the postgres tests will skip" >&2
+  fi
+fi
+
+# Redis for the redis store's tests: a throwaway server and a 3-master
+# cluster (scripts/redis.sh), stopped and deleted at exit, unless
+# IDEM_TEST_REDIS_URI already names one. Same CI rule as PostgreSQL.
+if [[ -z ${IDEM_TEST_REDIS_URI:-} ]]; then
+  export IDEM_REDIS_STATE=$root/build/redis
+  if redis_url=$(scripts/redis.sh start) && redis_cluster_url=$(scripts/redis.sh cluster); then
+    export IDEM_TEST_REDIS_URI=$redis_url IDEM_TEST_REDIS_CLUSTER_URI=$redis_cluster_url
+    # Chained to the EXIT trap already set (PostgreSQL's), if any.
+    prev_exit=$(trap -p EXIT | sed "s/^trap -- '//; s/' EXIT\$//")
+    trap "${prev_exit:+$prev_exit; }scripts/redis.sh stop || true" EXIT
+  elif [[ -n ${CI:-} ]]; then
+    echo "test.sh: Redis did not start (CI is set)" >&2
+    exit 1
+  else
+    echo "test.sh: Redis did not start; the redis tests will skip" >&2
   fi
 fi
 

@@ -19,6 +19,9 @@
 #ifdef IDEM_HAVE_POSTGRES
 #include "idem/postgres_store.h"
 #endif
+#ifdef IDEM_HAVE_REDIS
+#include "idem/redis_store.h"
+#endif
 
 namespace idem {
 namespace {
@@ -47,6 +50,10 @@ constexpr Backend kBackends[] = {
     {"postgresql", &PostgresStore::OpenFromUri},
     {"postgres", &PostgresStore::OpenFromUri},
 #endif
+#ifdef IDEM_HAVE_REDIS
+    {"redis", &RedisStore::OpenFromUri},
+    {"redis-cluster", &RedisStore::OpenFromUri},
+#endif
     {nullptr, nullptr},
 };
 
@@ -54,6 +61,12 @@ constexpr Backend kBackends[] = {
 
 Result<std::unique_ptr<Store>> OpenStore(std::string_view uri,
                                          const StoreOptions& options) {
+#ifdef IDEM_HAVE_REDIS
+  // A Redis Cluster URI lists hosts with commas, which RFC 3986 does not
+  // allow: the store rewrites it into a form StoreUri parses.
+  const std::string rewritten = RedisStore::ClusterUriForParsing(uri);
+  uri = rewritten;
+#endif
   IDEM_ASSIGN_OR_RETURN(StoreUri parsed, StoreUri::Parse(uri));
   // Every scheme's: the sweeper is OpenStore's, not a backend's.
   SweeperOptions sweeper;

@@ -1,6 +1,6 @@
-// Two idem-demo processes on one shared store — one PostgreSQL table, or one
-// SQLite file — : the handler of a request runs once across both, whichever
-// instance each retry reaches.
+// Two idem-demo processes on one shared store — one PostgreSQL table, one
+// SQLite file, one Redis or one Redis Cluster — : the handler of a request runs
+// once across both, whichever instance each retry reaches.
 //
 // 50 POSTs with one Idempotency-Key and one body, alternating between the
 // two instances, to a handler that takes 300 ms: first all at once (each
@@ -12,7 +12,9 @@
 //
 // The PostgreSQL table is fresh for each test, on the shared test server
 // (IDEM_TEST_POSTGRES_URI; without it those tests skip, and under CI fail);
-// the SQLite file is fresh in the test's own directory.
+// the SQLite file is fresh in the test's own directory; Redis keys are under
+// a fresh prefix, on the shared test server or cluster
+// (IDEM_TEST_REDIS_URI, IDEM_TEST_REDIS_CLUSTER_URI; same rule).
 // IDEM_DEMO_PATH is set by CMake. Only 127.0.0.1, port 0; waits are bounded
 // with generous deadlines (ASan and TSan on a loaded two-core machine).
 
@@ -36,6 +38,9 @@
 #ifdef IDEM_MULTI_INSTANCE_SQLITE
 #include <sqlite3.h>
 #endif
+#ifdef IDEM_MULTI_INSTANCE_REDIS
+#include "redis_test_util.h"
+#endif
 
 namespace idem::testing {
 namespace {
@@ -52,7 +57,7 @@ constexpr char kTarget[] = "/orders?delay_ms=300";
 constexpr char kBody[] = R"({"item":"book","quantity":1})";
 
 enum class Spacing { kAllAtOnce, kTenMsApart };
-enum class SharedStore { kPostgres, kSqlite };
+enum class SharedStore { kPostgres, kSqlite, kRedis, kRedisCluster };
 
 struct Case {
   SharedStore store;
@@ -62,6 +67,23 @@ struct Case {
 class MultiInstanceTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
+    if (GetParam().store == SharedStore::kRedis ||
+        GetParam().store == SharedStore::kRedisCluster) {
+#ifdef IDEM_MULTI_INSTANCE_REDIS
+      if (GetParam().store == SharedStore::kRedis) {
+        IDEM_REQUIRE_TEST_REDIS();
+        redis_base_ = RedisTestUri();
+      } else {
+        IDEM_REQUIRE_TEST_REDIS_CLUSTER();
+        redis_base_ = RedisClusterTestUri();
+      }
+      redis_prefix_ = UniqueRedisPrefix("multi");
+      uri_ = redis_base_ + "?prefix=" + redis_prefix_;
+      return;
+#else
+      GTEST_SKIP() << "this build has no Redis store";
+#endif
+    }
     if (GetParam().store == SharedStore::kSqlite) {
 #ifdef IDEM_MULTI_INSTANCE_SQLITE
       uri_ = "sqlite:" + (dir_.path() / "idem.db").string();
@@ -79,6 +101,9 @@ class MultiInstanceTest : public ::testing::TestWithParam<Case> {
 #endif
   }
   void TearDown() override {
+#ifdef IDEM_MULTI_INSTANCE_REDIS
+    if (!redis_prefix_.empty()) DeleteRedisKeys(redis_base_, redis_prefix_);
+#endif
 #ifdef IDEM_MULTI_INSTANCE_POSTGRES
     if (!table_.empty()) DropPostgresTable(uri_, table_);
 #endif
@@ -88,6 +113,7 @@ class MultiInstanceTest : public ::testing::TestWithParam<Case> {
 
   TempDir dir_;
   std::string table_;
+  std::string redis_base_, redis_prefix_;
   std::string uri_;
 };
 
@@ -175,8 +201,9 @@ TEST_P(MultiInstanceTest, OneKeyOnTwoInstancesRunsTheHandlerOnce) {
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
-  return std::string(info.param.store == SharedStore::kPostgres ? "Postgres"
-                                                                : "Sqlite") +
+  static constexpr const char* kNames[] = {"Postgres", "Sqlite", "Redis",
+                                           "RedisCluster"};
+  return std::string(kNames[static_cast<int>(info.param.store)]) +
          (info.param.spacing == Spacing::kAllAtOnce ? "AllAtOnce"
                                                     : "TenMsApart");
 }
@@ -186,7 +213,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{SharedStore::kPostgres, Spacing::kAllAtOnce},
                       Case{SharedStore::kPostgres, Spacing::kTenMsApart},
                       Case{SharedStore::kSqlite, Spacing::kAllAtOnce},
-                      Case{SharedStore::kSqlite, Spacing::kTenMsApart}),
+                      Case{SharedStore::kSqlite, Spacing::kTenMsApart},
+                      Case{SharedStore::kRedis, Spacing::kAllAtOnce},
+                      Case{SharedStore::kRedis, Spacing::kTenMsApart},
+                      Case{SharedStore::kRedisCluster, Spacing::kAllAtOnce},
+                      Case{SharedStore::kRedisCluster, Spacing::kTenMsApart}),
     CaseName);
 
 #ifdef IDEM_MULTI_INSTANCE_SQLITE

@@ -1,0 +1,629 @@
+// The Redis store; see redis_store.h for its contract, data layout and
+// timeouts, redis_scripts.h for the scripts, redis_router.h and
+// redis_cluster.h for where commands go.
+//
+// Why scripts decide and C++ answers: a claim must read and write one key
+// atomically, which on Redis (and on a cluster, where MULTI/WATCH would
+// pin a connection per key) is a script. The script decides only whether
+// to write, on the fields it can compare cheaply; when a record is in the
+// way it returns that record, and the answer (mismatch, completed,
+// in progress) comes from the core's ClaimBlockedBy like on every store,
+// evaluated on the same microsecond-rounded times the script compared.
+//
+// Why a Redis TTL of expires_at - now rather than PEXPIREAT expires_at:
+// records' times are on the caller's clock, which is the system clock in
+// production (where both are the same up to clock skew between the
+// application's hosts and Redis, which the relative form is immune to)
+// but a ManualClock years in the past in tests, where an absolute expiry
+// would delete every record at once.
+
+#include "idem/redis_store.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <limits>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "idem/catch_exceptions.h"
+#include "idem/record_codec.h"
+#include "idem/token.h"
+#include "redis_cluster.h"
+#include "redis_connection.h"
+#include "redis_router.h"
+#include "redis_scripts.h"
+
+namespace idem {
+namespace {
+
+using redis::Command;
+using redis::Reply;
+
+// Doubles hold integers exactly up to 2^53: times are clamped there
+// (year 2255), which keeps every comparison in the scripts exact.
+constexpr std::int64_t kMaxLuaMicros = (std::int64_t{1} << 53) - 1;
+// Longer Redis TTLs are not set: such a record is meant never to expire.
+constexpr std::int64_t kMaxTtlMs = std::int64_t{10} * 366 * 24 * 3600 * 1000;
+constexpr std::size_t kMaxPrefix = 128;
+constexpr std::size_t kScanCount = 256;
+
+std::int64_t Clamp(std::int64_t us) {
+  return std::clamp(us, -kMaxLuaMicros, kMaxLuaMicros);
+}
+
+std::int64_t FloorMicros(TimePoint t) {
+  const std::int64_t ns = ToUnixNanos(t);
+  std::int64_t us = ns / 1000;
+  if (ns % 1000 < 0) --us;
+  return Clamp(us);
+}
+
+std::int64_t CeilMicros(TimePoint t) {
+  const std::int64_t ns = ToUnixNanos(t);
+  std::int64_t us = ns / 1000;
+  if (ns % 1000 > 0) ++us;
+  return Clamp(us);
+}
+
+TimePoint FromMicros(std::int64_t us) { return FromUnixNanos(us * 1000); }
+
+// The PEXPIRE argument for a record expiring at `expires_at` as of `now`:
+// whole milliseconds rounded up, at least 1; "0" for none.
+std::string TtlMs(TimePoint now, TimePoint expires_at) {
+  const auto left = expires_at - now;
+  std::int64_t ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  if (ms > kMaxTtlMs) return "0";
+  return std::to_string(std::max<std::int64_t>(ms, 1));
+}
+
+bool ParseInt64(std::string_view text, std::int64_t& out) {
+  const auto [end, ec] = std::from_chars(text.begin(), text.end(), out);
+  return ec == std::errc() && end == text.end() && !text.empty();
+}
+
+bool IsNil(const redisReply* r) { return r->type == REDIS_REPLY_NIL; }
+
+// The fields of a claim this store made, for a one-round-trip Complete.
+struct ClaimFields {
+  RecordId id;
+  Fingerprint fingerprint;
+  TimePoint locked_until;
+  TimePoint expires_at;
+};
+
+// Claims by token, in stripes of bounded maps: a full stripe forgets an
+// arbitrary entry, whose Complete then reads the record first.
+class ClaimMemo {
+ public:
+  void Remember(const Token& token, const ClaimFields& fields) {
+    Stripe& s = StripeOf(token);
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.claims.size() >= kPerStripe) s.claims.erase(s.claims.begin());
+    s.claims.insert_or_assign(token, fields);
+  }
+  std::optional<ClaimFields> Take(const Token& token) {
+    Stripe& s = StripeOf(token);
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.claims.find(token);
+    if (it == s.claims.end()) return std::nullopt;
+    ClaimFields fields = it->second;
+    s.claims.erase(it);
+    return fields;
+  }
+
+ private:
+  static constexpr std::size_t kStripes = 16;
+  static constexpr std::size_t kPerStripe =
+      RedisStore::kRememberedClaims / kStripes;
+  struct TokenHash {
+    std::size_t operator()(const Token& t) const { return t.Prefix64(); }
+  };
+  struct Stripe {
+    std::mutex mu;
+    std::unordered_map<Token, ClaimFields, TokenHash> claims;
+  };
+  Stripe& StripeOf(const Token& token) {
+    return stripes_[token.bytes[15] % kStripes];
+  }
+  std::array<Stripe, kStripes> stripes_;
+};
+
+Status ValidateOptions(const RedisStoreOptions& o) {
+  auto invalid = [](std::string what) {
+    return MakeError(ErrorCode::kInvalidArgument, "redis store: " + what);
+  };
+  if (o.nodes.empty()) return invalid("no server given");
+  for (const auto& n : o.nodes) {
+    if (n.host.empty()) return invalid("a server has no host");
+    if (n.port < 1 || n.port > 65535) {
+      return invalid("port " + std::to_string(n.port) + " out of range");
+    }
+  }
+  if (!o.cluster && o.nodes.size() != 1) {
+    return invalid("redis:// takes one server (redis-cluster:// takes more)");
+  }
+  if (o.prefix.find_first_of("{}") != std::string::npos) {
+    return invalid(
+        "prefix must not contain '{' or '}' (the record id is the cluster "
+        "hash tag)");
+  }
+  if (o.prefix.size() > kMaxPrefix) {
+    return invalid("prefix longer than " + std::to_string(kMaxPrefix) +
+                   " bytes");
+  }
+  if (o.pool_size < 1 || o.pool_size > 1024)
+    return invalid("pool not in 1..1024");
+  if (o.timeout.count() < 1 || o.timeout.count() > 3'600'000) {
+    return invalid("timeout not in 1 ms..1 h");
+  }
+  if (o.acquire_timeout.count() < 0 || o.acquire_timeout.count() > 3'600'000) {
+    return invalid("acquire_timeout not in 0..1 h");
+  }
+  if (o.wait_replicas < 0 || o.wait_replicas > 64) {
+    return invalid("wait not in 0..64");
+  }
+  if (o.wait_timeout.count() < 1 || o.wait_timeout.count() > 3'600'000) {
+    return invalid("wait_ms not in 1 ms..1 h");
+  }
+  if (o.db < 0 || (o.cluster && o.db != 0)) {
+    return invalid("database must be 0 on a cluster and not negative");
+  }
+  return {};
+}
+
+// Glob-escapes `text` for SCAN MATCH.
+std::string GlobEscape(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+class RedisStore::Impl {
+ public:
+  Impl(RedisStoreOptions options, std::string display,
+       std::unique_ptr<redis::Router> router)
+      : o_(std::move(options)),
+        display_(std::move(display)),
+        router_(std::move(router)),
+        wait_replicas_(std::to_string(o_.wait_replicas)),
+        wait_ms_(std::to_string(o_.wait_timeout.count())) {}
+
+  std::string Prefix() const { return display_ + ": "; }
+
+  template <typename Fn>
+  auto Boundary(std::string_view op, Fn&& fn) -> decltype(fn()) {
+    return CatchExceptions([&] { return Prefix() + std::string(op); },
+                           std::forward<Fn>(fn));
+  }
+
+  std::string Key(const RecordId& id) const {
+    std::string key = o_.prefix;
+    key += '{';
+    key += id.ToHex();
+    key += '}';
+    return key;
+  }
+
+  // Checks every server: the eviction policy and persistence.
+  Status CheckServers(const LogSink& log) {
+    const Command policy = {"CONFIG", "GET", "maxmemory-policy"};
+    const Command aof = {"CONFIG", "GET", "appendonly"};
+    const Command save = {"CONFIG", "GET", "save"};
+    const std::array<Command, 3> commands = {policy, aof, save};
+    bool durable = true;
+    for (const std::string& server : router_->Servers()) {
+      IDEM_ASSIGN_OR_RETURN(auto replies, router_->RunOn(server, commands));
+      auto value = [&](std::size_t i) -> std::optional<std::string> {
+        const redisReply* r = replies[i].get();
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+          return std::nullopt;
+        }
+        return std::string(redis::ReplyText(r->element[1]));
+      };
+      const auto p = value(0);
+      if (!p) {
+        if (log) {
+          log(LogLevel::kWarning,
+              Prefix() + "cannot read the configuration of " + server +
+                  " (CONFIG is disabled?): make sure its maxmemory-policy is "
+                  "noeviction, or live records may be evicted");
+        }
+        durable = false;
+        continue;
+      }
+      if (*p != "noeviction" && !o_.allow_eviction) {
+        return MakeError(
+            ErrorCode::kInvalidArgument,
+            Prefix() + "server " + server + " has maxmemory-policy " + *p +
+                ", which may evict live records (and so run a request "
+                "twice); set it to noeviction, or add allow_eviction=true");
+      }
+      const auto a = value(1);
+      const auto s = value(2);
+      durable = durable && ((a && *a == "yes") || (s && !s->empty()));
+    }
+    durable_ = durable;
+    return {};
+  }
+
+  // Runs `script` on `key` (EVALSHA, EVAL after NOSCRIPT), followed by
+  // WAIT when `wait` and replicas are asked for; returns the script's
+  // reply.
+  Result<Reply> RunScript(const redis::Script& script, const std::string& key,
+                          std::span<const std::string_view> args, bool wait,
+                          int resends) {
+    Command call = {"EVALSHA", script.sha1, "1", key};
+    call.insert(call.end(), args.begin(), args.end());
+    std::vector<Command> commands = {call};
+    const bool waits = wait && o_.wait_replicas > 0;
+    if (waits) commands.push_back({"WAIT", wait_replicas_, wait_ms_});
+    IDEM_ASSIGN_OR_RETURN(auto replies, router_->Run(key, commands, resends));
+    if (redis::IsError(replies[0].get(), "NOSCRIPT")) {
+      commands[0][0] = "EVAL";
+      commands[0][1] = script.source;
+      IDEM_ASSIGN_OR_RETURN(replies, router_->Run(key, commands, resends));
+    }
+    if (replies[0]->type == REDIS_REPLY_ERROR) {
+      return tl::unexpected(redis::ReplyError(*replies[0], display_));
+    }
+    if (waits) {
+      const redisReply* w = replies[1].get();
+      if (w->type != REDIS_REPLY_INTEGER || w->integer < o_.wait_replicas) {
+        return MakeError(ErrorCode::kUnavailable,
+                         Prefix() + "the write reached fewer than " +
+                             wait_replicas_ + " replicas within " + wait_ms_ +
+                             " ms");
+      }
+    }
+    return std::move(replies[0]);
+  }
+
+  Result<Reply> RunCommand(const std::string& key, Command command) {
+    IDEM_ASSIGN_OR_RETURN(auto replies, router_->Run(key, {&command, 1}, 0));
+    if (replies[0]->type == REDIS_REPLY_ERROR) {
+      return tl::unexpected(redis::ReplyError(*replies[0], display_));
+    }
+    return std::move(replies[0]);
+  }
+
+  Error DataLoss(const RecordId& id, std::string_view what) const {
+    return Error(
+        ErrorCode::kDataLoss,
+        Prefix() + "the record of id " + id.ToHex() + " " + std::string(what));
+  }
+
+  // The record from its fields (s, f, t, l, e, r), checked against them.
+  Result<Record> Decode(const RecordId& id, const redisReply* s,
+                        const redisReply* f, const redisReply* t,
+                        const redisReply* l, const redisReply* e,
+                        const redisReply* r) const {
+    if (IsNil(s) || IsNil(f) || IsNil(t) || IsNil(l) || IsNil(e) || IsNil(r)) {
+      return tl::unexpected(DataLoss(id, "is missing fields"));
+    }
+    auto record = DecodeRecord(redis::ReplyText(r));
+    if (!record) {
+      return tl::unexpected(
+          DataLoss(id, "does not decode: " + record.error().message()));
+    }
+    std::int64_t locked = 0, expires = 0;
+    const bool agrees = ParseInt64(redis::ReplyText(l), locked) &&
+                        ParseInt64(redis::ReplyText(e), expires) &&
+                        locked == CeilMicros(record->locked_until) &&
+                        expires == CeilMicros(record->expires_at) &&
+                        redis::ReplyText(s) ==
+                            std::to_string(static_cast<int>(record->state)) &&
+                        redis::ReplyText(f) == record->fingerprint.view() &&
+                        redis::ReplyText(t) == record->token.view();
+    if (!agrees)
+      return tl::unexpected(DataLoss(id, "disagrees with its fields"));
+    return std::move(*record);
+  }
+
+  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
+                            TimePoint now, Duration ttl,
+                            Duration lock_timeout) {
+    const Record fresh = NewClaimRecord(fp, now, ttl, lock_timeout);
+    const std::int64_t now_us = FloorMicros(now);
+    const std::string now_text = std::to_string(now_us);
+    const std::string locked = std::to_string(CeilMicros(fresh.locked_until));
+    const std::string expires = std::to_string(CeilMicros(fresh.expires_at));
+    const std::string encoded = EncodeRecord(fresh);
+    const std::string ttl_ms = TtlMs(now, fresh.expires_at);
+    const std::array<std::string_view, 7> args = {
+        fp.view(), fresh.token.view(), now_text, locked, expires, encoded,
+        ttl_ms};
+    const std::string key = Key(id);
+    IDEM_ASSIGN_OR_RETURN(
+        Reply reply, RunScript(redis::ClaimScript(), key, args, /*wait=*/true,
+                               /*resends=*/1));
+    const redisReply* r = reply.get();
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER) {
+      return MakeError(ErrorCode::kInternal,
+                       Prefix() + "unexpected reply to the claim script");
+    }
+    const long long verdict = r->element[0]->integer;
+    if (verdict == 1 && r->elements == 2) {
+      ClaimResult result;
+      result.outcome = ClaimOutcome::kAcquired;
+      result.token = fresh.token;
+      result.takeover = redis::ReplyText(r->element[1]) == "1";
+      result.locked_until = fresh.locked_until;
+      memo_.Remember(fresh.token,
+                     {id, fp, fresh.locked_until, fresh.expires_at});
+      return result;
+    }
+    if (verdict == 2) return tl::unexpected(DataLoss(id, "has damaged fields"));
+    if (verdict != 0 || r->elements != 7) {
+      return MakeError(ErrorCode::kInternal,
+                       Prefix() + "unexpected reply to the claim script");
+    }
+    IDEM_ASSIGN_OR_RETURN(
+        Record existing, Decode(id, r->element[2], r->element[3], r->element[4],
+                                r->element[5], r->element[6], r->element[1]));
+    // Decide on the times the script compared.
+    Record rounded = existing;
+    rounded.locked_until = FromMicros(CeilMicros(existing.locked_until));
+    rounded.expires_at = FromMicros(CeilMicros(existing.expires_at));
+    std::optional<ClaimResult> blocked =
+        ClaimBlockedBy(rounded, fp, FromMicros(now_us));
+    if (!blocked) {
+      // Cannot happen: the script and ClaimBlockedBy compared the same
+      // values. Answer as a claim that lost its races does.
+      ClaimResult result;
+      result.outcome = ClaimOutcome::kInProgress;
+      result.locked_until = now;
+      return result;
+    }
+    if (blocked->outcome == ClaimOutcome::kInProgress) {
+      blocked->locked_until = existing.locked_until;
+    }
+    return std::move(*blocked);
+  }
+
+  Result<bool> Complete(const RecordId& id, const Token& token,
+                        const Response& response) {
+    std::optional<ClaimFields> fields = memo_.Take(token);
+    if (!fields || fields->id != id) {
+      IDEM_ASSIGN_OR_RETURN(auto record, Read(id));
+      if (!record || !record->HeldBy(token)) return false;
+      fields = ClaimFields{id, record->fingerprint, record->locked_until,
+                           record->expires_at};
+    }
+    Record completed{.state = RecordState::kCompleted,
+                     .fingerprint = fields->fingerprint,
+                     .token = token,
+                     .locked_until = fields->locked_until,
+                     .expires_at = fields->expires_at,
+                     .response = std::make_shared<const Response>(response)};
+    const std::string encoded = EncodeRecord(completed);
+    const Token call = NewToken();
+    const std::array<std::string_view, 3> args = {token.view(), encoded,
+                                                  call.view()};
+    IDEM_ASSIGN_OR_RETURN(Reply reply,
+                          RunScript(redis::CompleteScript(), Key(id), args,
+                                    /*wait=*/true, /*resends=*/1));
+    return IntegerReply(*reply) == 1;
+  }
+
+  Result<bool> Release(const RecordId& id, const Token& token) {
+    memo_.Take(token);
+    const std::array<std::string_view, 1> args = {token.view()};
+    IDEM_ASSIGN_OR_RETURN(Reply reply,
+                          RunScript(redis::ReleaseScript(), Key(id), args,
+                                    /*wait=*/false, /*resends=*/0));
+    return IntegerReply(*reply) == 1;
+  }
+
+  Result<bool> Revoke(const RecordId& id) {
+    const std::string key = Key(id);
+    IDEM_ASSIGN_OR_RETURN(Reply reply, RunCommand(key, {"DEL", key}));
+    return IntegerReply(*reply) > 0;
+  }
+
+  // The stored record, expired or not.
+  Result<std::optional<Record>> Read(const RecordId& id) {
+    const std::string key = Key(id);
+    IDEM_ASSIGN_OR_RETURN(Reply reply, RunCommand(key, {"HMGET", key, "s", "f",
+                                                        "t", "l", "e", "r"}));
+    const redisReply* r = reply.get();
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6) {
+      return MakeError(ErrorCode::kInternal,
+                       Prefix() + "unexpected reply to HMGET");
+    }
+    if (std::all_of(r->element, r->element + 6, IsNil)) {
+      return std::optional<Record>();
+    }
+    IDEM_ASSIGN_OR_RETURN(
+        Record record, Decode(id, r->element[0], r->element[1], r->element[2],
+                              r->element[3], r->element[4], r->element[5]));
+    return std::optional<Record>(std::move(record));
+  }
+
+  Result<std::optional<Record>> Inspect(const RecordId& id, TimePoint now) {
+    IDEM_ASSIGN_OR_RETURN(auto record, Read(id));
+    if (record && record->Expired(now)) record.reset();
+    return record;
+  }
+
+  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) {
+    std::size_t purged = 0;
+    if (limit == 0) return purged;
+    const std::string now_text = std::to_string(FloorMicros(now));
+    const std::string pattern = GlobEscape(o_.prefix) + "{*}";
+    const std::string count = std::to_string(kScanCount);
+    for (const std::string& server : router_->Servers()) {
+      std::string cursor = "0";
+      do {
+        const Command scan = {"SCAN", cursor, "MATCH", pattern, "COUNT", count};
+        IDEM_ASSIGN_OR_RETURN(auto replies, router_->RunOn(server, {&scan, 1}));
+        const redisReply* r = replies[0].get();
+        if (r->type == REDIS_REPLY_ERROR) {
+          return tl::unexpected(redis::ReplyError(*r, display_));
+        }
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+            r->element[1]->type != REDIS_REPLY_ARRAY) {
+          return MakeError(ErrorCode::kInternal,
+                           Prefix() + "unexpected reply to SCAN");
+        }
+        cursor = std::string(redis::ReplyText(r->element[0]));
+        const redisReply* keys = r->element[1];
+        for (std::size_t i = 0; i < keys->elements; ++i) {
+          const std::string key(redis::ReplyText(keys->element[i]));
+          const std::array<std::string_view, 1> args = {now_text};
+          IDEM_ASSIGN_OR_RETURN(Reply done,
+                                RunScript(redis::PurgeScript(), key, args,
+                                          /*wait=*/false, /*resends=*/0));
+          if (IntegerReply(*done) == 1 && ++purged == limit) {
+            return purged;
+          }
+        }
+      } while (cursor != "0");
+    }
+    return purged;
+  }
+
+  StoreInfo Info() const {
+    return {.name = o_.cluster ? "redis-cluster" : "redis",
+            .durable = durable_,
+            .shared_across_processes = true,
+            .calls_may_block = true,
+            .max_concurrent_calls = o_.pool_size,
+            .acquire_timeout = o_.acquire_timeout};
+  }
+
+  redis::Router& router() { return *router_; }
+
+ private:
+  // The scripts and DEL return integers; anything else is a bug, and
+  // never counts as "done".
+  static long long IntegerReply(const redisReply& r) {
+    return r.type == REDIS_REPLY_INTEGER ? r.integer : -1;
+  }
+
+  const RedisStoreOptions o_;
+  const std::string display_;
+  const std::unique_ptr<redis::Router> router_;
+  const std::string wait_replicas_;
+  const std::string wait_ms_;
+  bool durable_ = false;  // Set once at Open.
+  ClaimMemo memo_;
+};
+
+RedisStore::RedisStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+RedisStore::~RedisStore() = default;
+
+Result<std::unique_ptr<RedisStore>> RedisStore::Open(
+    const RedisStoreOptions& options, const StoreOptions& store_options) {
+  std::string display = options.cluster ? "redis-cluster://" : "redis://";
+  for (std::size_t i = 0; i < options.nodes.size(); ++i) {
+    display += (i == 0 ? "" : ",") + options.nodes[i].host + ":" +
+               std::to_string(options.nodes[i].port);
+  }
+  return OpenNamed(options, store_options, std::move(display));
+}
+
+Result<std::unique_ptr<RedisStore>> RedisStore::OpenNamed(
+    const RedisStoreOptions& options, const StoreOptions& store_options,
+    std::string display) {
+  IDEM_RETURN_IF_ERROR(ValidateOptions(options));
+  return CatchExceptions(
+      [&] { return display + ": open"; },
+      [&]() -> Result<std::unique_ptr<RedisStore>> {
+        redis::ConnectOptions connect{.user = options.user,
+                                      .password = options.password,
+                                      .db = options.db,
+                                      .timeout = options.timeout};
+        std::unique_ptr<redis::Router> router;
+        if (options.cluster) {
+          redis::ClusterOptions cluster;
+          for (const auto& n : options.nodes) {
+            cluster.seeds.push_back({n.host, n.port});
+          }
+          cluster.connect = connect;
+          cluster.pool_size = options.pool_size;
+          cluster.acquire_timeout = options.acquire_timeout;
+          cluster.max_redirects = kMaxRedirects;
+          cluster.display = display;
+          IDEM_ASSIGN_OR_RETURN(router,
+                                redis::ClusterRouter::Open(std::move(cluster)));
+        } else {
+          auto pool = std::make_unique<redis::Pool>(
+              redis::Endpoint{options.nodes[0].host, options.nodes[0].port},
+              connect, options.pool_size, options.acquire_timeout, display);
+          // Connect now, so that a wrong address fails at start-up.
+          IDEM_ASSIGN_OR_RETURN(auto lease, pool->Acquire());
+          (void)lease;
+          router = std::make_unique<redis::SingleRouter>(std::move(pool));
+        }
+        auto impl = std::make_unique<Impl>(options, display, std::move(router));
+        IDEM_RETURN_IF_ERROR(impl->CheckServers(store_options.log));
+        return std::unique_ptr<RedisStore>(new RedisStore(std::move(impl)));
+      });
+}
+
+Result<ClaimResult> RedisStore::Claim(const RecordId& id, const Fingerprint& fp,
+                                      TimePoint now, Duration ttl,
+                                      Duration lock_timeout) {
+  if (ttl <= Duration::zero() || lock_timeout <= Duration::zero()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     impl_->Prefix() + "ttl and lock_timeout must be positive");
+  }
+  return impl_->Boundary(
+      "claim", [&] { return impl_->Claim(id, fp, now, ttl, lock_timeout); });
+}
+
+Result<bool> RedisStore::Complete(const RecordId& id, const Token& token,
+                                  const Response& response) {
+  return impl_->Boundary("complete",
+                         [&] { return impl_->Complete(id, token, response); });
+}
+
+Result<bool> RedisStore::Release(const RecordId& id, const Token& token) {
+  return impl_->Boundary("release", [&] { return impl_->Release(id, token); });
+}
+
+Result<bool> RedisStore::Revoke(const RecordId& id) {
+  return impl_->Boundary("revoke", [&] { return impl_->Revoke(id); });
+}
+
+Result<std::optional<Record>> RedisStore::Inspect(const RecordId& id,
+                                                  TimePoint now) {
+  return impl_->Boundary("inspect", [&] { return impl_->Inspect(id, now); });
+}
+
+Result<std::size_t> RedisStore::PurgeExpired(TimePoint now, std::size_t limit) {
+  return impl_->Boundary("purge",
+                         [&] { return impl_->PurgeExpired(now, limit); });
+}
+
+StoreInfo RedisStore::Info() const { return impl_->Info(); }
+
+std::string RedisStore::KeyOf(const RecordId& id) const {
+  return impl_->Key(id);
+}
+
+Result<bool> RedisStore::SetIfAbsentForBenchmark(
+    std::string_view key, std::string_view value,
+    std::chrono::milliseconds ttl) {
+  return impl_->Boundary("set", [&]() -> Result<bool> {
+    const std::string k(key), ms = std::to_string(ttl.count());
+    IDEM_ASSIGN_OR_RETURN(
+        Reply reply, impl_->RunCommand(k, {"SET", k, value, "NX", "PX", ms}));
+    return reply->type == REDIS_REPLY_STATUS;  // OK; nil when present.
+  });
+}
+
+}  // namespace idem
