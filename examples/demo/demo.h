@@ -58,8 +58,8 @@ struct DemoOptions {
 // The store default, in one place: RocksDB in ./var/idem, relative to the
 // working directory (created on first start). Durable, so that a restarted
 // demo still replays what it answered before, and the fastest durable store
-// for one process per node (docs/STORES.md, "Which one for one node", has
-// the numbers). Its one limit: one process per directory, so a second demo
+// for one process per node (docs/STORES.md, "Which store"; the figures are
+// in docs/BENCHMARKS.md). Its one limit: one process per directory, so a second demo
 // in the same working directory fails at start-up naming the path; give it
 // its own --store.
 inline constexpr std::string_view kDefaultStoreUri = "rocksdb:./var/idem";
