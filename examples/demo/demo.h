@@ -59,9 +59,9 @@ struct DemoOptions {
 // working directory (created on first start). Durable, so that a restarted
 // demo still replays what it answered before, and the fastest durable store
 // for one process per node (docs/STORES.md, "Which store"; the figures are
-// in docs/BENCHMARKS.md). Its one limit: one process per directory, so a second demo
-// in the same working directory fails at start-up naming the path; give it
-// its own --store.
+// in docs/BENCHMARKS.md). Its one limit: one process per directory, so a
+// second demo in the same working directory fails at start-up naming the
+// path; give it its own --store.
 inline constexpr std::string_view kDefaultStoreUri = "rocksdb:./var/idem";
 
 // --store when given, else $IDEM_STORE when set and non-empty, else
