@@ -29,28 +29,54 @@ die() { echo "redis.sh: $*" >&2; exit 1; }
 command -v redis-server >/dev/null || die "no redis-server (apt-get install redis-server)"
 command -v redis-cli >/dev/null || die "no redis-cli (apt-get install redis-tools)"
 
+# A free port of 127.0.0.1 (bound with port 0). With `bus`, one a cluster
+# node can use: Redis Cluster listens on port + 10000 too, so the port must
+# be at most 55535 and its bus port free as well.
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  python3 - "${1:-}" <<'PY'
+import socket, sys
+bus = sys.argv[1] == "bus"
+for _ in range(200):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    if bus:
+        if port > 55535:
+            continue
+        b = socket.socket()
+        try:
+            b.bind(("127.0.0.1", port + 10000))
+        except OSError:
+            continue
+        finally:
+            b.close()
+    print(port)
+    sys.exit(0)
+sys.exit(1)
+PY
 }
 
 ping() { redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null | grep -q PONG; }
 
-# Starts a server in directory $1 on a free port (extra arguments go to
-# redis-server); prints the port.
+# Starts a server in directory $1 on a free port ($2: "bus" for a cluster
+# node, else ""; extra arguments go to redis-server); prints the port.
 server_start() {
-  local dir=$1 attempt port deadline
-  shift
+  local dir=$1 kind=$2 attempt port deadline pid
+  shift 2
   mkdir -p "$dir"
   for attempt in 1 2 3 4 5; do
-    port=$(free_port)
+    port=$(free_port "$kind") || continue
     rm -f "$dir/redis.log"
     redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --daemonize yes \
       --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --save '' --appendonly no \
       "$@" >/dev/null || true
     deadline=$((SECONDS + wait_s))
     until ping "$port"; do
-      # A server that lost the port race says so in its log and exits.
-      grep -qs 'Address already in use\|Could not create server TCP' "$dir/redis.log" && break
+      # A server that lost the port race (or refused its port) says so in
+      # its log and exits: try another port at once.
+      grep -qs 'Address already in use\|Could not create server TCP\|port number too high' "$dir/redis.log" && break
+      pid=$(cat "$dir/redis.pid" 2>/dev/null || true)
+      [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null && break
       ((SECONDS < deadline)) || break
       sleep 0.1
     done
@@ -108,7 +134,7 @@ cmd_start() {
   if up "$state/standalone"; then standalone_url; return; fi
   server_stop "$state/standalone" 2>/dev/null || true
   rm -rf "$state/standalone"
-  server_start "$state/standalone" >/dev/null || die "redis-server did not start"
+  server_start "$state/standalone" "" >/dev/null || die "redis-server did not start"
   watchdog
   standalone_url
 }
@@ -121,7 +147,7 @@ cmd_cluster() {
   rm -rf "$state/cluster"
   local addrs=()
   for d in "${nodes[@]}"; do
-    port=$(server_start "$d" --cluster-enabled yes --cluster-config-file "$d/nodes.conf" \
+    port=$(server_start "$d" bus --cluster-enabled yes --cluster-config-file "$d/nodes.conf" \
       --cluster-node-timeout 5000) || die "a cluster node did not start"
     addrs+=("127.0.0.1:$port")
   done
