@@ -23,15 +23,15 @@
 #include <array>
 #include <charconv>
 #include <limits>
-#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "idem/catch_exceptions.h"
+#include "idem/claim_memo.h"
 #include "idem/record_codec.h"
 #include "idem/token.h"
 #include "redis_cluster.h"
@@ -88,51 +88,6 @@ bool ParseInt64(std::string_view text, std::int64_t& out) {
 }
 
 bool IsNil(const redisReply* r) { return r->type == REDIS_REPLY_NIL; }
-
-// The fields of a claim this store made, for a one-round-trip Complete.
-struct ClaimFields {
-  RecordId id;
-  Fingerprint fingerprint;
-  TimePoint locked_until;
-  TimePoint expires_at;
-};
-
-// Claims by token, in stripes of bounded maps: a full stripe forgets an
-// arbitrary entry, whose Complete then reads the record first.
-class ClaimMemo {
- public:
-  void Remember(const Token& token, const ClaimFields& fields) {
-    Stripe& s = StripeOf(token);
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (s.claims.size() >= kPerStripe) s.claims.erase(s.claims.begin());
-    s.claims.insert_or_assign(token, fields);
-  }
-  std::optional<ClaimFields> Take(const Token& token) {
-    Stripe& s = StripeOf(token);
-    std::lock_guard<std::mutex> lock(s.mu);
-    auto it = s.claims.find(token);
-    if (it == s.claims.end()) return std::nullopt;
-    ClaimFields fields = it->second;
-    s.claims.erase(it);
-    return fields;
-  }
-
- private:
-  static constexpr std::size_t kStripes = 16;
-  static constexpr std::size_t kPerStripe =
-      RedisStore::kRememberedClaims / kStripes;
-  struct TokenHash {
-    std::size_t operator()(const Token& t) const { return t.Prefix64(); }
-  };
-  struct Stripe {
-    std::mutex mu;
-    std::unordered_map<Token, ClaimFields, TokenHash> claims;
-  };
-  Stripe& StripeOf(const Token& token) {
-    return stripes_[token.bytes[15] % kStripes];
-  }
-  std::array<Stripe, kStripes> stripes_;
-};
 
 Status ValidateOptions(const RedisStoreOptions& o) {
   auto invalid = [](std::string what) {
@@ -418,7 +373,7 @@ class RedisStore::Impl {
   }
 
   Result<bool> Release(const RecordId& id, const Token& token) {
-    memo_.Take(token);
+    memo_.Forget(token);
     const std::array<std::string_view, 1> args = {token.view()};
     IDEM_ASSIGN_OR_RETURN(Reply reply,
                           RunScript(redis::ReleaseScript(), Key(id), args,
