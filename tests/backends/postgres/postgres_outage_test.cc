@@ -40,6 +40,7 @@
 #endif
 #include "postgres_test_util.h"
 #include "support/faulty_store.h"
+#include "support/guard_client.h"
 
 namespace idem {
 namespace {
@@ -220,26 +221,6 @@ TEST_F(PostgresOutageTest, ASilentServerIsUnavailableWithinTheDeadlines) {
   EXPECT_TRUE(*done);
 }
 
-// A request through a Guard, with a handler that counts its runs.
-struct Client {
-  Guard* guard;
-  int runs = 0;
-
-  Response Send(std::string_view key) {
-    const HeaderView headers[] = {{"Idempotency-Key", key}};
-    RequestView request;
-    request.method = "POST";
-    request.target = "/orders";
-    request.headers = headers;
-    request.body = "{}";
-    request.scope = "tenant";
-    return guard->Run(request, [&] {
-      ++runs;
-      return Created("order");
-    });
-  }
-};
-
 TEST_F(PostgresOutageTest, FailClosedGuardAnswers503DuringTheOutage) {
   std::shared_ptr<Store> store = Open();
   ASSERT_NE(store, nullptr);
@@ -248,7 +229,7 @@ TEST_F(PostgresOutageTest, FailClosedGuardAnswers503DuringTheOutage) {
   setup.clock = std::make_shared<ManualClock>(kT0);
   auto guard = Guard::Create(std::move(setup));
   ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
-  Client client{guard->get()};
+  testing::GuardClient client{guard->get()};
   EXPECT_EQ(client.Send("before").status, 201);
 
   ASSERT_TRUE(server_.Pause()) << server_.error();
@@ -285,7 +266,7 @@ TEST_F(PostgresOutageTest, FailOpenGuardRunsUnprotectedAndBacksOff) {
   setup.options.store_backoff = seconds(10);
   auto guard = Guard::Create(std::move(setup));
   ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
-  Client client{guard->get()};
+  testing::GuardClient client{guard->get()};
   EXPECT_EQ(client.Send("before").status, 201);
   EXPECT_EQ(counting->claims.load(), 1);
 

@@ -27,6 +27,7 @@
 #include "idem/store.h"
 #include "redis_test_util.h"
 #include "support/faulty_store.h"
+#include "support/guard_client.h"
 #include "support/wait_for.h"
 
 namespace idem {
@@ -131,26 +132,6 @@ TEST_F(RedisOutageTest, UnderLoadFailClosedAnswers503AndTheDemoRecovers) {
   EXPECT_TRUE(testing::IsReplay(again));
 }
 
-// A Guard request with its own key, counting handler runs.
-struct Client {
-  Guard* guard;
-  int runs = 0;
-
-  Response Send(std::string_view key) {
-    const HeaderView headers[] = {{"Idempotency-Key", key}};
-    RequestView request;
-    request.method = "POST";
-    request.target = "/orders";
-    request.headers = headers;
-    request.body = "{}";
-    request.scope = "tenant";
-    return guard->Run(request, [&] {
-      ++runs;
-      return Response{201, {{"Content-Type", "text/plain"}}, "order"};
-    });
-  }
-};
-
 TEST_F(RedisOutageTest, FailOpenRunsUnprotectedBacksOffAndRecovers) {
   std::shared_ptr<Store> redis = Open();
   ASSERT_NE(redis, nullptr);
@@ -163,7 +144,7 @@ TEST_F(RedisOutageTest, FailOpenRunsUnprotectedBacksOffAndRecovers) {
   setup.options.store_backoff = seconds(10);
   auto guard = Guard::Create(std::move(setup));
   ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
-  Client client{guard->get()};
+  testing::GuardClient client{guard->get()};
   EXPECT_EQ(client.Send("before").status, 201);
   EXPECT_EQ(counting->claims.load(), 1);
 
