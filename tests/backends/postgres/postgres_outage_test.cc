@@ -257,16 +257,11 @@ TEST_F(PostgresOutageTest, FailOpenGuardRunsUnprotectedAndBacksOff) {
   std::shared_ptr<Store> postgres = Open();
   ASSERT_NE(postgres, nullptr);
   // Counts the claims that reach the store, to see fail-open's backoff.
-  auto counting = std::make_shared<testing::FaultyStore>(postgres);
-  auto clock = std::make_shared<ManualClock>(kT0);
-  GuardSetup setup;
-  setup.store = counting;
-  setup.clock = clock;
-  setup.options.on_store_error = StoreErrorPolicy::kFailOpen;
-  setup.options.store_backoff = seconds(10);
-  auto guard = Guard::Create(std::move(setup));
-  ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
-  testing::GuardClient client{guard->get()};
+  testing::FailOpenGuard open(postgres, kT0, seconds(10));
+  ASSERT_NE(open.guard, nullptr) << open.error;
+  testing::FaultyStore* counting = open.counting.get();
+  ManualClock* clock = open.clock.get();
+  testing::GuardClient client{open.guard.get()};
   EXPECT_EQ(client.Send("before").status, 201);
   EXPECT_EQ(counting->claims.load(), 1);
 
@@ -283,7 +278,7 @@ TEST_F(PostgresOutageTest, FailOpenGuardRunsUnprotectedAndBacksOff) {
   EXPECT_EQ(client.Send("before").status, 201);
   EXPECT_EQ(counting->claims.load(), 2);
   EXPECT_EQ(client.runs, 3);
-  EXPECT_EQ((*guard)->metrics().Get(Outcome::kFailOpen), 2u);
+  EXPECT_EQ(open.guard->metrics().Get(Outcome::kFailOpen), 2u);
 
   ASSERT_TRUE(server_.Resume()) << server_.error();
   // After the backoff, requests are protected again; the record completed

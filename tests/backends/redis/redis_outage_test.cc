@@ -135,16 +135,11 @@ TEST_F(RedisOutageTest, UnderLoadFailClosedAnswers503AndTheDemoRecovers) {
 TEST_F(RedisOutageTest, FailOpenRunsUnprotectedBacksOffAndRecovers) {
   std::shared_ptr<Store> redis = Open();
   ASSERT_NE(redis, nullptr);
-  auto counting = std::make_shared<testing::FaultyStore>(redis);
-  auto clock = std::make_shared<ManualClock>(FromUnixNanos(0) + hours(1));
-  GuardSetup setup;
-  setup.store = counting;
-  setup.clock = clock;
-  setup.options.on_store_error = StoreErrorPolicy::kFailOpen;
-  setup.options.store_backoff = seconds(10);
-  auto guard = Guard::Create(std::move(setup));
-  ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
-  testing::GuardClient client{guard->get()};
+  testing::FailOpenGuard open(redis, FromUnixNanos(0) + hours(1), seconds(10));
+  ASSERT_NE(open.guard, nullptr) << open.error;
+  testing::FaultyStore* counting = open.counting.get();
+  ManualClock* clock = open.clock.get();
+  testing::GuardClient client{open.guard.get()};
   EXPECT_EQ(client.Send("before").status, 201);
   EXPECT_EQ(counting->claims.load(), 1);
 
@@ -158,7 +153,7 @@ TEST_F(RedisOutageTest, FailOpenRunsUnprotectedBacksOffAndRecovers) {
   EXPECT_EQ(client.Send("k2").status, 201);
   EXPECT_EQ(counting->claims.load(), 2);
   EXPECT_EQ(client.runs, 3);
-  EXPECT_EQ((*guard)->metrics().Get(Outcome::kFailOpen), 2u);
+  EXPECT_EQ(open.guard->metrics().Get(Outcome::kFailOpen), 2u);
 
   ASSERT_TRUE(server_.Start()) << server_.error();
   // After the backoff, requests are protected again by the same store.
