@@ -8,7 +8,8 @@
 //
 // Default stores: memory:, rocksdb:<tmp>/rocksdb, sqlite:<tmp>/sqlite.db
 // (<tmp> a fresh directory under $TMPDIR or /tmp, removed at exit), and
-// $IDEM_TEST_POSTGRES_URI when it is set. A store that cannot be opened
+// each of $IDEM_TEST_POSTGRES_URI, $IDEM_TEST_REDIS_URI and
+// $IDEM_TEST_REDIS_CLUSTER_URI that is set. A store that cannot be opened
 // (bad URI, server down) has its rows skipped with the error
 // (error_occurred / error_message in the JSON output); the run goes on, and
 // after the first failure the store's later rows skip at once instead of
@@ -16,7 +17,8 @@
 //
 // Names, for report generators: every row is
 //   <Workload>/<label>[/iterations:<I>]/real_time/threads:<N>
-// where <label> is the URI's scheme (memory, rocksdb, sqlite, postgresql),
+// where <label> is the URI's scheme (memory, rocksdb, sqlite, postgresql,
+// redis, redis-cluster),
 // or <scheme>_<k> (k = 1, 2, ... in flag order) when several URIs share a
 // scheme; the JSON context maps each label to its URI, password redacted, as
 // "idem_store:<label>". Workloads, N in {1, 2, 4, 8, 32}:
@@ -43,9 +45,10 @@
 //                     acquired again; stale_complete is the share of
 //                     completions that found the key claimed afresh.
 //   RawWrite          the engine's own write (raw_ops.h) for the URIs of
-//                     rocksdb, sqlite and postgresql: a RocksDB Put, an
-//                     autocommit SQLite INSERT, an INSERT .. ON CONFLICT DO
-//                     NOTHING through a pool of the store's size.
+//                     rocksdb, sqlite, postgresql and redis(-cluster): a
+//                     RocksDB Put, an autocommit SQLite INSERT, an INSERT ..
+//                     ON CONFLICT DO NOTHING through a pool of the store's
+//                     size, a SET NX PX on the store's own pool.
 // and the per-request hashing over 64B, 1KiB and 64KiB at 1 thread (1KiB
 // at every N for Fingerprint and Sha256):
 //   Fingerprint/<size>  ComputeFingerprint of a POST with that body.
@@ -70,18 +73,19 @@
 // against its baseline: --idem_store_uris=memory:
 // --benchmark_filter='^(ClaimComplete|HotKeyExpiring)/|1KiB'; PostgreSQL
 // against its raw insert: --idem_store_uris=postgresql://...
-// --benchmark_filter='^(Claim|ClaimComplete|RawWrite)/'.
+// --benchmark_filter='^(Claim|ClaimComplete|RawWrite)/'; Redis likewise
+// (--idem_store_uris=redis://...,redis-cluster://... or the variables).
 //
 // Every run (every thread count, and every trial run Google Benchmark makes
 // to size a run) gets a fresh store (run_store.h). memory: gets a capacity
 // of the run's records plus room (at most 2^25 = 33.5M records); a run that
 // fills its store skips with the store's error. memory: and sharded_mutex
 // insert a fixed 2^20 keys per Claim and ClaimComplete run (registration.cc
-// says why); the other rows run for the minimum time. A PostgreSQL store,
-// and its raw pool, are warmed up before timing (bench::WarmUp: the store's
-// lazily opened connections and every session's first plans). Times are
-// wall-clock (UseRealTime): with N threads the time per iteration is the
-// inverse of the throughput. Keys are fixed ids (bench_util.h) claimed at
+// says why); the other rows run for the minimum time. A PostgreSQL or Redis
+// store, and its raw pool, are warmed up before timing (bench::WarmUp: the
+// store's lazily opened connections and PostgreSQL sessions' first plans).
+// Times are wall-clock (UseRealTime): with N threads the time per iteration is
+// the inverse of the throughput. Keys are fixed ids (bench_util.h) claimed at
 // the time the process started.
 
 #include <stdlib.h>
@@ -140,8 +144,11 @@ int Main(int argc, char** argv) {
     }
     uris = {"memory:", "rocksdb:" + (temp_dir / "rocksdb").string(),
             "sqlite:" + (temp_dir / "sqlite.db").string()};
-    const char* pg = std::getenv("IDEM_TEST_POSTGRES_URI");
-    if (pg != nullptr && *pg != '\0') uris.emplace_back(pg);
+    for (const char* name : {"IDEM_TEST_POSTGRES_URI", "IDEM_TEST_REDIS_URI",
+                             "IDEM_TEST_REDIS_CLUSTER_URI"}) {
+      const char* server = std::getenv(name);
+      if (server != nullptr && *server != '\0') uris.emplace_back(server);
+    }
   }
   // The registered benchmarks point at the specs: they live until exit.
   static std::vector<StoreSpec> specs = MakeSpecs(uris);

@@ -18,6 +18,7 @@
 #include "idem/record_codec.h"
 #include "idem/response.h"
 #include "idem/store_uri.h"
+#include "run_store.h"
 
 #ifdef IDEM_BENCH_HAVE_ROCKSDB
 #include <rocksdb/db.h>
@@ -30,6 +31,9 @@
 #endif
 #ifdef IDEM_BENCH_HAVE_POSTGRES
 #include <libpq-fe.h>
+#endif
+#ifdef IDEM_BENCH_HAVE_REDIS
+#include "idem/redis_store.h"
 #endif
 
 namespace idem::bench {
@@ -308,18 +312,47 @@ class PostgresRawOp final : public RawOp {
 };
 #endif  // IDEM_BENCH_HAVE_POSTGRES
 
+#ifdef IDEM_BENCH_HAVE_REDIS
+// SET key value NX PX through the store's own pool (and, on a cluster, its
+// slot map): the one round trip a claim's script costs at least.
+class RedisRawOp final : public RawOp {
+ public:
+  static Result<std::unique_ptr<RawOp>> Open(StoreUri& uri) {
+    IDEM_ASSIGN_OR_RETURN(auto store, RedisStore::OpenFromUri(uri, {}));
+    auto op = std::unique_ptr<RedisRawOp>(new RedisRawOp());
+    op->store_.reset(static_cast<RedisStore*>(store.release()));
+    op->value_ = EncodeRecord(BenchRecord(RecordState::kInProgress));
+    return std::unique_ptr<RawOp>(std::move(op));
+  }
+
+  Status Write(const RecordId& id, int) override {
+    // A short TTL: these keys are not records, so nothing purges them.
+    IDEM_ASSIGN_OR_RETURN(
+        bool set, store_->SetIfAbsentForBenchmark(store_->KeyOf(id), value_,
+                                                  std::chrono::seconds(60)));
+    (void)set;  // A key already there is a no-op, as PostgreSQL's.
+    return {};
+  }
+
+ private:
+  RedisRawOp() = default;
+  std::unique_ptr<RedisStore> store_;
+  std::string value_;
+};
+#endif  // IDEM_BENCH_HAVE_REDIS
+
 }  // namespace
 
 bool HasRawOp(std::string_view uri) {
-  auto parsed = StoreUri::Parse(uri);
+  auto parsed = ParseBenchUri(uri);
   if (!parsed) return false;
   const std::string& scheme = parsed->scheme();
   return scheme == "rocksdb" || scheme == "sqlite" || scheme == "postgresql" ||
-         scheme == "postgres";
+         scheme == "postgres" || scheme == "redis" || scheme == "redis-cluster";
 }
 
 Result<std::unique_ptr<RawOp>> OpenRawOp(std::string_view uri, int threads) {
-  auto parsed = StoreUri::Parse(uri);
+  auto parsed = ParseBenchUri(uri);
   if (!parsed) return tl::unexpected(parsed.error());
   const std::string& scheme = parsed->scheme();
 #ifdef IDEM_BENCH_HAVE_ROCKSDB
@@ -331,6 +364,11 @@ Result<std::unique_ptr<RawOp>> OpenRawOp(std::string_view uri, int threads) {
 #ifdef IDEM_BENCH_HAVE_POSTGRES
   if (scheme == "postgresql" || scheme == "postgres") {
     return PostgresRawOp::Open(*parsed, uri);
+  }
+#endif
+#ifdef IDEM_BENCH_HAVE_REDIS
+  if (scheme == "redis" || scheme == "redis-cluster") {
+    return RedisRawOp::Open(*parsed);
   }
 #endif
   (void)threads;

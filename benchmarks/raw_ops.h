@@ -18,6 +18,12 @@
 //                               (created by opening the store), through a
 //                               blocking pool of P connections (default 8,
 //                               the store's default).
+//   redis://... redis-cluster://...
+//                               one `SET key value NX PX 60000` round trip
+//                               of the key a claim of the id writes (the
+//                               in-progress record as value), on the pooled
+//                               connections of a store opened from the URI
+//                               (RedisStore::SetIfAbsentForBenchmark).
 // memory: has no engine below it, so no raw operation.
 //
 // The raw operation writes where the URI says and leaves what it wrote there
@@ -42,12 +48,14 @@ class RawOp {
  public:
   virtual ~RawOp() = default;
   // Writes one fresh row/key `id`; an id already written is an error for the
-  // embedded engines and a no-op for PostgreSQL (ON CONFLICT DO NOTHING).
+  // embedded engines and a no-op for PostgreSQL (ON CONFLICT DO NOTHING)
+  // and Redis (NX).
   virtual Status Write(const RecordId& id, int thread) = 0;
 };
 
 // Whether the scheme of `uri` has a raw operation (rocksdb, sqlite,
-// postgresql; false for memory: and for what does not parse).
+// postgresql, redis, redis-cluster; false for memory: and for what does not
+// parse).
 bool HasRawOp(std::string_view uri);
 
 // Opens the engine at the place `uri` names for up to `threads` concurrent

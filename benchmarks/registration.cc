@@ -11,6 +11,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "idem/open_store.h"
 #include "raw_ops.h"
 #include "run_store.h"
 #include "workloads.h"
@@ -78,10 +79,26 @@ void RegisterHashing() {
 }  // namespace
 
 std::vector<std::string> SplitUriList(std::string_view list) {
+  const std::vector<std::string> schemes = AvailableStoreSchemes();
+  auto starts_uri = [&](std::string_view item) {
+    const std::size_t colon = item.find(':');
+    if (colon == std::string_view::npos) return false;
+    const std::string_view scheme = item.substr(0, colon);
+    for (const std::string& s : schemes) {
+      if (scheme == s) return true;
+    }
+    return false;
+  };
   std::vector<std::string> out;
   while (!list.empty()) {
     const std::size_t comma = list.find(',');
-    if (comma != 0) out.emplace_back(list.substr(0, comma));
+    const std::string_view item = list.substr(0, comma);
+    if (!item.empty() && !out.empty() && !starts_uri(item)) {
+      out.back() += ",";
+      out.back() += item;
+    } else if (!item.empty()) {
+      out.emplace_back(item);
+    }
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
   }

@@ -14,7 +14,10 @@
 
 namespace idem::bench {
 
-// The URIs of a comma-separated list (empty items dropped).
+// The URIs of a comma-separated list (empty items dropped). A
+// redis-cluster URI's host list has commas too: an item that does not start
+// with a store scheme of this build ("memory:", "redis:", ...) continues the
+// URI before it.
 std::vector<std::string> SplitUriList(std::string_view list);
 
 // One spec per URI, labelled with its scheme, numbered (<scheme>_<k>, in

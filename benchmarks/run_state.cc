@@ -29,9 +29,10 @@ std::size_t MemoryCapacity(std::size_t records) {
 
 }  // namespace
 
-bool IsPostgres(const std::string& uri) {
+bool IsServer(const std::string& uri) {
   const std::string scheme = SchemeOf(uri);
-  return scheme == "postgresql" || scheme == "postgres";
+  return scheme == "postgresql" || scheme == "postgres" || scheme == "redis" ||
+         scheme == "redis-cluster";
 }
 
 Run* OpenRun(benchmark::State& state, StoreSpec& spec, std::size_t records,
@@ -67,7 +68,7 @@ Run* OpenRun(benchmark::State& state, StoreSpec& spec, std::size_t records,
   }
   // A server that refused us has no table to drop; files may have been
   // made before an open failed.
-  if (error.empty() || !IsPostgres(uri)) {
+  if (error.empty() || !IsServer(uri)) {
     run->uri = uri;
   }
   if (!error.empty()) {

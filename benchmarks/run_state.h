@@ -42,8 +42,10 @@ void CloseRun(benchmark::State& state);
 // the set-up failed.
 Run* CurrentRun(benchmark::State& state);
 
-// Whether `uri` names a PostgreSQL server.
-bool IsPostgres(const std::string& uri);
+// Whether `uri` names a server (PostgreSQL, Redis, Redis Cluster): a store
+// whose pool connects lazily, warmed up before timing, and that has nothing
+// to remove when it could not be opened.
+bool IsServer(const std::string& uri);
 
 }  // namespace idem::bench
 

@@ -5,13 +5,18 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <system_error>
 
+#include "idem/open_store.h"
 #include "idem/store_uri.h"
 
 #ifdef IDEM_BENCH_HAVE_POSTGRES
 #include <libpq-fe.h>
+#endif
+#ifdef IDEM_BENCH_HAVE_REDIS
+#include "idem/redis_store.h"
 #endif
 
 namespace idem::bench {
@@ -34,14 +39,23 @@ std::string QueryWithout(std::string_view query, std::string_view name) {
   return out;
 }
 
-std::string TableFor(int run) {
+// A run's PostgreSQL table, or (with ':') its Redis key prefix.
+std::string RunName(int run) {
   return "idem_bench_" + std::to_string(::getpid()) + "_" + std::to_string(run);
 }
 
 }  // namespace
 
+Result<StoreUri> ParseBenchUri(std::string_view uri) {
+#ifdef IDEM_BENCH_HAVE_REDIS
+  return StoreUri::Parse(RedisStore::ClusterUriForParsing(uri));
+#else
+  return StoreUri::Parse(uri);
+#endif
+}
+
 std::string SchemeOf(std::string_view uri) {
-  auto parsed = StoreUri::Parse(uri);
+  auto parsed = ParseBenchUri(uri);
   return parsed ? parsed->scheme() : std::string();
 }
 
@@ -76,13 +90,18 @@ std::string RunStoreUri(std::string_view uri, int run,
   }
   if (scheme == "postgresql" || scheme == "postgres") {
     const std::string rest = QueryWithout(query, "table");
-    return head + (rest.empty() ? "?" : rest + "&") + "table=" + TableFor(run);
+    return head + (rest.empty() ? "?" : rest + "&") + "table=" + RunName(run);
+  }
+  if (scheme == "redis" || scheme == "redis-cluster") {
+    const std::string rest = QueryWithout(query, "prefix");
+    return head + (rest.empty() ? "?" : rest + "&") + "prefix=" + RunName(run) +
+           ":";
   }
   return std::string(uri);
 }
 
 void RemoveRunStore(std::string_view run_uri) {
-  auto parsed = StoreUri::Parse(run_uri);
+  auto parsed = ParseBenchUri(run_uri);
   if (!parsed) return;
   std::error_code ec;
   const std::string& scheme = parsed->scheme();
@@ -106,6 +125,18 @@ void RemoveRunStore(std::string_view run_uri) {
       PQclear(PQexec(c, sql.c_str()));
     }
     PQfinish(c);
+#endif
+  } else if (scheme == "redis" || scheme == "redis-cluster") {
+#ifdef IDEM_BENCH_HAVE_REDIS
+    // Every record of the run's prefix has expired by the end of time, so
+    // PurgeExpired deletes them all; the raw writes' plain keys are not
+    // records (the purge stops at them) and expire on their own.
+    const std::string prefix = parsed->TakeString("prefix").value_or("");
+    if (prefix.rfind("idem_bench_", 0) != 0) return;  // Never a user's keys.
+    auto store = OpenStore(run_uri);
+    if (!store) return;
+    (void)(*store)->PurgeExpired(TimePoint::max(),
+                                 std::numeric_limits<std::size_t>::max());
 #endif
   }
 }

@@ -7,6 +7,9 @@
 //   sqlite:DIR/F.db?p        sqlite:DIR/F-run-N.db?p    (a sibling file)
 //   postgresql://...?p       the same server with table=idem_bench_<pid>_N
 //                            (any table= given is replaced, never touched)
+//   redis://...?p,           the same server(s) with
+//   redis-cluster://...?p    prefix=idem_bench_<pid>_N: (any prefix= given
+//                            is replaced, never touched)
 //
 // Thread-safety: plain functions; RemoveRunStore must not run while the
 // store is open.
@@ -18,6 +21,9 @@
 #include <string>
 #include <string_view>
 
+#include "idem/error.h"
+#include "idem/store_uri.h"
+
 namespace idem::bench {
 
 // The URI of run `run` of a benchmark over `uri` (see above);
@@ -26,10 +32,14 @@ std::string RunStoreUri(std::string_view uri, int run,
                         std::size_t memory_capacity);
 
 // Deletes what RunStoreUri's store left: the directory, the database file
-// with its -wal/-shm, or the table with its schema-version row. Best effort:
+// with its -wal/-shm, the table with its schema-version row, or the Redis
+// keys of the run's prefix (purged through the store). Best effort:
 // errors are ignored (a benchmark's temporary files are not worth failing
 // over).
 void RemoveRunStore(std::string_view run_uri);
+
+// `uri` parsed (a redis-cluster host list rewritten as OpenStore does).
+Result<StoreUri> ParseBenchUri(std::string_view uri);
 
 // The scheme of `uri` ("memory", "rocksdb", ...), or "" when it does not
 // parse.

@@ -41,9 +41,10 @@ constexpr std::uint64_t kHotKey = 0xC0FFEE;
 constexpr std::uint64_t kReplayBase = std::uint64_t{1} << 60;
 constexpr std::uint64_t kZipfBase = std::uint64_t{2} << 60;
 constexpr std::uint64_t kWarmUpBase = std::uint64_t{3} << 60;
-// PostgreSQL runs are warmed up (WarmUp) on as many threads as the
-// store's default pool has connections, kWarmUpOps operations each.
-constexpr int kPostgresPool = 8;
+// Server runs (PostgreSQL, Redis) are warmed up (WarmUp) on as many
+// threads as the stores' default pools have connections, kWarmUpOps
+// operations each.
+constexpr int kServerPool = 8;
 constexpr int kWarmUpOps = 20;
 // The sharded-mutex baseline's size hint for the one hot key.
 constexpr std::size_t kExpiringRecords = 16;
@@ -129,16 +130,16 @@ Status Prepopulate(Store& store, Workload workload) {
   }
 }
 
-// Thread 0, before the loop, for a PostgreSQL store only (the one store
-// that opens its connections lazily): every statement the workloads use
-// (the claim's insert, the completion, the replay's read) run on as many
+// Thread 0, before the loop, for a server's store only (PostgreSQL and
+// Redis open their pools' connections lazily): every statement the workloads
+// use (the claim's insert, the completion, the replay's read) run on as many
 // concurrent callers as the loop will have, up to the pool's size, so that
 // connecting and each session's first plans stay out of the timed loop, as
 // the raw pool's connecting and preparing do. Its keys are its own range.
-std::string WarmUpPostgres(Store& store, int threads) {
+std::string WarmUpServer(Store& store, int threads) {
   const Fingerprint fp = BenchFingerprint();
   std::atomic<std::uint64_t> next{kWarmUpBase};
-  return WarmUp(threads, kPostgresPool, kWarmUpOps, [&](int) {
+  return WarmUp(threads, kServerPool, kWarmUpOps, [&](int) {
     const RecordId id = IdFor(next.fetch_add(1));
     auto claim = store.Claim(id, fp, kStart, hours(24), seconds(60));
     if (!claim) return claim.error().ToString();
@@ -198,8 +199,8 @@ void BM_Store(benchmark::State& state, StoreSpec* spec, Workload workload) {
     if (auto s = Prepopulate(*opened->store, workload); !s) {
       state.SkipWithError(("set-up: " + s.error().ToString()).c_str());
       CloseRun(state);
-    } else if (IsPostgres(spec->uri)) {
-      if (std::string e = WarmUpPostgres(*opened->store, state.threads());
+    } else if (IsServer(spec->uri)) {
+      if (std::string e = WarmUpServer(*opened->store, state.threads());
           !e.empty()) {
         state.SkipWithError(("warm-up: " + e).c_str());
         CloseRun(state);
@@ -358,12 +359,12 @@ void BM_HotKeyExpiring(benchmark::State& state, StoreSpec* spec) {
 
 void BM_RawWrite(benchmark::State& state, StoreSpec* spec) {
   Run* opened = OpenRun(state, *spec, 0, /*raw=*/true);
-  // As the store is warmed up (WarmUpPostgres): each of the pool's sessions
+  // As the store is warmed up (WarmUpServer): each of the pool's sessions
   // plans its prepared insert afresh for its first executions.
-  if (opened != nullptr && IsPostgres(spec->uri)) {
+  if (opened != nullptr && IsServer(spec->uri)) {
     std::atomic<std::uint64_t> next{kWarmUpBase};
     std::string e =
-        WarmUp(state.threads(), kPostgresPool, kWarmUpOps, [&](int t) {
+        WarmUp(state.threads(), kServerPool, kWarmUpOps, [&](int t) {
           auto s = opened->raw->Write(IdFor(next.fetch_add(1)), t);
           return s ? std::string() : s.error().ToString();
         });

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command for the benchmark report (issue #6): installs what is missing,
-# builds Release, starts a throwaway PostgreSQL, runs idem-bench over the
-# memory, RocksDB, SQLite and PostgreSQL stores, idem-scale at reduced
+# builds Release, starts a throwaway PostgreSQL and Redis (a server and a
+# 3-master cluster), runs idem-bench over the memory, RocksDB, SQLite,
+# PostgreSQL, Redis and Redis Cluster stores, idem-scale at reduced
 # sizes, the HTTP comparison (wrk against idem-demo on each store and the
 # plain Beast server), then regenerates docs/BENCHMARKS.md, the measured
 # table of docs/WHICH_STORE.md and the plots
@@ -26,7 +27,7 @@
 #   ROUNDS=N, DURATION=Ns   the HTTP rounds (default 3 x 10s; QUICK 1 x 3s)
 #   SCALE=0        skip idem-scale
 #   IDEM_PG_FSYNC=on   PostgreSQL with fsync (default off, as in the tests)
-# Every process it starts (PostgreSQL, idem-bench, idem-demo, wrk) is
+# Every process it starts (PostgreSQL, Redis, idem-bench, idem-demo, wrk) is
 # stopped at exit, on failure and on Ctrl-C too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -85,12 +86,14 @@ mkdir -p "$out" "$build"
 out=$(cd "$out" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/idem-bench.XXXXXX")
 pg_state=$root/$build/postgres/state
+redis_state=$root/$build/redis/state
 child=
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM HUP
   if [[ -n $child ]]; then kill "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi
   IDEM_PG_STATE=$pg_state scripts/postgres.sh stop || true
+  IDEM_REDIS_STATE=$redis_state scripts/redis.sh stop || true
   rm -rf "$tmp"
   exit "$rc"
 }
@@ -114,7 +117,7 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}  # hits from another checkout too
 log "configure + build $build (Release, -j$jobs)"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DIDEM_BUILD_TESTS=OFF \
-  -DIDEM_BUILD_BENCHMARKS=ON -DIDEM_WITH_POSTGRES=ON -DIDEM_WITH_BEAST=ON \
+  -DIDEM_BUILD_BENCHMARKS=ON -DIDEM_WITH_POSTGRES=ON -DIDEM_WITH_REDIS=ON -DIDEM_WITH_BEAST=ON \
   -DIDEM_BUILD_FUZZERS=OFF >"$out/configure.log" 2>&1 || { cat "$out/configure.log"; exit 1; }
 step cmake --build "$build" -j "$jobs" --target idem-bench idem-scale idem-demo >"$out/build.log" 2>&1 ||
   { tail -40 "$out/build.log"; exit 1; }
@@ -135,9 +138,28 @@ else
   log "PostgreSQL did not start: its rows are left out"
 fi
 
+# ---- Redis ---------------------------------------------------------------------
+# A server and a 3-master cluster (scripts/redis.sh; persistence off, as in
+# the tests), with the same watchdog as PostgreSQL's.
+redis_url= redis_cluster_url=
+if redis_url=$(IDEM_REDIS_STATE=$redis_state IDEM_REDIS_OWNER_PID=$$ scripts/redis.sh start); then
+  log "Redis at $redis_url"
+else
+  redis_url=
+  log "Redis did not start: its rows are left out"
+fi
+if redis_cluster_url=$(IDEM_REDIS_STATE=$redis_state IDEM_REDIS_OWNER_PID=$$ scripts/redis.sh cluster); then
+  log "Redis Cluster at $redis_cluster_url"
+else
+  redis_cluster_url=
+  log "Redis Cluster did not start: its rows are left out"
+fi
+
 # ---- idem-bench ----------------------------------------------------------------
 uris="memory:,rocksdb:$tmp/rocksdb,sqlite:$tmp/sqlite.db"
 [[ -n $pg_url ]] && uris+=",$pg_url"
+[[ -n $redis_url ]] && uris+=",$redis_url"
+[[ -n $redis_cluster_url ]] && uris+=",$redis_cluster_url"
 log "idem-bench (min_time $min_time s, repetitions $repetitions)"
 bench_flags=(--benchmark_min_time="$min_time" --benchmark_filter="$filter")
 if ((repetitions > 1)); then
@@ -165,6 +187,7 @@ fi
 stores="memory:?max_bytes=8589934592 rocksdb:{tmp}/db sqlite:{tmp}/idem.db"
 # A longer connect timeout than the default 5 s for the demo's pool.
 [[ -n $pg_url ]] && stores+=" $pg_url?connect_timeout_s=30"
+[[ -n $redis_url ]] && stores+=" $redis_url"
 log "HTTP: wrk, $rounds x $duration per load"
 # A server that does not start (say, PostgreSQL paused past the connect
 # timeout by another job on the machine) fails the step: once more, then

@@ -79,6 +79,12 @@ class MakeReportTest(unittest.TestCase):
                                     r"1\.5\d× \|")
         self.assertRegex(self.page, r"\| `rocksdb` \| Claim \| RocksDB Put \| "
                                     r"\d+\.\d\d× \| \d+\.\d\d× \|")
+        # Redis beside the others: 52 / 40 µs and 90 / 40 µs at 1 thread,
+        # 20 / 12 µs and 28 / 12 µs at 8.
+        self.assertIn("| `redis` | Claim | SET NX PX round trip | 1.30× | "
+                      "1.67× |", self.page)
+        self.assertIn("| `redis` | ClaimComplete | SET NX PX round trip | "
+                      "2.25× | 2.33× |", self.page)
         # HTTP: 40,000 of the plain server's 50,000 requests/s.
         self.assertIn("| `fresh:memory` | 80% | 1.33× | 40,000 |", self.page)
 
@@ -113,6 +119,15 @@ class MakeReportTest(unittest.TestCase):
                       "(1 thread) | 1.18× | met |", self.page)
         self.assertIn("| ClaimComplete, `rocksdb`, 1 thread ≤ 3.0× its "
                       "RocksDB Put | 2.96× | met |", self.page)
+        # Redis at 1 and 8 threads (no 32-thread rows in the fixture):
+        # 52 / 40 µs, 20 / 12 µs; 90 / 40 µs, 28 / 12 µs.
+        self.assertIn("| Claim, `redis`, 1 thread ≤ 1.5× its SET NX PX "
+                      "round trip | 1.30× | met |", self.page)
+        self.assertIn("| Claim, `redis`, 8 threads ≤ 1.5× its SET NX PX "
+                      "round trip | 1.67× | NOT met |", self.page)
+        self.assertIn("| ClaimComplete, `redis`, 8 threads ≤ 2.5× its SET "
+                      "NX PX round trip | 2.33× | met |", self.page)
+        self.assertNotIn("`redis`, 32 threads", self.page)
         # 95 ns / 35 ns: throughputs.
         self.assertIn("| hot key that keeps expiring, 8 thread(s): `memory` "
                       "/ sharded-mutex map throughput | 2.71× | (no target) "

@@ -19,7 +19,10 @@
 // deadlines, since the tests also run under ASan and TSan on a loaded
 // two-core machine. The
 // PostgreSQL case uses a table of its own on the shared test server
-// (IDEM_TEST_POSTGRES_URI; without it the case skips, and under CI fails).
+// (IDEM_TEST_POSTGRES_URI; without it the case skips, and under CI fails);
+// the Redis case a key prefix of its own on the shared server
+// (IDEM_TEST_REDIS_URI, same rule): there the server outlives the killed
+// demo, so the case checks what the demo itself leaves (locks, records).
 
 #include <poll.h>
 #include <unistd.h>
@@ -36,6 +39,9 @@
 #include "support/demo_process.h"
 #ifdef IDEM_CRASH_TEST_POSTGRES
 #include "postgres_test_util.h"
+#endif
+#ifdef IDEM_CRASH_TEST_REDIS
+#include "redis_test_util.h"
 #endif
 
 namespace {
@@ -84,6 +90,15 @@ std::string PostgresUri(const std::filesystem::path&) {
       server, "table=" + idem::testing::UniquePostgresTable("crash"));
 }
 #endif
+#ifdef IDEM_CRASH_TEST_REDIS
+// A key prefix of its own on the shared test server ("" without one).
+std::string RedisUri(const std::filesystem::path&) {
+  const std::string server = idem::testing::RedisTestUri();
+  if (server.empty()) return "";
+  return server + (server.find('?') == std::string::npos ? "?" : "&") +
+         "prefix=" + idem::testing::UniqueRedisPrefix("crash");
+}
+#endif
 
 class CrashTest : public ::testing::TestWithParam<StoreCase> {
  protected:
@@ -93,12 +108,23 @@ class CrashTest : public ::testing::TestWithParam<StoreCase> {
       IDEM_REQUIRE_TEST_POSTGRES();
     }
 #endif
+#ifdef IDEM_CRASH_TEST_REDIS
+    if (std::string_view(GetParam().name) == "redis") {
+      IDEM_REQUIRE_TEST_REDIS();
+    }
+#endif
   }
   void TearDown() override {
 #ifdef IDEM_CRASH_TEST_POSTGRES
     if (std::string_view(GetParam().name) == "postgres" && !uri_.empty()) {
       const std::string table = uri_.substr(uri_.rfind("table=") + 6);
       idem::testing::DropPostgresTable(uri_, table);
+    }
+#endif
+#ifdef IDEM_CRASH_TEST_REDIS
+    if (std::string_view(GetParam().name) == "redis" && !uri_.empty()) {
+      idem::testing::DeleteRedisKeys(uri_,
+                                     uri_.substr(uri_.rfind("prefix=") + 7));
     }
 #endif
   }
@@ -243,6 +269,9 @@ const StoreCase kStoreCases[] = {
     {"sqlite", &SqliteUri},
 #ifdef IDEM_CRASH_TEST_POSTGRES
     {"postgres", &PostgresUri},
+#endif
+#ifdef IDEM_CRASH_TEST_REDIS
+    {"redis", &RedisUri},
 #endif
 };
 

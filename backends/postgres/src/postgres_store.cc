@@ -4,7 +4,7 @@
 // shape in postgres_sql.h, opening connections and the round trip with its
 // deadlines in postgres_connection.cc, the pool in postgres_pool.cc, the
 // schema and its versions in postgres_schema.cc, the claims remembered for a
-// one-statement Complete in claim_memo.h.
+// one-statement Complete in idem/claim_memo.h.
 //
 // A claim inserts a fresh record if the id is free. When a record stood in
 // the way it reads the row and decides with ClaimBlockedBy; a claimable row
@@ -37,8 +37,8 @@
 #include <string_view>
 #include <utility>
 
-#include "claim_memo.h"
 #include "idem/catch_exceptions.h"
+#include "idem/claim_memo.h"
 #include "idem/record_codec.h"
 #include "postgres_binary.h"
 #include "postgres_connection.h"
@@ -50,7 +50,6 @@ namespace idem {
 
 using postgres_internal::BigEndian64;
 using postgres_internal::Cell;
-using postgres_internal::ClaimMemo;
 using postgres_internal::Connection;
 using postgres_internal::ConnectionSettings;
 using postgres_internal::IntCell;
@@ -185,8 +184,8 @@ class PostgresStore::Impl {
     return busy;
   }
 
-  // One UPDATE when this store made the claim (claim_memo.h), else a SELECT
-  // of the row first.
+  // One UPDATE when this store made the claim (idem/claim_memo.h), else a
+  // SELECT of the row first.
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const Response& response) {
     IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());

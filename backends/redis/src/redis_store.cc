@@ -1,6 +1,7 @@
-// The Redis store; see redis_store.h for its contract, data layout and
-// timeouts, redis_scripts.h for the scripts, redis_router.h and
-// redis_cluster.h for where commands go.
+// The Redis store's operations; see redis_store.h for its contract, data
+// layout and timeouts, redis_scripts.h for the scripts, redis_record.h for
+// the fields' times and decoding, redis_options.h for the options' ranges,
+// redis_router.h and redis_cluster.h for where commands go.
 //
 // Why scripts decide and C++ answers: a claim must read and write one key
 // atomically, which on Redis (and on a cluster, where MULTI/WATCH would
@@ -21,161 +22,36 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
-#include <limits>
-#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "idem/catch_exceptions.h"
+#include "idem/claim_memo.h"
 #include "idem/record_codec.h"
 #include "idem/token.h"
 #include "redis_cluster.h"
 #include "redis_connection.h"
+#include "redis_options.h"
+#include "redis_record.h"
 #include "redis_router.h"
 #include "redis_scripts.h"
+#include "redis_server_checks.h"
 
 namespace idem {
 namespace {
 
+using redis::CeilMicros;
 using redis::Command;
+using redis::FloorMicros;
+using redis::FromMicros;
 using redis::Reply;
+using redis::TtlMs;
 
-// Doubles hold integers exactly up to 2^53: times are clamped there
-// (year 2255), which keeps every comparison in the scripts exact.
-constexpr std::int64_t kMaxLuaMicros = (std::int64_t{1} << 53) - 1;
-// Longer Redis TTLs are not set: such a record is meant never to expire.
-constexpr std::int64_t kMaxTtlMs = std::int64_t{10} * 366 * 24 * 3600 * 1000;
-constexpr std::size_t kMaxPrefix = 128;
 constexpr std::size_t kScanCount = 256;
-
-std::int64_t Clamp(std::int64_t us) {
-  return std::clamp(us, -kMaxLuaMicros, kMaxLuaMicros);
-}
-
-std::int64_t FloorMicros(TimePoint t) {
-  const std::int64_t ns = ToUnixNanos(t);
-  std::int64_t us = ns / 1000;
-  if (ns % 1000 < 0) --us;
-  return Clamp(us);
-}
-
-std::int64_t CeilMicros(TimePoint t) {
-  const std::int64_t ns = ToUnixNanos(t);
-  std::int64_t us = ns / 1000;
-  if (ns % 1000 > 0) ++us;
-  return Clamp(us);
-}
-
-TimePoint FromMicros(std::int64_t us) { return FromUnixNanos(us * 1000); }
-
-// The PEXPIRE argument for a record expiring at `expires_at` as of `now`:
-// whole milliseconds rounded up, at least 1; "0" for none.
-std::string TtlMs(TimePoint now, TimePoint expires_at) {
-  const auto left = expires_at - now;
-  std::int64_t ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
-  if (ms > kMaxTtlMs) return "0";
-  return std::to_string(std::max<std::int64_t>(ms, 1));
-}
-
-bool ParseInt64(std::string_view text, std::int64_t& out) {
-  const auto [end, ec] = std::from_chars(text.begin(), text.end(), out);
-  return ec == std::errc() && end == text.end() && !text.empty();
-}
-
-bool IsNil(const redisReply* r) { return r->type == REDIS_REPLY_NIL; }
-
-// The fields of a claim this store made, for a one-round-trip Complete.
-struct ClaimFields {
-  RecordId id;
-  Fingerprint fingerprint;
-  TimePoint locked_until;
-  TimePoint expires_at;
-};
-
-// Claims by token, in stripes of bounded maps: a full stripe forgets an
-// arbitrary entry, whose Complete then reads the record first.
-class ClaimMemo {
- public:
-  void Remember(const Token& token, const ClaimFields& fields) {
-    Stripe& s = StripeOf(token);
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (s.claims.size() >= kPerStripe) s.claims.erase(s.claims.begin());
-    s.claims.insert_or_assign(token, fields);
-  }
-  std::optional<ClaimFields> Take(const Token& token) {
-    Stripe& s = StripeOf(token);
-    std::lock_guard<std::mutex> lock(s.mu);
-    auto it = s.claims.find(token);
-    if (it == s.claims.end()) return std::nullopt;
-    ClaimFields fields = it->second;
-    s.claims.erase(it);
-    return fields;
-  }
-
- private:
-  static constexpr std::size_t kStripes = 16;
-  static constexpr std::size_t kPerStripe =
-      RedisStore::kRememberedClaims / kStripes;
-  struct TokenHash {
-    std::size_t operator()(const Token& t) const { return t.Prefix64(); }
-  };
-  struct Stripe {
-    std::mutex mu;
-    std::unordered_map<Token, ClaimFields, TokenHash> claims;
-  };
-  Stripe& StripeOf(const Token& token) {
-    return stripes_[token.bytes[15] % kStripes];
-  }
-  std::array<Stripe, kStripes> stripes_;
-};
-
-Status ValidateOptions(const RedisStoreOptions& o) {
-  auto invalid = [](std::string what) {
-    return MakeError(ErrorCode::kInvalidArgument, "redis store: " + what);
-  };
-  if (o.nodes.empty()) return invalid("no server given");
-  for (const auto& n : o.nodes) {
-    if (n.host.empty()) return invalid("a server has no host");
-    if (n.port < 1 || n.port > 65535) {
-      return invalid("port " + std::to_string(n.port) + " out of range");
-    }
-  }
-  if (!o.cluster && o.nodes.size() != 1) {
-    return invalid("redis:// takes one server (redis-cluster:// takes more)");
-  }
-  if (o.prefix.find_first_of("{}") != std::string::npos) {
-    return invalid(
-        "prefix must not contain '{' or '}' (the record id is the cluster "
-        "hash tag)");
-  }
-  if (o.prefix.size() > kMaxPrefix) {
-    return invalid("prefix longer than " + std::to_string(kMaxPrefix) +
-                   " bytes");
-  }
-  if (o.pool_size < 1 || o.pool_size > 1024)
-    return invalid("pool not in 1..1024");
-  if (o.timeout.count() < 1 || o.timeout.count() > 3'600'000) {
-    return invalid("timeout not in 1 ms..1 h");
-  }
-  if (o.acquire_timeout.count() < 0 || o.acquire_timeout.count() > 3'600'000) {
-    return invalid("acquire_timeout not in 0..1 h");
-  }
-  if (o.wait_replicas < 0 || o.wait_replicas > 64) {
-    return invalid("wait not in 0..64");
-  }
-  if (o.wait_timeout.count() < 1 || o.wait_timeout.count() > 3'600'000) {
-    return invalid("wait_ms not in 1 ms..1 h");
-  }
-  if (o.db < 0 || (o.cluster && o.db != 0)) {
-    return invalid("database must be 0 on a cluster and not negative");
-  }
-  return {};
-}
 
 // Glob-escapes `text` for SCAN MATCH.
 std::string GlobEscape(std::string_view text) {
@@ -215,45 +91,11 @@ class RedisStore::Impl {
     return key;
   }
 
-  // Checks every server: the eviction policy and persistence.
+  // The safety checks at Open (redis_server_checks.h).
   Status CheckServers(const LogSink& log) {
-    const Command policy = {"CONFIG", "GET", "maxmemory-policy"};
-    const Command aof = {"CONFIG", "GET", "appendonly"};
-    const Command save = {"CONFIG", "GET", "save"};
-    const std::array<Command, 3> commands = {policy, aof, save};
-    bool durable = true;
-    for (const std::string& server : router_->Servers()) {
-      IDEM_ASSIGN_OR_RETURN(auto replies, router_->RunOn(server, commands));
-      auto value = [&](std::size_t i) -> std::optional<std::string> {
-        const redisReply* r = replies[i].get();
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-          return std::nullopt;
-        }
-        return std::string(redis::ReplyText(r->element[1]));
-      };
-      const auto p = value(0);
-      if (!p) {
-        if (log) {
-          log(LogLevel::kWarning,
-              Prefix() + "cannot read the configuration of " + server +
-                  " (CONFIG is disabled?): make sure its maxmemory-policy is "
-                  "noeviction, or live records may be evicted");
-        }
-        durable = false;
-        continue;
-      }
-      if (*p != "noeviction" && !o_.allow_eviction) {
-        return MakeError(
-            ErrorCode::kInvalidArgument,
-            Prefix() + "server " + server + " has maxmemory-policy " + *p +
-                ", which may evict live records (and so run a request "
-                "twice); set it to noeviction, or add allow_eviction=true");
-      }
-      const auto a = value(1);
-      const auto s = value(2);
-      durable = durable && ((a && *a == "yes") || (s && !s->empty()));
-    }
-    durable_ = durable;
+    IDEM_ASSIGN_OR_RETURN(
+        durable_,
+        redis::CheckServers(*router_, o_.allow_eviction, Prefix(), log));
     return {};
   }
 
@@ -297,39 +139,6 @@ class RedisStore::Impl {
     return std::move(replies[0]);
   }
 
-  Error DataLoss(const RecordId& id, std::string_view what) const {
-    return Error(
-        ErrorCode::kDataLoss,
-        Prefix() + "the record of id " + id.ToHex() + " " + std::string(what));
-  }
-
-  // The record from its fields (s, f, t, l, e, r), checked against them.
-  Result<Record> Decode(const RecordId& id, const redisReply* s,
-                        const redisReply* f, const redisReply* t,
-                        const redisReply* l, const redisReply* e,
-                        const redisReply* r) const {
-    if (IsNil(s) || IsNil(f) || IsNil(t) || IsNil(l) || IsNil(e) || IsNil(r)) {
-      return tl::unexpected(DataLoss(id, "is missing fields"));
-    }
-    auto record = DecodeRecord(redis::ReplyText(r));
-    if (!record) {
-      return tl::unexpected(
-          DataLoss(id, "does not decode: " + record.error().message()));
-    }
-    std::int64_t locked = 0, expires = 0;
-    const bool agrees = ParseInt64(redis::ReplyText(l), locked) &&
-                        ParseInt64(redis::ReplyText(e), expires) &&
-                        locked == CeilMicros(record->locked_until) &&
-                        expires == CeilMicros(record->expires_at) &&
-                        redis::ReplyText(s) ==
-                            std::to_string(static_cast<int>(record->state)) &&
-                        redis::ReplyText(f) == record->fingerprint.view() &&
-                        redis::ReplyText(t) == record->token.view();
-    if (!agrees)
-      return tl::unexpected(DataLoss(id, "disagrees with its fields"));
-    return std::move(*record);
-  }
-
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) {
@@ -364,14 +173,18 @@ class RedisStore::Impl {
                      {id, fp, fresh.locked_until, fresh.expires_at});
       return result;
     }
-    if (verdict == 2) return tl::unexpected(DataLoss(id, "has damaged fields"));
+    if (verdict == 2)
+      return tl::unexpected(
+          redis::DataLoss(id, display_, "has damaged fields"));
     if (verdict != 0 || r->elements != 7) {
       return MakeError(ErrorCode::kInternal,
                        Prefix() + "unexpected reply to the claim script");
     }
     IDEM_ASSIGN_OR_RETURN(
-        Record existing, Decode(id, r->element[2], r->element[3], r->element[4],
-                                r->element[5], r->element[6], r->element[1]));
+        Record existing,
+        redis::DecodeFields(id, display_,
+                            {r->element[2], r->element[3], r->element[4],
+                             r->element[5], r->element[6], r->element[1]}));
     // Decide on the times the script compared.
     Record rounded = existing;
     rounded.locked_until = FromMicros(CeilMicros(existing.locked_until));
@@ -418,7 +231,7 @@ class RedisStore::Impl {
   }
 
   Result<bool> Release(const RecordId& id, const Token& token) {
-    memo_.Take(token);
+    memo_.Forget(token);
     const std::array<std::string_view, 1> args = {token.view()};
     IDEM_ASSIGN_OR_RETURN(Reply reply,
                           RunScript(redis::ReleaseScript(), Key(id), args,
@@ -442,12 +255,14 @@ class RedisStore::Impl {
       return MakeError(ErrorCode::kInternal,
                        Prefix() + "unexpected reply to HMGET");
     }
-    if (std::all_of(r->element, r->element + 6, IsNil)) {
+    if (std::all_of(r->element, r->element + 6, redis::IsNil)) {
       return std::optional<Record>();
     }
     IDEM_ASSIGN_OR_RETURN(
-        Record record, Decode(id, r->element[0], r->element[1], r->element[2],
-                              r->element[3], r->element[4], r->element[5]));
+        Record record,
+        redis::DecodeFields(id, display_,
+                            {r->element[0], r->element[1], r->element[2],
+                             r->element[3], r->element[4], r->element[5]}));
     return std::optional<Record>(std::move(record));
   }
 
@@ -538,7 +353,7 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Open(
 Result<std::unique_ptr<RedisStore>> RedisStore::OpenNamed(
     const RedisStoreOptions& options, const StoreOptions& store_options,
     std::string display) {
-  IDEM_RETURN_IF_ERROR(ValidateOptions(options));
+  IDEM_RETURN_IF_ERROR(redis::ValidateOptions(options));
   return CatchExceptions(
       [&] { return display + ": open"; },
       [&]() -> Result<std::unique_ptr<RedisStore>> {

@@ -1,7 +1,7 @@
 // RedisStore's URIs: redis://[user:password@]host:port/db?... and
 // redis-cluster://host:port[,host:port...]?... into RedisStoreOptions (see
-// redis_store.h for the parameters). Ranges are checked by Open, once for
-// both ways in; here only the syntax.
+// redis_store.h for the parameters), and the options' ranges
+// (redis_options.h), which Open checks once for both ways in.
 
 #include <algorithm>
 #include <cctype>
@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "idem/redis_store.h"
+#include "redis_options.h"
 
 namespace idem {
 
@@ -150,4 +151,55 @@ Result<std::unique_ptr<Store>> RedisStore::OpenFromUri(
   return std::unique_ptr<Store>(std::move(*store));
 }
 
+namespace redis {
+namespace {
+
+constexpr std::size_t kMaxPrefix = 128;
+
+}  // namespace
+
+Status ValidateOptions(const RedisStoreOptions& o) {
+  auto invalid = [](std::string what) {
+    return MakeError(ErrorCode::kInvalidArgument, "redis store: " + what);
+  };
+  if (o.nodes.empty()) return invalid("no server given");
+  for (const auto& n : o.nodes) {
+    if (n.host.empty()) return invalid("a server has no host");
+    if (n.port < 1 || n.port > 65535) {
+      return invalid("port " + std::to_string(n.port) + " out of range");
+    }
+  }
+  if (!o.cluster && o.nodes.size() != 1) {
+    return invalid("redis:// takes one server (redis-cluster:// takes more)");
+  }
+  if (o.prefix.find_first_of("{}") != std::string::npos) {
+    return invalid(
+        "prefix must not contain '{' or '}' (the record id is the cluster "
+        "hash tag)");
+  }
+  if (o.prefix.size() > kMaxPrefix) {
+    return invalid("prefix longer than " + std::to_string(kMaxPrefix) +
+                   " bytes");
+  }
+  if (o.pool_size < 1 || o.pool_size > 1024)
+    return invalid("pool not in 1..1024");
+  if (o.timeout.count() < 1 || o.timeout.count() > 3'600'000) {
+    return invalid("timeout not in 1 ms..1 h");
+  }
+  if (o.acquire_timeout.count() < 0 || o.acquire_timeout.count() > 3'600'000) {
+    return invalid("acquire_timeout not in 0..1 h");
+  }
+  if (o.wait_replicas < 0 || o.wait_replicas > 64) {
+    return invalid("wait not in 0..64");
+  }
+  if (o.wait_timeout.count() < 1 || o.wait_timeout.count() > 3'600'000) {
+    return invalid("wait_ms not in 1 ms..1 h");
+  }
+  if (o.db < 0 || (o.cluster && o.db != 0)) {
+    return invalid("database must be 0 on a cluster and not negative");
+  }
+  return {};
+}
+
+}  // namespace redis
 }  // namespace idem

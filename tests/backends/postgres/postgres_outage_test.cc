@@ -40,6 +40,7 @@
 #endif
 #include "postgres_test_util.h"
 #include "support/faulty_store.h"
+#include "support/guard_client.h"
 
 namespace idem {
 namespace {
@@ -220,26 +221,6 @@ TEST_F(PostgresOutageTest, ASilentServerIsUnavailableWithinTheDeadlines) {
   EXPECT_TRUE(*done);
 }
 
-// A request through a Guard, with a handler that counts its runs.
-struct Client {
-  Guard* guard;
-  int runs = 0;
-
-  Response Send(std::string_view key) {
-    const HeaderView headers[] = {{"Idempotency-Key", key}};
-    RequestView request;
-    request.method = "POST";
-    request.target = "/orders";
-    request.headers = headers;
-    request.body = "{}";
-    request.scope = "tenant";
-    return guard->Run(request, [&] {
-      ++runs;
-      return Created("order");
-    });
-  }
-};
-
 TEST_F(PostgresOutageTest, FailClosedGuardAnswers503DuringTheOutage) {
   std::shared_ptr<Store> store = Open();
   ASSERT_NE(store, nullptr);
@@ -248,7 +229,7 @@ TEST_F(PostgresOutageTest, FailClosedGuardAnswers503DuringTheOutage) {
   setup.clock = std::make_shared<ManualClock>(kT0);
   auto guard = Guard::Create(std::move(setup));
   ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
-  Client client{guard->get()};
+  testing::GuardClient client{guard->get()};
   EXPECT_EQ(client.Send("before").status, 201);
 
   ASSERT_TRUE(server_.Pause()) << server_.error();
@@ -276,16 +257,11 @@ TEST_F(PostgresOutageTest, FailOpenGuardRunsUnprotectedAndBacksOff) {
   std::shared_ptr<Store> postgres = Open();
   ASSERT_NE(postgres, nullptr);
   // Counts the claims that reach the store, to see fail-open's backoff.
-  auto counting = std::make_shared<testing::FaultyStore>(postgres);
-  auto clock = std::make_shared<ManualClock>(kT0);
-  GuardSetup setup;
-  setup.store = counting;
-  setup.clock = clock;
-  setup.options.on_store_error = StoreErrorPolicy::kFailOpen;
-  setup.options.store_backoff = seconds(10);
-  auto guard = Guard::Create(std::move(setup));
-  ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
-  Client client{guard->get()};
+  testing::FailOpenGuard open(postgres, kT0, seconds(10));
+  ASSERT_NE(open.guard, nullptr) << open.error;
+  testing::FaultyStore* counting = open.counting.get();
+  ManualClock* clock = open.clock.get();
+  testing::GuardClient client{open.guard.get()};
   EXPECT_EQ(client.Send("before").status, 201);
   EXPECT_EQ(counting->claims.load(), 1);
 
@@ -302,7 +278,7 @@ TEST_F(PostgresOutageTest, FailOpenGuardRunsUnprotectedAndBacksOff) {
   EXPECT_EQ(client.Send("before").status, 201);
   EXPECT_EQ(counting->claims.load(), 2);
   EXPECT_EQ(client.runs, 3);
-  EXPECT_EQ((*guard)->metrics().Get(Outcome::kFailOpen), 2u);
+  EXPECT_EQ(open.guard->metrics().Get(Outcome::kFailOpen), 2u);
 
   ASSERT_TRUE(server_.Resume()) << server_.error();
   // After the backoff, requests are protected again; the record completed

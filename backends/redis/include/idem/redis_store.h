@@ -33,7 +33,7 @@
 // timed out (a takeover), and otherwise returns the record in the way, from
 // which the claim table (ClaimBlockedBy) gives the answer. Complete is one
 // round trip when this store made the claim (it remembers the claims'
-// fields by token, in a bounded table) and two otherwise (a read first);
+// fields by token, in an idem::ClaimMemo) and two otherwise (a read first);
 // the script writes only if the record is still in progress with the
 // token. Release deletes only under the same condition; Revoke deletes
 // whatever is there.
@@ -155,8 +155,6 @@ class RedisStore final : public Store {
  public:
   // Redirections (-MOVED, -ASK) one cluster call follows.
   static constexpr int kMaxRedirects = 5;
-  // Claims whose fields a store remembers for a one-round-trip Complete.
-  static constexpr std::size_t kRememberedClaims = 16384;
 
   // Connects (to one seed node at least, reading the slot map of a
   // cluster) and checks the server (see above). store_options.log gets the
