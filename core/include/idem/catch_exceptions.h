@@ -1,6 +1,6 @@
 // The exception boundary of a backend: nothing a database library or the
-// standard library throws crosses idem's public API (DESIGN.md, "Errors are
-// values").
+// standard library throws crosses idem's public API (errors are values:
+// docs/ARCHITECTURE.md, "Layers").
 //
 // Thread-safety: a pure function template.
 

@@ -124,7 +124,9 @@ Status IdempotentHandler::Protect(http::verb method, std::string_view pattern,
                                   std::shared_ptr<const GuardOptions> options) {
   IDEM_ASSIGN_OR_RETURN(RoutePattern parsed, RoutePattern::Parse(pattern));
   if (options) {
-    IDEM_RETURN_IF_ERROR(options->Validate());
+    // Validated here, once, and marked so: Begin does not validate them
+    // again per request.
+    IDEM_ASSIGN_OR_RETURN(options, Guard::MakeRouteOptions(*options));
   } else {
     options = guard_->shared_options();
   }
