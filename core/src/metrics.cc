@@ -46,6 +46,8 @@ std::string_view OutcomeName(Outcome outcome) {
       return "store_failed";
     case Outcome::kTakeover:
       return "takeover";
+    case Outcome::kRenewalLost:
+      return "renewal_lost";
   }
   return "unknown";
 }

@@ -18,4 +18,23 @@ RecordId MakeRecordId(std::string_view scope, std::string_view key) {
   return id;
 }
 
+RecordId MakeRecordId(std::string_view scope, std::string_view operation,
+                      std::string_view key) {
+  thread_local FingerprintBuilder builder;
+  builder.Reset();
+  builder.AddField(scope);
+  builder.AddField(operation);
+  builder.AddRaw(key);
+  RecordId id;
+  id.bytes = builder.Finish();
+  return id;
+}
+
+std::string OperationName(std::string_view method, std::string_view route) {
+  std::string name;
+  name.reserve(method.size() + 1 + route.size());
+  name.append(method).append(" ").append(route);
+  return name;
+}
+
 }  // namespace idem

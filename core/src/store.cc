@@ -63,4 +63,16 @@ Record NewClaimRecord(const Fingerprint& fp, TimePoint now, Duration ttl,
   return fresh;
 }
 
+// Until every backend implements it (then it becomes pure virtual).
+Result<bool> Store::ExtendLock(const RecordId&, const Token&, TimePoint,
+                               Duration) {
+  return MakeError(
+      ErrorCode::kInternal,
+      "ExtendLock is not implemented by the " + Info().name + " store");
+}
+
+Result<std::optional<StoreStats>> Store::Stats(TimePoint) {
+  return std::optional<StoreStats>();
+}
+
 }  // namespace idem

@@ -34,12 +34,14 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "idem/clock.h"
 #include "idem/error.h"
 #include "idem/guard_options.h"
 #include "idem/log.h"
 #include "idem/metrics.h"
+#include "idem/observer.h"
 #include "idem/response.h"
 #include "idem/store.h"
 #include "idem/types.h"
@@ -54,6 +56,10 @@ struct RequestView {
   std::string_view method;
   // Path and query exactly as received.
   std::string_view target;
+  // The route pattern the adapter matched (e.g. "/orders/{id}"); names the
+  // operation when the route has key_per_operation. Empty: the target's
+  // path (without the query) stands in.
+  std::string_view route;
   // Every request header as received (repeated names included).
   std::span<const HeaderView> headers;
   std::string_view body;
@@ -116,6 +122,10 @@ class ClaimHandle {
   bool active() const { return guard_ != nullptr; }
   // True when this claim took over a request whose lock had timed out.
   bool takeover() const { return takeover_; }
+  // The claimed record and the claim's fencing token (for a caller that
+  // completes the record itself, e.g. in its own SQL transaction).
+  const RecordId& record_id() const { return id_; }
+  const Token& token() const { return token_; }
 
   // Stores `response` for replay, or releases the key, by the table of
   // SEMANTICS.md. Call it before sending the response. Blocks on the store.
@@ -170,6 +180,9 @@ struct GuardSetup {
   std::shared_ptr<Clock> clock;
   // Default: a new Metrics owned by the Guard.
   std::shared_ptr<Metrics> metrics;
+  // Told of every decision, finish and renewal (observer.h), in this
+  // order, on the thread that made the call. Default: none.
+  std::vector<std::shared_ptr<GuardObserver>> observers;
   // Default: no logging. Called until the Guard is destroyed (its
   // destructor writes pending repeat counts), so whatever it captures must
   // outlive the Guard.

@@ -79,6 +79,19 @@ struct GuardOptions {
   // until min(now + lock_timeout, now + ttl), so a lock_timeout above the
   // ttl is allowed and means "until the record expires".
   Duration lock_timeout = std::chrono::seconds(60);
+  // Lock renewal for handlers that may run longer than lock_timeout: while
+  // the handler runs, its claim's lock is extended (Store::ExtendLock) to
+  // now + lock_timeout every lock_renewal, so a live handler is never taken
+  // over, while a crashed one still is lock_timeout after its last renewal.
+  // A renewal that finds the claim lost is logged and counted
+  // (renewal_lost); the late Finish then ends as kStaleComplete. 0 turns it
+  // off (nothing is scheduled). Must be below lock_timeout. Default: 0.
+  Duration lock_renewal = Duration::zero();
+  // When true, the operation (method and route pattern) is part of the
+  // record id, so one client key used on POST /orders and on POST
+  // /payments names two operations instead of answering 422 on the second.
+  // Default: false (the key alone, with the scope, names the record).
+  bool key_per_operation = false;
   // How long a request waits for an in_progress record to complete before
   // answering 409. Default: 0 (answer at once). Maximum: 1 h (kMaxLockWait).
   Duration lock_wait = Duration::zero();

@@ -3,8 +3,9 @@
 //
 // Every request that reaches a protected route adds exactly one step outcome
 // (kKeyMissing .. kRouteInvalid); an executed request may then add one
-// follow-up (kReleased, kNotStored, kStaleComplete, kStoreFailed) and a
-// takeover claim adds kTakeover. All are exported as
+// follow-up (kReleased, kNotStored, kStaleComplete, kStoreFailed), a
+// takeover claim adds kTakeover, and a lock renewal that finds the claim
+// lost adds kRenewalLost. All are exported as
 // idem_requests_total{outcome="..."}, so the step outcomes sum to the number
 // of protected requests and the follow-ups count on top of them.
 //
@@ -46,10 +47,12 @@ enum class Outcome : int {
   kStaleComplete,
   kStoreFailed,
   kTakeover,
+  kRenewalLost,  // A lock renewal found the claim lost (lock_renewal).
 };
 // The last step outcome: step outcomes are kKeyMissing..kLastStepOutcome.
 inline constexpr Outcome kLastStepOutcome = Outcome::kRouteInvalid;
-inline constexpr int kOutcomeCount = static_cast<int>(Outcome::kTakeover) + 1;
+inline constexpr int kOutcomeCount =
+    static_cast<int>(Outcome::kRenewalLost) + 1;
 
 // The label value, e.g. "key_missing".
 std::string_view OutcomeName(Outcome outcome);

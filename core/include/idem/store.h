@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -117,6 +118,13 @@ struct StoreInfo {
   std::chrono::milliseconds acquire_timeout{0};
 };
 
+// Record counts of Store::Stats.
+struct StoreStats {
+  std::uint64_t in_progress = 0;  // Live, in progress (locked or not).
+  std::uint64_t completed = 0;    // Live, completed.
+  std::uint64_t expired = 0;      // Past expires_at, not purged yet.
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -179,6 +187,26 @@ class Store {
   // unreachable or busy); nothing was deleted then, or the delete's outcome
   // is unknown only if the backend itself says so.
   virtual Result<bool> Revoke(const RecordId& id) = 0;
+
+  // Lock renewal for a slow handler: if and only if the record of `id` is
+  // in_progress with `token` and has not expired at `now`, sets its
+  // locked_until to min(now + lock_timeout, expires_at), never earlier than
+  // it is, and returns true. Returns false and changes nothing otherwise
+  // (released, revoked, taken over, completed, expired, absent): the caller
+  // has lost the claim and its Complete will fail too. A holder whose lock
+  // has timed out but that nobody took over still holds the record, and
+  // renewing it is allowed. One write per call on every store. Atomic with
+  // respect to every other call on the same id. Errors: kUnavailable,
+  // kDataLoss (the record cannot be decoded), kInvalidArgument
+  // (lock_timeout not positive).
+  virtual Result<bool> ExtendLock(const RecordId& id, const Token& token,
+                                  TimePoint now, Duration lock_timeout);
+
+  // How many records the store holds, by state, as of `now` (for idemctl
+  // stats and operators), or nullopt when the store cannot count them
+  // without reading every record. May read the whole store: not for a
+  // request path. Errors: kUnavailable.
+  virtual Result<std::optional<StoreStats>> Stats(TimePoint now);
 
   // The live record of `id` as of `now`, or nullopt when there is none or it
   // has expired. For tools and tests.
