@@ -25,8 +25,9 @@ function(idem_add_library name)
   install(TARGETS idem_${name} EXPORT idem-${name}-targets
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT ${ARG_COMPONENT}
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT ${ARG_COMPONENT})
+  # *.in: templates of generated headers, installed as generated.
   install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-    COMPONENT ${ARG_COMPONENT})
+    COMPONENT ${ARG_COMPONENT} PATTERN "*.in" EXCLUDE)
   set_property(GLOBAL APPEND PROPERTY IDEM_LIBRARIES ${name})
   set_property(GLOBAL PROPERTY IDEM_LIBRARY_${name}_COMPONENT ${ARG_COMPONENT})
 endfunction()

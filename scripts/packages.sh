@@ -51,6 +51,7 @@ listing=$work/listing
 for p in "${!deb[@]}"; do
   dpkg-deb -c "${deb[$p]}" | awk -v p="$p" '$1 !~ /^d/ {sub(/^\.\//, "", $6); print p, $6}' >>"$listing"
 done
+! grep -E ' usr/include/.*\.in$' "$listing" || fail "header templates (*.in) packaged"
 dups=$(awk '{print $2}' "$listing" | sort | uniq -d)
 [[ -z $dups ]] || fail "files in more than one package: $dups"
 holds() {  # package, path...

@@ -12,8 +12,9 @@
 # ccache), so a second run only rebuilds what changed.
 #
 # Environment: IDEM_TEST_JOBS (default: nproc), IDEM_FUZZ_SECONDS (default 30),
-# IDEM_TEST_STAGES (default "main package asan tsan fuzz"), IDEM_TEST_POSTGRES_URI (a
-# server for the postgres tests; default: one started by scripts/postgres.sh),
+# IDEM_TEST_STAGES (default "main package asan tsan fuzz"),
+# IDEM_TEST_POSTGRES_URI (a server for the postgres tests; default: one
+# started by scripts/postgres.sh),
 # IDEM_TEST_REDIS_URI and IDEM_TEST_REDIS_CLUSTER_URI (default: started by
 # scripts/redis.sh).
 set -euo pipefail
