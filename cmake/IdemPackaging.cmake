@@ -53,7 +53,7 @@ set(IDEM_DEB_DEPENDS_postgres "libpq-dev (>= 12)")
 set(IDEM_DEB_DEPENDS_redis "libhiredis-dev (>= 0.14), pkg-config")  # cmake/Findhiredis.cmake
 set(IDEM_DEB_DEPENDS_beast "libboost-dev (>= 1.74)")
 
-set(IDEM_DEB_SUMMARY_dev "core library, in-memory store and CMake/pkg-config files")
+set(IDEM_DEB_SUMMARY_dev "core, memory store, CMake and pkg-config files")
 set(IDEM_DEB_SUMMARY_rocksdb "embedded RocksDB store")
 set(IDEM_DEB_SUMMARY_sqlite "embedded SQLite store")
 set(IDEM_DEB_SUMMARY_postgres "PostgreSQL store")
@@ -146,7 +146,9 @@ function(idem_cpack)
   set(CPACK_PACKAGE_NAME idem)
   set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
   set(CPACK_PACKAGE_VENDOR "idem")
-  set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+  # CPack's default summary: CPackDeb then takes each package's synopsis
+  # from the first line of its description instead of prepending this one.
+  set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${CMAKE_PROJECT_NAME} built using CMake")
   set(CPACK_PACKAGE_CONTACT "${IDEM_PACKAGE_MAINTAINER}")
   set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${IDEM_PACKAGE_MAINTAINER}")
   set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
@@ -157,9 +159,12 @@ function(idem_cpack)
   set(CPACK_STRIP_FILES ON)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 
-  set(dev_desc "idem makes HTTP retries safe: a server that receives a request
- with an Idempotency-Key header runs its handler once and answers every retry
- with the first response (the IETF Idempotency-Key HTTP header draft).")
+  # Descriptions: the synopsis, then paragraphs (CPackDeb indents them).
+  string(CONCAT about
+    "idem makes HTTP retries safe: a server that receives a request with an\n"
+    "Idempotency-Key header runs its handler once and answers every retry with\n"
+    "the first response (the IETF Idempotency-Key HTTP header draft).")
+  set(static "A static library: a program needs this package to build only.")
 
   get_property(libraries GLOBAL PROPERTY IDEM_LIBRARIES)
   get_property(backends GLOBAL PROPERTY IDEM_BACKENDS)
@@ -193,17 +198,17 @@ function(idem_cpack)
     set(CPACK_DEBIAN_${C}_PACKAGE_DEPENDS "${depends}")
     set(CPACK_DEBIAN_${C}_PACKAGE_SECTION libdevel)
     set(CPACK_COMPONENT_${C}_DESCRIPTION
-      "Idempotency-Key support for C++ HTTP servers: ${IDEM_DEB_SUMMARY_${component}}\n ${dev_desc}")
+      "C++ Idempotency-Key library: ${IDEM_DEB_SUMMARY_${component}}\n${about}\n\n${static}")
   endforeach()
 
   set(CPACK_DEBIAN_DEMO_PACKAGE_NAME idem-demo)
   set(CPACK_DEBIAN_DEMO_PACKAGE_SECTION net)
   set(CPACK_COMPONENT_DEMO_DESCRIPTION
-    "idem's demo HTTP server: Idempotency-Key on POST /orders\n ${dev_desc}\n .\n idem-demo serves a protected route over any idem store URI (RocksDB by\n default).")
+    "demo HTTP server of the idem Idempotency-Key library\n${about}\n\nidem-demo serves protected routes over any idem store URI\n(RocksDB by default).")
   set(CPACK_DEBIAN_IDEMCTL_PACKAGE_NAME idemctl)
   set(CPACK_DEBIAN_IDEMCTL_PACKAGE_SECTION admin)
   set(CPACK_COMPONENT_IDEMCTL_DESCRIPTION
-    "inspect, revoke and purge idem's idempotency records\n ${dev_desc}\n .\n idemctl works on any idem store URI, for an operator who holds a client's\n key and scope.")
+    "inspect, revoke and purge the records of idem Idempotency-Key stores\n${about}\n\nidemctl works on any idem store URI, for an operator who holds a\nclient's key and scope.")
 
   include(CPack)
 endfunction()

@@ -75,11 +75,14 @@ done
 [[ -z ${deb[idem-demo]:-} ]] || holds idem-demo usr/bin/idem-demo
 [[ -z ${deb[idemctl]:-} ]] || holds idemctl usr/bin/idemctl
 
-# 3. What each package depends on: libidem-dev at this very version for
+# 3. Each package's synopsis and version, and what it depends on: libidem-dev at this very version for
 # every other library package, and every other dependency a Debian package
 # installed here at a version that satisfies it (so the names are right:
 # scripts/deps.sh installs them all).
 for p in "${!deb[@]}"; do
+  synopsis=$(dpkg-deb -f "${deb[$p]}" Description | head -1)
+  [[ -n $synopsis && $synopsis != *"built using CMake"* ]] || fail "$p: no synopsis of its own: $synopsis"
+  [[ $(dpkg-deb -f "${deb[$p]}" Version) == "$version" ]] || fail "$p: another version than libidem-dev's $version"
   depends=$(dpkg-deb -f "${deb[$p]}" Depends)
   if [[ $p == libidem-*-dev ]]; then
     [[ ", $depends," == *", libidem-dev (= $version),"* ]] || fail "$p: Depends lacks libidem-dev (= $version): $depends"
@@ -147,4 +150,4 @@ for store in memory rocksdb sqlite postgres redis; do
   "$out/consumer-pkg-config" "$uri" >/dev/null || fail "$store: the pkg-config consumer failed on $store"
   results+=("$store: find_package and pkg-config consumers ran")
 done
-echo "packages.sh: ${#deb[@]} packages of idem $version checked (files, Depends); $(IFS=';'; echo "${results[*]}")"
+echo "packages.sh: ${#deb[@]} packages of idem $version checked (files, Depends); $(printf '%s; ' "${results[@]}" | sed 's/; $//')"
