@@ -80,7 +80,7 @@ done
 # installed here at a version that satisfies it (so the names are right:
 # scripts/deps.sh installs them all).
 for p in "${!deb[@]}"; do
-  synopsis=$(dpkg-deb -f "${deb[$p]}" Description | head -1)
+  synopsis=$(dpkg-deb -f "${deb[$p]}" Description | sed -n 1p)
   [[ -n $synopsis && $synopsis != *"built using CMake"* ]] || fail "$p: no synopsis of its own: $synopsis"
   [[ $(dpkg-deb -f "${deb[$p]}" Version) == "$version" ]] || fail "$p: another version than libidem-dev's $version"
   depends=$(dpkg-deb -f "${deb[$p]}" Depends)
@@ -140,6 +140,15 @@ for store in memory rocksdb sqlite postgres redis; do
   $(command -v ccache || true) g++ -std=c++20 -DIDEM_CONSUMER_${store^^}=1 -o "$out/consumer-pkg-config" "$consumer_src/main.cc" $flags ||
     fail "$store: the pkg-config consumer does not build"
   unset PKG_CONFIG_PATH
+  if [[ $store == memory && -n ${deb[libidem-sqlite-dev]:-} ]]; then
+    # libidem-dev alone: a store's component is missing, and says so.
+    if cmake -S "$consumer_src" -B "$work/consumer-missing" -DCMAKE_PREFIX_PATH="$scratch/usr" \
+      -DIDEM_CONSUMER_STORE=sqlite >"$work/consumer-missing.log" 2>&1; then
+      fail "find_package(idem COMPONENTS sqlite) succeeds without libidem-sqlite-dev"
+    fi
+    grep -q "idem component sqlite is not installed" "$work/consumer-missing.log" ||
+      { cat "$work/consumer-missing.log"; fail "find_package(idem COMPONENTS sqlite) without its package: no clear message"; }
+  fi
   uri=$(run_uri "$store")
   if [[ -z $uri ]]; then
     [[ -z ${CI:-} ]] || fail "$store: no server to run the consumer against (CI is set)"
