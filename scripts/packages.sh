@@ -103,7 +103,16 @@ for p in "${!deb[@]}"; do
   done
 done
 
-# 4. The consumer against each store's packages.
+# 4. The programs run from their unpacked packages (their shared libraries
+# are the Debian ones their Depends name).
+for p in idem-demo idemctl; do
+  [[ -n ${deb[$p]:-} ]] || continue
+  rm -rf "$work/root-$p"
+  dpkg -x "${deb[$p]}" "$work/root-$p"
+  "$work/root-$p/usr/bin/$p" --help >"$work/$p-help.log" 2>&1 || { cat "$work/$p-help.log"; fail "$p --help fails when unpacked"; }
+done
+
+# 5. The consumer against each store's packages.
 run_uri() {  # store -> the URI its consumer opens ("" = no server)
   case $1 in
     memory) echo "memory:?capacity=10" ;;
