@@ -117,7 +117,7 @@ function(idem_install_package_files)
   # idemConfig.cmake loads the export files present, in this order (each
   # library after those it links).
   list(REMOVE_ITEM libraries core)
-  set(IDEM_CONFIG_PARTS ${libraries})
+  string(REPLACE ";" " " IDEM_CONFIG_PARTS "${libraries}")
   configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/idemConfig.cmake.in
     ${PROJECT_BINARY_DIR}/idemConfig.cmake
     INSTALL_DESTINATION ${cmake_dir})
