@@ -135,6 +135,9 @@ function(idem_install_package_files)
   endif()
 endfunction()
 
+# The project states no license yet, so the packages carry no
+# usr/share/doc/<package>/copyright; the Maintainer is a placeholder a
+# release sets.
 set(IDEM_PACKAGE_MAINTAINER "idem maintainers <maintainers@idem.invalid>" CACHE STRING
   "The Maintainer field of the .deb packages")
 
