@@ -498,6 +498,20 @@ INSTANTIATE_TEST_SUITE_P(Stores, IdemctlStoreTest,
                                            Kind::kRedisCluster),
                          [](const auto& info) { return KindName(info.param); });
 
+#ifdef IDEM_IDEMCTL_TEST_ROCKSDB
+// RocksDB admits one process per directory: while the application holds
+// it, idemctl says so (exit 3) instead of answering "no such record".
+TEST(IdemctlRocksdbTest, ADirectoryHeldByTheApplicationIsAStoreError) {
+  StoreFixture fx;
+  fx.SetUp(Kind::kRocksdb);
+  auto store = fx.Open();
+  ASSERT_NE(store, nullptr);
+  const ToolResult r = fx.Ctl({"inspect", "--key", "k"});
+  EXPECT_EQ(r.exit_code, kStoreError) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("in use"));
+}
+#endif
+
 #ifdef IDEM_DEMO_PATH
 
 // idem-demo keeps running on the store; idemctl revokes a completed key
