@@ -397,7 +397,6 @@ int Run(int argc, const char* const* argv, std::ostream& out,
       "Print a live record: state, times, status, headers, body "
       "size (exit 1 when none, 3 when damaged)");
   AddKeyOptions(*inspect, args);
-  inspect->add_flag("--json", args.json, "One JSON object");
   inspect->add_flag("--body", args.body,
                     "Also the body: escaped text (\\xNN for bytes that are "
                     "not printable ASCII), base64 with --json");
@@ -407,18 +406,19 @@ int Run(int argc, const char* const* argv, std::ostream& out,
       "Delete a record whatever its state (also a damaged one): "
       "its key runs the handler again");
   AddKeyOptions(*revoke, args);
-  revoke->add_flag("--json", args.json, "One JSON object");
 
   auto* purge =
       app.add_subcommand("purge", "Delete the records expired by now");
   purge->add_option("--limit", args.limit, "Delete at most N records")
       ->check(CLI::Range(std::uint64_t{1},
                          std::numeric_limits<std::uint64_t>::max()));
-  purge->add_flag("--json", args.json, "One JSON object");
 
   auto* stats = app.add_subcommand(
       "stats", "Count records by state, where the store can count them");
-  stats->add_flag("--json", args.json, "One JSON object");
+
+  for (CLI::App* sub : {inspect, revoke, purge, stats}) {
+    sub->add_flag("--json", args.json, "One JSON object on stdout");
+  }
 
   try {
     app.parse(argc, argv);
