@@ -576,6 +576,8 @@ TEST(IdemctlUsageTest, BadArgumentsAreExit2WithOneLineOnStderr) {
       {"--store", sqlite, "inspect", "--key", "caf\xc3\xa9"},
       {"--store", sqlite, "inspect", "--key", "k", "--method", "POST"},
       {"--store", sqlite, "inspect", "--key", "k", "--path", "/o"},
+      {"--store", sqlite, "inspect", "--key", "k", "--method", "POST", "--path",
+       "orders"},
       {"--store", sqlite, "purge", "--limit", "0"},
       {"--store", sqlite, "purge", "--limit", "many"},
       {"--store", sqlite, "frobnicate"},

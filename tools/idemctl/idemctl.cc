@@ -196,6 +196,12 @@ std::optional<RecordId> ResolveId(const Args& args, Output& output, int* code) {
     return std::nullopt;
   }
   if (args.method.empty()) return MakeRecordId(args.scope, *key);
+  if (!args.path.starts_with('/')) {
+    *code = output.Fail(kUsage,
+                        "--path must be the route pattern the application "
+                        "protected, starting with '/', e.g. /orders/{id}");
+    return std::nullopt;
+  }
   std::string method = args.method;
   for (char& c : method) {
     c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
