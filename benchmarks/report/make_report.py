@@ -12,7 +12,8 @@ scripts/bench.sh runs it twice:
                         [--plots docs/bench] [--elapsed S] [--build-seconds S]
       Reads OUT/machine.json, OUT/idem-bench.json (Google Benchmark JSON of
       idem-bench), OUT/http.json (benchmarks/http/bench.sh RESULTS_JSON) and
-      OUT/scale-{memory,latency,disk}.txt (idem-scale's key=value lines);
+      OUT/scale-{memory,latency,disk}.txt (idem-scale's key=value lines),
+      OUT/idemctl.json (benchmarks/idemctl/bench.sh RESULTS_JSON);
       every input but machine.json may be missing, its section then says
       so. Writes the page: ratios to the baselines first (each store against
       its engine's raw write, memory against the sharded-mutex map, HTTP
@@ -563,6 +564,31 @@ def section_http(http, plots):
     return lines
 
 
+def section_idemctl(ctl):
+    """OUT/idemctl.json (benchmarks/idemctl/bench.sh): a plain table."""
+    lines = ["## idemctl inspect: process start to exit", ""]
+    if not ctl:
+        return lines + ["Not run (no idemctl.json).", ""]
+    base = ctl["baselines"]["true"]["median_ms"]
+    lines += [
+        f"`idemctl --store URI inspect --key K` of a key with a record, "
+        f"{ctl['runs']} runs per store (median and p90), on "
+        f"{ctl['cores']} cores, against starting `/bin/true` and "
+        "`idemctl --help` (idemctl's own start, no store) in the same run. "
+        "Each run opens the store, reads one record and exits.", ""]
+    rows = [("/bin/true", ctl["baselines"]["true"]),
+            ("idemctl --help", ctl["baselines"]["help"])]
+    rows += [(s["name"], s) for s in ctl["stores"]]
+    lines.append(table(
+        ["run", "median (ms)", "p90 (ms)", "vs /bin/true"],
+        [[f"`{name}`", f"{s['median_ms']:.1f}", f"{s['p90_ms']:.1f}",
+          ratio(s["median_ms"] / base)] for name, s in rows]))
+    lines += ["", "Stores: " + ", ".join(
+        f"`{s['name']}` = `{s['uri']}`" for s in ctl["stores"])
+        + " (`{tmp}`: a fresh directory).", ""]
+    return lines
+
+
 def footprints(mem, disk):
     """idem-scale's bytes per record, in its order: (store, row, bytes per
     record, ratio to the payload); memory: peak RSS, rocksdb: SST files
@@ -911,6 +937,11 @@ def report(args):
     if os.path.exists(http_path):
         with open(http_path) as f:
             http = json.load(f)
+    ctl = None
+    ctl_path = os.path.join(res, "idemctl.json")
+    if os.path.exists(ctl_path):
+        with open(ctl_path) as f:
+            ctl = json.load(f)
     mem = load_kv(os.path.join(res, "scale-memory.txt"))
     lat = load_kv(os.path.join(res, "scale-latency.txt"))
     disk = load_kv(os.path.join(res, "scale-disk.txt"))
@@ -956,6 +987,7 @@ def report(args):
     else:
         doc += ["No idem-bench results (no idem-bench.json).", ""]
     doc += section_http(http, plots)
+    doc += section_idemctl(ctl)
     doc += section_scale(mem, lat, disk)
     docs = os.path.dirname(os.path.abspath(args.markdown))
     os.makedirs(docs, exist_ok=True)
