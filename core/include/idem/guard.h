@@ -241,13 +241,18 @@ class Guard {
   // Route options that fail Validate (given without MakeRouteOptions) are
   // refused on every request: a 500 problem idempotency_route_invalid,
   // counted as kRouteInvalid, an error logged naming the bad field; the
-  // store is not called and no back-off starts.
+  // store is not called and no back-off starts. With route.key_per_operation
+  // the record id includes OperationName(request.method, request.route), the
+  // route pattern (or the target's path when the adapter gives none). While
+  // the switch is off (SetEnabled) every request passes through.
   Decision Begin(const RequestView& request,
                  std::shared_ptr<const GuardOptions> route = nullptr);
 
   // For callers without HTTP: the same procedure with a key the caller
   // derived itself (any bytes, 1..max_key_length long) and a fingerprint
-  // over `operation` and `input`. See once.h.
+  // over `operation` and `input`. See once.h. With key_per_operation the
+  // record id includes OperationName("CALL", operation), so one key with
+  // two operations names two records instead of a mismatch.
   Decision BeginWithKey(std::string_view scope, std::string_view key,
                         std::string_view operation, std::string_view input,
                         std::shared_ptr<const GuardOptions> route = nullptr);
