@@ -18,6 +18,7 @@
 #include "idem/record_id.h"
 #include "support/down_store.h"
 #include "support/faulty_store.h"
+#include "support/log_capture.h"
 #include "support/sharded_mutex_store.h"
 
 namespace idem {
@@ -94,10 +95,7 @@ class GuardFeaturesTest : public ::testing::Test {
     setup.options = std::move(options);
     setup.clock = clock_;
     setup.observers = std::move(observers);
-    setup.log = [this](LogLevel level, std::string_view message) {
-      logs_.emplace_back(std::string(LogLevelName(level)) + ": " +
-                         std::string(message));
-    };
+    setup.log = testing::CaptureLogs(logs_);
     auto guard = Guard::Create(std::move(setup));
     ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
     guard_ = std::move(*guard);
@@ -169,8 +167,7 @@ TEST_F(GuardFeaturesTest, SameKeyOnTwoRoutesWithoutTheOptionIsAMismatch) {
 
 TEST_F(GuardFeaturesTest, SameKeyOnTwoRoutesWithTheOptionIsTwoOperations) {
   const auto route = PerOperation();
-  EXPECT_EQ(Send({.target = "/orders", .route = "/orders"}, route).status,
-            201);
+  EXPECT_EQ(Send({.target = "/orders", .route = "/orders"}, route).status, 201);
   EXPECT_EQ(Send({.target = "/payments", .route = "/payments"}, route).status,
             201);
   EXPECT_EQ(runs_, 2);
@@ -192,12 +189,12 @@ TEST_F(GuardFeaturesTest, ThePatternNotThePathNamesTheOperation) {
   // /orders/1 and /orders/2 are one operation, POST /orders/{id}: the same
   // key with another target (so another fingerprint) is the 422 it is
   // without the option.
-  EXPECT_EQ(Send({.target = "/orders/1", .route = "/orders/{id}"}, route)
-                .status,
-            201);
-  EXPECT_EQ(Send({.target = "/orders/2", .route = "/orders/{id}"}, route)
-                .status,
-            422);
+  EXPECT_EQ(
+      Send({.target = "/orders/1", .route = "/orders/{id}"}, route).status,
+      201);
+  EXPECT_EQ(
+      Send({.target = "/orders/2", .route = "/orders/{id}"}, route).status,
+      422);
   EXPECT_EQ(runs_, 1);
   EXPECT_TRUE(Stored(MakeRecordId(kScope, "POST /orders/{id}", "key-1")));
 }

@@ -53,10 +53,9 @@ TEST(MetricsTest, RequestHistogramsUseTheStoreHistogramsBuckets) {
     char le[32];
     std::snprintf(le, sizeof le, "%g", bound);
     EXPECT_THAT(text, HasSubstr(Line("executed", le, 0)));
-    EXPECT_THAT(text,
-                HasSubstr("idem_store_operation_duration_seconds_bucket{"
-                          "operation=\"claim\",le=\"" +
-                          std::string(le) + "\"} 0\n"));
+    EXPECT_THAT(text, HasSubstr("idem_store_operation_duration_seconds_bucket{"
+                                "operation=\"claim\",le=\"" +
+                                std::string(le) + "\"} 0\n"));
   }
 }
 

@@ -293,8 +293,8 @@ TEST(DemoProcessTest, LockWaitFlag) {
 }
 
 TEST(DemoProcessTest, KeyPerOperationFlag) {
-  DemoProcess demo({"--listen", "127.0.0.1:0", "--store", "memory:",
-                    "--key-per-operation"});
+  DemoProcess demo(
+      {"--listen", "127.0.0.1:0", "--store", "memory:", "--key-per-operation"});
   const std::uint16_t port = demo.WaitListening();
   ASSERT_NE(port, 0);
   EXPECT_EQ(SendOnce(port, Post("/orders", kBody, "kpo")).result_int(), 201u);

@@ -32,10 +32,10 @@ TEST(DemoPaymentsTest, SameKeyOnOrdersAndPaymentsIsA422ByDefault) {
   DemoServer server;
   EXPECT_EQ(SendOnce(server.port(), Post("/orders", kBody, "k")).result_int(),
             201u);
-  EXPECT_EQ(ProblemMismatch(SendOnce(server.port(), Post("/payments", kBody,
-                                                         "k")),
-                            422, "idempotency_key_reused"),
-            "");
+  EXPECT_EQ(
+      ProblemMismatch(SendOnce(server.port(), Post("/payments", kBody, "k")),
+                      422, "idempotency_key_reused"),
+      "");
   EXPECT_EQ(server.handler_runs(), 1u);
 }
 
@@ -76,10 +76,10 @@ TEST(DemoPaymentsTest, PaymentsAreProtectedLikeOrders) {
   EXPECT_EQ(server.handler_runs(), 1u);
 
   // The query knobs and the key rules are /orders'.
-  EXPECT_EQ(ProblemMismatch(SendOnce(port, Post("/payments", kBody,
-                                                std::nullopt)),
-                            400, "idempotency_key_missing"),
-            "");
+  EXPECT_EQ(
+      ProblemMismatch(SendOnce(port, Post("/payments", kBody, std::nullopt)),
+                      400, "idempotency_key_missing"),
+      "");
   EXPECT_EQ(
       SendOnce(port, Post("/payments?status=503", kBody, "s")).result_int(),
       503u);
