@@ -55,6 +55,8 @@
 //   RecordId/<size>     MakeRecordId of a key of that size (real keys are at
 //                       most 255 bytes; the larger sizes show the slope).
 //   Sha256/<size>       a bare SHA-256 of the same bytes (the floor).
+// and GuardObservers/{none,noop} (guard_observers.cc, registered there):
+// Guard::Begin + Finish with no observer and with one that does nothing.
 //
 // Counters: items_per_second (operations, i.e. iterations, per wall-clock
 // second over all threads); on store workloads conflicts, acquired and

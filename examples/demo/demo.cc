@@ -53,6 +53,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   setup.options.ttl = options.ttl;
   setup.options.lock_timeout = options.lock_timeout;
   setup.options.lock_wait = options.lock_wait;
+  setup.options.key_per_operation = options.key_per_operation;
   setup.log = log;
   auto guard = Guard::Create(std::move(setup));
   if (!guard) return tl::unexpected(guard.error());
@@ -86,10 +87,12 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
       std::move(handler_options));
   if (!handler) return tl::unexpected(handler.error());
   demo->handler_ = std::move(*handler);
-  if (auto ok =
-          demo->handler_->Protect(boost::beast::http::verb::post, "/orders");
-      !ok) {
-    return tl::unexpected(ok.error());
+  // Both with the guard's options: the same protection, one id space.
+  for (const char* path : {"/orders", "/payments"}) {
+    if (auto ok = demo->handler_->Protect(boost::beast::http::verb::post, path);
+        !ok) {
+      return tl::unexpected(ok.error());
+    }
   }
 
   beast::IdempotentHandler* h = demo->handler_.get();

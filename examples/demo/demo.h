@@ -1,5 +1,6 @@
 // Demo: idem-demo assembled from its parts — a store, a Guard, the
-// IdempotentHandler protecting POST /orders, DemoApp and HttpServer. main.cc
+// IdempotentHandler protecting POST /orders and POST /payments, DemoApp and
+// HttpServer. main.cc
 // only turns flags into DemoOptions; tests build a Demo in-process.
 //
 // Thread-safety: as HttpServer.
@@ -45,6 +46,10 @@ struct DemoOptions {
   std::string instance = "demo";
   // false: the same server without idem (the benchmark baseline).
   bool idem = true;
+  // GuardOptions::key_per_operation for both protected routes (flag
+  // --key-per-operation): one key on /orders and /payments is two
+  // operations. Default: off (the second answers 422).
+  bool key_per_operation = false;
   // Where warnings and errors of the Guard go. Default: stderr.
   LogSink log;
   // How often the store's expired records are deleted in the background

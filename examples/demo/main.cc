@@ -6,6 +6,7 @@
 //             [--threads N] [--store-calls auto|inline|pool]
 //             [--store-threads N] [--max-connections N]
 //             [--instance NAME] [--sweep-interval SECONDS]
+//             [--key-per-operation]
 //
 // Prints "listening on HOST:PORT" once it accepts connections and exits
 // cleanly (in-flight requests answered) on SIGINT or SIGTERM. The store is
@@ -82,8 +83,8 @@ int main(int argc, char** argv) {
       std::string(idem::demo::kDefaultStoreUri) +
       ", relative to the working directory; memory: forgets on exit)";
   po::options_description flags(
-      "idem-demo: an HTTP server whose POST /orders "
-      "honours Idempotency-Key\nOptions");
+      "idem-demo: an HTTP server whose POST /orders and POST /payments "
+      "honour Idempotency-Key\nOptions");
   // clang-format off
   flags.add_options()
       ("help,h", "print this help and exit")
@@ -117,6 +118,10 @@ int main(int argc, char** argv) {
       ("sweep-interval", po::value(&sweep_interval)->value_name("SECONDS"),
        "how often expired records are deleted from the store in the "
        "background; 0 = never (default 60)")
+      ("key-per-operation",
+       "the method and route are part of a key's record: one key on POST "
+       "/orders and POST /payments is two operations (default: off, the "
+       "second answers 422)")
       ("no-idem", "serve without idem (the benchmark baseline)");
   // clang-format on
   po::variables_map vm;
@@ -173,6 +178,7 @@ int main(int argc, char** argv) {
   options.lock_wait =
       std::chrono::duration_cast<std::chrono::milliseconds>(*lock_wait_value);
   options.idem = vm.count("no-idem") == 0;
+  options.key_per_operation = vm.count("key-per-operation") > 0;
   std::optional<std::string> store_flag;
   if (vm.count("store")) store_flag = vm["store"].as<std::string>();
   options.store_uri = idem::demo::ResolveStoreUri(store_flag);

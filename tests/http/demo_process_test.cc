@@ -292,6 +292,17 @@ TEST(DemoProcessTest, LockWaitFlag) {
   EXPECT_EQ(first.Read().body(), second.body());
 }
 
+TEST(DemoProcessTest, KeyPerOperationFlag) {
+  DemoProcess demo(
+      {"--listen", "127.0.0.1:0", "--store", "memory:", "--key-per-operation"});
+  const std::uint16_t port = demo.WaitListening();
+  ASSERT_NE(port, 0);
+  EXPECT_EQ(SendOnce(port, Post("/orders", kBody, "kpo")).result_int(), 201u);
+  EXPECT_EQ(SendOnce(port, Post("/payments", kBody, "kpo")).result_int(), 201u);
+  EXPECT_TRUE(IsReplay(SendOnce(port, Post("/payments", kBody, "kpo"))));
+  EXPECT_EQ(Json(SendOnce(port, Get("/stats")))["handler_runs"], 2);
+}
+
 TEST(DemoProcessTest, BadFlagsExit2) {
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"--bogus"},

@@ -28,6 +28,7 @@
 #define IDEM_GUARD_H_
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <span>
@@ -148,6 +149,11 @@ class ClaimHandle {
   Token token_;
   bool takeover_ = false;
   std::shared_ptr<const GuardOptions> options_;
+  // When Begin started (the request-latency histogram, FinishEvent).
+  std::chrono::steady_clock::time_point started_{};
+  // For FinishEvent; copied only when the Guard has observers.
+  std::string method_;
+  std::string route_;
 };
 
 namespace detail {
@@ -235,13 +241,18 @@ class Guard {
   // Route options that fail Validate (given without MakeRouteOptions) are
   // refused on every request: a 500 problem idempotency_route_invalid,
   // counted as kRouteInvalid, an error logged naming the bad field; the
-  // store is not called and no back-off starts.
+  // store is not called and no back-off starts. With route.key_per_operation
+  // the record id includes OperationName(request.method, request.route), the
+  // route pattern (or the target's path when the adapter gives none). While
+  // the switch is off (SetEnabled) every request passes through.
   Decision Begin(const RequestView& request,
                  std::shared_ptr<const GuardOptions> route = nullptr);
 
   // For callers without HTTP: the same procedure with a key the caller
   // derived itself (any bytes, 1..max_key_length long) and a fingerprint
-  // over `operation` and `input`. See once.h.
+  // over `operation` and `input`. See once.h. With key_per_operation the
+  // record id includes OperationName("CALL", operation), so one key with
+  // two operations names two records instead of a mismatch.
   Decision BeginWithKey(std::string_view scope, std::string_view key,
                         std::string_view operation, std::string_view input,
                         std::shared_ptr<const GuardOptions> route = nullptr);
@@ -275,6 +286,17 @@ class Guard {
     return response;
   }
 
+  // The global switch (SEMANTICS.md, step 0). While it is off, Begin and
+  // BeginWithKey pass every request through unprotected (kPassThrough,
+  // counted `unprotected`, observers told) without calling the store, on
+  // every route; requests already past Begin (a claim whose handler runs, a
+  // lock_wait in progress) end as they began, so no record is left
+  // in_progress. Switching off logs a warning and switching on again an
+  // info line, once per change and never rate-limited, so an operator sees
+  // that protection is off. Safe from any thread. Default: on.
+  void SetEnabled(bool enabled);
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
+
   const GuardOptions& options() const { return *options_; }
   const std::shared_ptr<const GuardOptions>& shared_options() const {
     return options_;
@@ -282,12 +304,29 @@ class Guard {
   Metrics& metrics() { return *metrics_; }
   Store& store() { return *store_; }
   Clock& clock() { return *clock_; }
+  // GuardSetup::observers, e.g. for an adapter's second Guard that answers
+  // for this one.
+  const std::vector<std::shared_ptr<GuardObserver>>& observers() const {
+    return observers_;
+  }
 
  private:
   friend class ClaimHandle;
+  // What the request-latency histogram and the observers learn of one
+  // decision while it is made (guard.cc).
+  struct Trace;
   explicit Guard(GuardSetup setup);
 
-  Decision Claim(std::shared_ptr<detail::WaitState> state);
+  Decision BeginSteps(const RequestView& request,
+                      std::shared_ptr<const GuardOptions> route, Trace& trace);
+  Decision BeginWithKeySteps(std::string_view scope, std::string_view key,
+                             std::string_view operation, std::string_view input,
+                             std::shared_ptr<const GuardOptions> route,
+                             Trace& trace);
+  // Times the decision, tells the observers and, for kExecute, stamps the
+  // claim; a kWait decision is not final and is left alone.
+  void Decided(Decision& d, const Trace& trace);
+  Decision Claim(std::shared_ptr<detail::WaitState> state, Trace& trace);
   Decision Respond(Outcome outcome, Response response);
   // The problem answer of `outcome` (the table in guard.cc); `detail`
   // replaces the table's when not empty.
@@ -299,13 +338,26 @@ class Guard {
       const std::shared_ptr<const GuardOptions>& route,
       std::string_view instance);
   void Log(LogLevel level, const std::string& message) const;
-  void ReleaseClaim(const ClaimHandle& claim, Outcome outcome);
+  // Returns the Release call's latency.
+  Duration ReleaseClaim(const ClaimHandle& claim, Outcome outcome);
+  // The end of a claim (Finish, Abandon, Forget, or a Finish variant):
+  // times the executed request and tells the observers. `store_latency` is
+  // the ending store call's, zero without one.
+  void ClaimEnded(const ClaimHandle& claim, FinishResult result, int status,
+                  Duration store_latency);
+  // For lock renewal: tells every observer of `event` (OnRenewal). A no-op
+  // without observers.
+  void NotifyRenewal(const RenewalEvent& event);
 
   std::shared_ptr<Store> store_;
   std::shared_ptr<const GuardOptions> options_;
   std::shared_ptr<Clock> clock_;
   std::shared_ptr<Metrics> metrics_;
+  const std::vector<std::shared_ptr<GuardObserver>> observers_;
+  // The sink without the rate limit, for the global switch's lines.
+  LogSink switch_log_;
   LogSink log_;
+  std::atomic<bool> enabled_{true};
   // Fail-open backoff: until this time (clock ns) fail-open routes skip the
   // store (the latest back-off any fail-open route started).
   std::atomic<Duration::rep> skip_store_until_{0};

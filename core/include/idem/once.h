@@ -48,6 +48,8 @@ enum class OnceStorage {
                      // lock_timeout, then run fn again. Error logged.
   kFailOpen,         // The store was unreachable and the route fails open: fn
                      // ran unprotected; repeats run fn again.
+  kUnprotected,      // The Guard is switched off (Guard::SetEnabled): fn ran
+                     // unprotected; repeats run fn again.
 };
 
 struct OnceResult {
@@ -107,8 +109,11 @@ Result<OnceResult> RunOnce(
       return OnceResult{std::move(r.body), false, OnceStorageOf(finish)};
     }
     case Action::kPassThrough:
-      // BeginWithKey passes through only fail-open.
-      return OnceResult{std::forward<Fn>(fn)(), false, OnceStorage::kFailOpen};
+      // BeginWithKey passes through only fail-open or switched off.
+      return OnceResult{std::forward<Fn>(fn)(), false,
+                        d.outcome == Outcome::kUnprotected
+                            ? OnceStorage::kUnprotected
+                            : OnceStorage::kFailOpen};
     case Action::kRespond:
     case Action::kWait:
       break;

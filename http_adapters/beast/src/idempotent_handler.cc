@@ -110,6 +110,7 @@ IdempotentHandler::IdempotentHandler(std::shared_ptr<Guard> guard,
       std::shared_ptr<Clock>(std::shared_ptr<void>(), &guard_->clock());
   setup.metrics =
       std::shared_ptr<Metrics>(std::shared_ptr<void>(), &guard_->metrics());
+  setup.observers = guard_->observers();
   setup.log = options_.log;
   auto unavailable = Guard::Create(std::move(setup));
   // The guard's own options were valid, so these are.
@@ -137,6 +138,8 @@ Status IdempotentHandler::Protect(http::verb method, std::string_view pattern,
 
 const Route* IdempotentHandler::BoundedRoute(
     const RequestHeader& header) const {
+  // Switched off, idem bounds no body: the server's own limit applies.
+  if (!guard_->enabled()) return nullptr;
   const Route* route =
       routes_.Match(ToStd(header.method_string()), ToStd(header.target()));
   if (route == nullptr) return nullptr;
@@ -180,6 +183,7 @@ Response IdempotentHandler::TooLarge(const RequestHeader& header) {
     RequestView view;
     view.method = ToStd(header.method_string());
     view.target = target;
+    view.route = route->pattern.text();
     view.headers = headers;
     view.body_too_large = true;
     if (scope) view.scope = *scope;
@@ -214,11 +218,14 @@ asio::awaitable<Response> IdempotentHandler::HandleProtected(const Route& route,
     RequestView view;
     view.method = ToStd(request.method_string());
     view.target = ToStd(request.target());
+    view.route = route.pattern.text();
     view.headers = headers;
     view.body = request.body();
     if (scope) view.scope = *scope;
     auto begin = [&] { return guard_->Begin(view, route.options); };
-    if (pool_) {
+    // Switched off, Begin calls no store: inline, so that a busy pool cannot
+    // turn a pass-through into a queue-timeout answer.
+    if (pool_ && guard_->enabled()) {
       std::optional<Decision> begun = co_await OnPool(begin);
       if (begun) {
         d = std::move(*begun);
