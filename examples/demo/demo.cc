@@ -80,6 +80,16 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
     }
     return std::string(value.substr(kBearer.size()));
   };
+  Transfers::Options transfer_options;
+  transfer_options.instance = options.instance;
+  transfer_options.exactly_once = options.exactly_once;
+  transfer_options.scope = handler_options.scope;
+  transfer_options.count_run = [app] { app->CountHandlerRun(); };
+  transfer_options.log = log;
+  auto transfers = Transfers::Create(demo->guard_, options.store_uri,
+                                     std::move(transfer_options));
+  if (!transfers) return tl::unexpected(transfers.error());
+  demo->transfers_ = std::move(*transfers);
   auto handler = beast::IdempotentHandler::Create(
       demo->guard_,
       [app](beast::Request r) { return app->Handle(std::move(r)); },
@@ -101,8 +111,13 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
     return h->TooLarge(header);
   };
   server_options.body_limit = h->BodyLimit(beast::RequestHeader());
+  Transfers* t = demo->transfers_.get();
   demo->server_ = std::make_unique<HttpServer>(
-      server_options, [h](beast::Request r) { return (*h)(std::move(r)); },
+      server_options,
+      [h, t](beast::Request r) {
+        return Transfers::Matches(r) ? t->Handle(std::move(r))
+                                     : (*h)(std::move(r));
+      },
       std::move(hooks));
   return demo;
 }

@@ -107,6 +107,14 @@ class Caller {
                   (sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")")));
   }
 
+  Error WrongDatabase(std::string_view op, std::string_view database) const {
+    return Invalid(op, "the connection is to database '" +
+                           std::string(database) + "', not the store's '" +
+                           target_.database +
+                           "'; the record must be written in the business "
+                           "rows' database");
+  }
+
   Status Check(std::string_view op) const {
     if (conn_ == nullptr) return tl::unexpected(Invalid(op, "no connection"));
     if (PQstatus(conn_) == CONNECTION_BAD) {
@@ -137,6 +145,12 @@ class Caller {
                                          const Response& stored) const {
     constexpr std::string_view kOp = "complete in transaction";
     IDEM_RETURN_IF_ERROR(Check(kOp));
+    // libpq's name of the database checked first: the SELECT below fails
+    // when the other database has no such table.
+    const char* connected = PQdb(conn_);
+    if (connected == nullptr || target_.database != connected) {
+      return tl::unexpected(WrongDatabase(kOp, connected ? connected : ""));
+    }
     const std::string select =
         "SELECT current_database(), r.state, r.fingerprint, r.token, "
         "r.locked_until, r.expires_at, r.record FROM (SELECT 1) AS one "
@@ -153,12 +167,7 @@ class Caller {
                            ": unexpected reply to the record's SELECT");
     }
     if (Cell(row, 0, 0) != target_.database) {
-      return tl::unexpected(Invalid(
-          kOp, "the connection is to database '" +
-                   std::string(Cell(row, 0, 0)) + "', not the store's '" +
-                   target_.database +
-                   "'; the record must be written in the business rows' "
-                   "database"));
+      return tl::unexpected(WrongDatabase(kOp, Cell(row, 0, 0)));
     }
     if (PQgetisnull(row, 0, 1)) return TransactionCompletion::kClaimLost;
     for (int col = 2; col < 7; ++col) {
