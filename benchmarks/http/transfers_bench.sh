@@ -39,19 +39,8 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-start() {  # name, flags... -> sets port_<name>
-  local name=$1; shift
-  "$demo" --listen 127.0.0.1:0 --threads "$server_threads" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids+=($!)
-  for _ in $(seq 3000); do
-    grep -q '^listening on' "$tmp/$name.out" 2>/dev/null && break
-    sleep 0.01
-  done
-  local port
-  port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/$name.out")
-  [[ -n $port ]] || { cat "$tmp/$name.err"; exit 1; }
-  printf -v "port_$name" '%s' "$port"
-}
+# shellcheck source=benchmarks/http/lib.sh
+source "$here/lib.sh"
 
 # Loads: <store>_classic and <store>_once, each on a store of its own.
 names=()
@@ -65,32 +54,15 @@ if [[ -n ${PG_URL:-} ]]; then
   names+=(postgres_classic postgres_once)
 fi
 
-to_us() {  # "412.00us" | "1.20ms" | "1.00s" -> microseconds
-  awk -v v="$1" 'BEGIN {
-    n = v + 0
-    if (v ~ /us$/) print n; else if (v ~ /ms$/) print n * 1000;
-    else if (v ~ /s$/) print n * 1000000; else print n }'
-}
 run() {  # name, round
-  local port_var=port_$1 out=$tmp/$1.$2.wrk
-  IDEM_BENCH_PATH=/transfers wrk -t"$threads" -c"$connections" -d"$duration" --latency \
-    -s "$here/fresh_keys.lua" "http://127.0.0.1:${!port_var}" >"$out"
-  local rps p50 p99 errors
-  rps=$(awk '/^Requests\/sec:/ {print $2}' "$out")
-  p50=$(to_us "$(awk '$1 == "50%" {print $2}' "$out")")
-  p99=$(to_us "$(awk '$1 == "99%" {print $2}' "$out")")
-  errors=$(awk '/Non-2xx or 3xx responses:/ {print $5}' "$out")
-  echo "$1 $rps $p50 $p99 ${errors:-0} $2" >>"$tmp/results"
+  local port_var=port_$1
+  IDEM_BENCH_PATH=/transfers wrk_row "$1" "${!port_var}" fresh_keys.lua "$2"
 }
 
 for round in $(seq "$rounds"); do
   for name in "${names[@]}"; do run "$name" "$round"; done
 done
 
-median() {  # name, column
-  awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$tmp/results" | sort -g |
-    awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'
-}
 echo "| load | requests/s | p50 (ms) | p99 (ms) | vs classic (req/s) | p99 vs classic | non-2xx |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
 for name in "${names[@]}"; do

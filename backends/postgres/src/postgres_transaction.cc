@@ -51,18 +51,6 @@ std::string QuoteAny(std::string_view name) {
   return quoted;
 }
 
-// As the store's other calls classify SQLSTATEs (postgres_store.h).
-ErrorCode CodeOf(std::string_view state) {
-  if (state.size() != 5) return ErrorCode::kUnavailable;  // No server reply.
-  const std::string_view cls = state.substr(0, 2);
-  if (cls == "08" || cls == "53" || cls == "57" || cls == "40" ||
-      state == "55P03") {
-    return ErrorCode::kUnavailable;
-  }
-  if (state == "XX001" || state == "XX002") return ErrorCode::kDataLoss;
-  return ErrorCode::kInternal;
-}
-
 class Caller {
  public:
   Caller(const PostgresStore::TransactionTarget& target, PGconn* conn)
@@ -100,7 +88,7 @@ class Caller {
       text.pop_back();
     }
     const std::string sqlstate = state != nullptr ? state : "";
-    ErrorCode code = CodeOf(sqlstate);
+    ErrorCode code = postgres_internal::CodeOfSqlState(sqlstate);
     if (PQstatus(conn_) == CONNECTION_BAD) code = ErrorCode::kUnavailable;
     return tl::unexpected(Error(
         code, target_.prefix + std::string(op) + ": " + text +

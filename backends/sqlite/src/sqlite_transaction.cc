@@ -31,7 +31,6 @@ namespace {
 
 using sqlite_internal::BindBlob;
 using sqlite_internal::Boundary;
-using sqlite_internal::ColumnBlob;
 using sqlite_internal::Prefix;
 
 constexpr const char* kSelectInTransaction =
@@ -126,18 +125,9 @@ class Completion {
     rc = sqlite3_step(stmt);
     if (rc == SQLITE_DONE) return std::optional<Record>();
     if (rc != SQLITE_ROW) return tl::unexpected(SqlError("complete", rc));
-    auto record =
-        DecodeRecordWithColumns(id, ColumnBlob(stmt, 5),
-                                {.state = sqlite3_column_int(stmt, 0),
-                                 .fingerprint = ColumnBlob(stmt, 1),
-                                 .token = ColumnBlob(stmt, 2),
-                                 .locked_until = sqlite3_column_int64(stmt, 3),
-                                 .expires_at = sqlite3_column_int64(stmt, 4)});
-    if (!record) {
-      return MakeError(ErrorCode::kDataLoss,
-                       Prefix(options_.path) + record.error().message());
-    }
-    return std::optional<Record>(std::move(*record));
+    IDEM_ASSIGN_OR_RETURN(Record record, sqlite_internal::DecodeSelectedRow(
+                                             stmt, id, options_.path));
+    return std::optional<Record>(std::move(record));
   }
 
   SqliteStoreOptions options_;
