@@ -135,6 +135,17 @@ class PostgresStore::Impl {
     IDEM_ASSIGN_OR_RETURN(
         target_, postgres_internal::FindTransactionTarget(*lease, table()));
     target_.prefix = Prefix();
+    target_.recall = [this](const RecordId& id,
+                            const Token& token) -> std::optional<Record> {
+      auto fields = claims_.Recall(token);
+      if (!fields || fields->id != id) return std::nullopt;
+      Record record;
+      record.fingerprint = fields->fingerprint;
+      record.locked_until = fields->locked_until;
+      record.expires_at = fields->expires_at;
+      record.token = token;
+      return record;
+    };
     return {};
   }
 

@@ -1,17 +1,18 @@
 // Completing a record in the application's own transaction
 // (PostgresStore::CompleteInTransaction) and PostgresTransaction.
 //
-// The completion runs two statements on the caller's connection, inside its
-// transaction: one SELECT that returns the connection's database and the
-// record (a LEFT JOIN, so that the database comes back even when the record
-// is gone), then the UPDATE ... WHERE id = $1 AND token = $2 AND state = 1
-// that Complete runs too. The fencing token is checked by the UPDATE: a
-// takeover committed before it makes it change nothing (kClaimLost); one
-// in flight holds the row lock and the UPDATE waits for it, then re-checks
-// its WHERE against the row that committed (READ COMMITTED) or fails with a
-// serialization error (REPEATABLE READ, SERIALIZABLE). Once the UPDATE
-// succeeded the row stays locked by the caller's transaction, so no
-// takeover can slip in before its commit.
+// The completion runs on the caller's connection, inside its transaction,
+// the UPDATE ... WHERE id = $1 AND token = $2 AND state = 1 that Complete
+// runs too. For a claim this store made it knows the record's fields
+// (idem/claim_memo.h), as Complete does, and that UPDATE is all; otherwise
+// one SELECT first returns the connection's database and the record (a LEFT
+// JOIN, so that the database comes back even when the record is gone). The
+// fencing token is checked by the UPDATE: a takeover committed before it makes
+// it change nothing (kClaimLost); one in flight holds the row lock and the
+// UPDATE waits for it, then re-checks its WHERE against the row that committed
+// (READ COMMITTED) or fails with a serialization error (REPEATABLE READ,
+// SERIALIZABLE). Once the UPDATE succeeded the row stays locked by the caller's
+// transaction, so no takeover can slip in before its commit.
 //
 // The database is compared rather than trusted: a connection to another
 // database with a table of the same name would otherwise report kClaimLost
@@ -139,6 +140,40 @@ class Caller {
     if (connected == nullptr || target_.database != connected) {
       return tl::unexpected(WrongDatabase(kOp, connected ? connected : ""));
     }
+    std::optional<Record> record;
+    if (target_.recall) record = target_.recall(id, token);
+    if (!record.has_value()) {
+      IDEM_ASSIGN_OR_RETURN(record, Select(id, kOp));
+      if (!record.has_value() || !record->HeldBy(token)) {
+        return TransactionCompletion::kClaimLost;
+      }
+    }
+    record->state = RecordState::kCompleted;
+    // Non-owning: `stored` outlives the encoding below.
+    record->response = std::shared_ptr<const Response>(
+        std::shared_ptr<const Response>(), &stored);
+    const std::string blob = EncodeRecord(*record);
+    // current_database() again: without the SELECT, the UPDATE is the only
+    // statement the server sees.
+    const std::string update = "UPDATE " + target_.table +
+                               " SET state = 2, record = $3 "
+                               "WHERE id = $1 AND token = $2 AND state = 1 "
+                               "AND current_database() = $4";
+    IDEM_ASSIGN_OR_RETURN(
+        const PgResult updated,
+        Exec(update,
+             std::array<std::string_view, 4>{id.view(), token.view(), blob,
+                                             target_.database},
+             PGRES_COMMAND_OK, kOp));
+    return std::string_view(PQcmdTuples(updated.get())) == "1"
+               ? TransactionCompletion::kStored
+               : TransactionCompletion::kClaimLost;
+  }
+
+  // The record of `id` read on the caller's connection, and its database
+  // checked on the server too; nullopt when there is none.
+  Result<std::optional<Record>> Select(const RecordId& id,
+                                       std::string_view op) const {
     const std::string select =
         "SELECT current_database(), r.state, r.fingerprint, r.token, "
         "r.locked_until, r.expires_at, r.record FROM (SELECT 1) AS one "
@@ -147,17 +182,17 @@ class Caller {
     IDEM_ASSIGN_OR_RETURN(
         const PgResult found,
         Exec(select, std::array<std::string_view, 1>{id.view()},
-             PGRES_TUPLES_OK, kOp));
+             PGRES_TUPLES_OK, op));
     const PGresult* row = found.get();
     if (PQntuples(row) != 1) {
       return MakeError(ErrorCode::kInternal,
-                       target_.prefix + std::string(kOp) +
+                       target_.prefix + std::string(op) +
                            ": unexpected reply to the record's SELECT");
     }
     if (Cell(row, 0, 0) != target_.database) {
-      return tl::unexpected(WrongDatabase(kOp, Cell(row, 0, 0)));
+      return tl::unexpected(WrongDatabase(op, Cell(row, 0, 0)));
     }
-    if (PQgetisnull(row, 0, 1)) return TransactionCompletion::kClaimLost;
+    if (PQgetisnull(row, 0, 1)) return std::optional<Record>();
     for (int col = 2; col < 7; ++col) {
       if (PQgetisnull(row, 0, col)) {
         return MakeError(
@@ -175,23 +210,7 @@ class Caller {
       return MakeError(record.error().code(),
                        target_.prefix + record.error().message());
     }
-    if (!record->HeldBy(token)) return TransactionCompletion::kClaimLost;
-    record->state = RecordState::kCompleted;
-    // Non-owning: `stored` outlives the encoding below.
-    record->response = std::shared_ptr<const Response>(
-        std::shared_ptr<const Response>(), &stored);
-    const std::string blob = EncodeRecord(*record);
-    const std::string update = "UPDATE " + target_.table +
-                               " SET state = 2, record = $3 "
-                               "WHERE id = $1 AND token = $2 AND state = 1";
-    IDEM_ASSIGN_OR_RETURN(
-        const PgResult updated,
-        Exec(update,
-             std::array<std::string_view, 3>{id.view(), token.view(), blob},
-             PGRES_COMMAND_OK, kOp));
-    return std::string_view(PQcmdTuples(updated.get())) == "1"
-               ? TransactionCompletion::kStored
-               : TransactionCompletion::kClaimLost;
+    return std::optional<Record>(std::move(*record));
   }
 
   // BEGIN, COMMIT: only their status matters.

@@ -44,6 +44,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -181,18 +182,18 @@ class PostgresStore final : public Store {
   // in_progress with `token` (checked in the UPDATE itself), keeping its
   // expires_at. kStored: written in the caller's transaction, visible when
   // it commits. kClaimLost: nothing written; roll back. `stored` is stored
-  // as given: pass ClaimHandle::StorableResponse. Two round trips on
-  // `conn`, blocking (libpq's blocking mode), bounded by the caller's own
-  // timeouts; the updated row stays locked until the caller's transaction
-  // ends, so a duplicate's claim waits for it (up to statement_timeout):
-  // keep the transaction short. The table is named with the schema the
-  // store found it in at Open, whatever `conn`'s search_path.
-  // Errors: kInvalidArgument when `conn` is null, in non-blocking mode, not
-  // inside a transaction block (BEGIN first), in a failed transaction, or
-  // connected to another database than the store's; kUnavailable for a
-  // broken connection and SQLSTATE classes 08, 53, 57, 40 (a serialization
-  // failure under REPEATABLE READ or SERIALIZABLE: roll back and retry the
-  // request) and 55P03; kDataLoss for a record that does not decode;
+  // as given: pass ClaimHandle::StorableResponse. One round trip on `conn`
+  // for a claim this store made (two otherwise), blocking (libpq's blocking
+  // mode), bounded by the caller's own timeouts; the updated row stays locked
+  // until the caller's transaction ends, so a duplicate's claim waits for it
+  // (up to statement_timeout): keep the transaction short. The table is named
+  // with the schema the store found it in at Open, whatever `conn`'s
+  // search_path. Errors: kInvalidArgument when `conn` is null, in non-blocking
+  // mode, not inside a transaction block (BEGIN first), in a failed
+  // transaction, or connected to another database than the store's;
+  // kUnavailable for a broken connection and SQLSTATE classes 08, 53, 57, 40 (a
+  // serialization failure under REPEATABLE READ or SERIALIZABLE: roll back and
+  // retry the request) and 55P03; kDataLoss for a record that does not decode;
   // kInternal otherwise. Messages name the store and table.
   Result<TransactionCompletion> CompleteInTransaction(PGconn* conn,
                                                       const RecordId& id,
@@ -205,6 +206,10 @@ class PostgresStore final : public Store {
     std::string database;
     std::string table;
     std::string prefix;
+    // The record this store's own claim of `token` wrote, if it still
+    // remembers it (idem/claim_memo.h), so that the completion needs no
+    // SELECT; nullopt otherwise.
+    std::function<std::optional<Record>(const RecordId&, const Token&)> recall;
   };
   const TransactionTarget& transaction_target() const;
 
