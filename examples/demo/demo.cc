@@ -40,13 +40,21 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
     return demo;
   }
 
+  Store* sql_store = nullptr;  // The typed store inside, for /transfers.
   if (!store) {
     StoreOptions store_options;
     store_options.sweep_interval = options.sweep_interval;
     store_options.log = log;
-    auto opened = OpenStore(options.store_uri, store_options);
-    if (!opened) return tl::unexpected(opened.error());
-    store = std::shared_ptr<Store>(std::move(*opened));
+    if (IsSqlStoreUri(options.store_uri)) {
+      auto opened = Transfers::OpenSqlStore(options.store_uri, store_options);
+      if (!opened) return tl::unexpected(opened.error());
+      store = opened->store;
+      sql_store = opened->typed;
+    } else {
+      auto opened = OpenStore(options.store_uri, store_options);
+      if (!opened) return tl::unexpected(opened.error());
+      store = std::shared_ptr<Store>(std::move(*opened));
+    }
   }
   GuardSetup setup;
   setup.store = std::move(store);
@@ -87,7 +95,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   transfer_options.count_run = [app] { app->CountHandlerRun(); };
   transfer_options.log = log;
   auto transfers = Transfers::Create(demo->guard_, options.store_uri,
-                                     std::move(transfer_options));
+                                     std::move(transfer_options), sql_store);
   if (!transfers) return tl::unexpected(transfers.error());
   demo->transfers_ = std::move(*transfers);
   auto handler = beast::IdempotentHandler::Create(

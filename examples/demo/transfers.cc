@@ -317,13 +317,12 @@ class PostgresDatabase final : public Transfers::Database {
 
 #endif  // IDEM_HAVE_POSTGRES
 
-// A store of its own on the same file or table as the Guard's (several
-// stores may share one), opened with the backend's typed call, whose
-// CompleteInTransaction the handler needs.
-Result<std::unique_ptr<Store>> OpenTyped(std::string_view store_uri) {
+// The typed store `store_uri` names, and its sweep interval (the URI's
+// sweep_interval_s, else `sweep`), or nullptr for another scheme.
+Result<std::unique_ptr<Store>> OpenTyped(std::string_view store_uri,
+                                         Duration& sweep) {
   IDEM_ASSIGN_OR_RETURN(StoreUri uri, StoreUri::Parse(store_uri));
   // OpenStore's own parameter, which the typed calls refuse.
-  std::chrono::seconds sweep{0};
   IDEM_RETURN_IF_ERROR(uri.ReadDuration(
       "sweep_interval_s", sweep, std::chrono::seconds(0),
       std::chrono::duration_cast<std::chrono::seconds>(kMaxSweepInterval)));
@@ -358,13 +357,38 @@ bool IsSqlStoreUri(std::string_view store_uri) {
          store_uri.starts_with("postgres:");
 }
 
-Result<std::unique_ptr<Transfers>> Transfers::Create(
-    std::shared_ptr<Guard> guard, std::string_view store_uri, Options options) {
-  std::unique_ptr<Store> own;
-  if (IsSqlStoreUri(store_uri)) {
-    IDEM_ASSIGN_OR_RETURN(own, OpenTyped(store_uri));
+Result<Transfers::SqlStore> Transfers::OpenSqlStore(
+    std::string_view store_uri, const StoreOptions& options) {
+  Duration sweep = options.sweep_interval;
+  IDEM_ASSIGN_OR_RETURN(std::unique_ptr<Store> typed,
+                        OpenTyped(store_uri, sweep));
+  if (!typed) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "not a SQL store: " +
+                         std::string(store_uri.substr(0, store_uri.find(':'))));
   }
-  Store* store = own.get();
+  SqlStore opened;
+  opened.typed = typed.get();
+  SweeperOptions sweeper;
+  sweeper.interval = sweep;
+  sweeper.clock = options.clock;
+  sweeper.log = options.log;
+  IDEM_ASSIGN_OR_RETURN(auto swept,
+                        WithSweeper(std::move(typed), std::move(sweeper)));
+  opened.store = std::move(swept);
+  return opened;
+}
+
+Result<std::unique_ptr<Transfers>> Transfers::Create(
+    std::shared_ptr<Guard> guard, std::string_view store_uri, Options options,
+    Store* sql_store) {
+  std::unique_ptr<Store> own;
+  if (sql_store == nullptr && IsSqlStoreUri(store_uri)) {
+    // A store instance of its own on the same file or table.
+    Duration sweep{};
+    IDEM_ASSIGN_OR_RETURN(own, OpenTyped(store_uri, sweep));
+  }
+  Store* store = sql_store != nullptr ? sql_store : own.get();
   std::unique_ptr<Database> db;
 #ifdef IDEM_HAVE_SQLITE
   if (auto* sqlite = dynamic_cast<SqliteStore*>(store)) {

@@ -62,9 +62,25 @@ class Transfers {
   // connection URI) and a `transfers` table; any other store answers 501,
   // and is kInvalidArgument with options.exactly_once. Errors: the store's,
   // the connection's or the table's.
+  // `sql_store`: the Guard's own SQLite or PostgreSQL store (OpenSqlStore's
+  // `typed`), used instead of an instance of its own when given, so that a
+  // PostgreSQL completion finds the claim in that store's memo and needs no
+  // SELECT.
   static Result<std::unique_ptr<Transfers>> Create(std::shared_ptr<Guard> guard,
                                                    std::string_view store_uri,
-                                                   Options options);
+                                                   Options options,
+                                                   Store* sql_store = nullptr);
+
+  // The SQL store `store_uri` names, opened as OpenStore opens it (with its
+  // sweeper: the URI's sweep_interval_s, else options.sweep_interval), and
+  // the typed store inside it, alive as long as `store`. Errors: as
+  // OpenStore's; kInvalidArgument for a scheme that is not a SQL store's.
+  struct SqlStore {
+    std::shared_ptr<Store> store;
+    Store* typed = nullptr;
+  };
+  static Result<SqlStore> OpenSqlStore(std::string_view store_uri,
+                                       const StoreOptions& options);
   ~Transfers();
 
   // Whether the request is one of this class's paths.
