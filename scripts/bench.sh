@@ -215,6 +215,14 @@ step cmake --build "$build" -j "$jobs" --target idemctl idem-demo >>"$out/build.
 step env STORES="$idemctl_stores" RUNS="$idemctl_runs" RESULTS_JSON="$out/idemctl.json" TMPDIR="$tmp" \
   benchmarks/idemctl/bench.sh "$build" >"$out/idemctl.md" 2>&1 || { cat "$out/idemctl.md"; exit 1; }
 
+# ---- Exactly once: POST /transfers ---------------------------------------------
+# The classic completion against --exactly-once, per SQL store
+# (benchmarks/http/transfers_bench.sh); PostgreSQL when the server started.
+log "exactly once: wrk on POST /transfers, $rounds x $duration per load"
+step env PG_URL="$pg_url" ROUNDS="$rounds" DURATION="$duration" RESULTS_JSON="$out/transfers.json" \
+  benchmarks/http/transfers_bench.sh "$build" >"$out/transfers.md" 2>&1 ||
+  { cat "$out/transfers.md"; exit 1; }
+
 # ---- Report --------------------------------------------------------------------
 log "report: $docs/BENCHMARKS.md, $docs/WHICH_STORE.md, $docs/bench/"
 "$py" benchmarks/report/make_report.py report --results "$out" \

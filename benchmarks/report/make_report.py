@@ -665,6 +665,35 @@ def _t_hi(threads):
     return 8 if 8 in threads else (threads[-1] if threads else None)
 
 
+def section_transfers(transfers):
+    """POST /transfers with the record completed after the business commit
+    (classic) and inside it (--exactly-once), per SQL store."""
+    lines = ["## Exactly once: POST /transfers, classic against "
+             "--exactly-once", ""]
+    if not transfers:
+        return lines + ["Not run (no transfers.json).", ""]
+    c = transfers["config"]
+    loads = {l["name"]: l for l in transfers["loads"]}
+    lines += ["| load | requests/s | p50 (ms) | p99 (ms) | vs classic "
+              "(req/s) | p99 vs classic | non-2xx |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for l in transfers["loads"]:
+        base = loads.get(l["name"].rsplit("_", 1)[0] + "_classic", l)
+        lines.append(
+            f"| {l['name']} | {l['requests_per_s']:.0f} | "
+            f"{l['p50_us'] / 1000:.2f} | {l['p99_us'] / 1000:.2f} | "
+            f"{100 * l['requests_per_s'] / base['requests_per_s']:.0f}% | "
+            f"{l['p99_us'] / base['p99_us']:.2f}x | {l['non2xx']} |")
+    lines += ["", f"Fresh keys, each request a row in the store's own "
+              f"database: wrk -t{c['wrk_threads']} -c{c['connections']} "
+              f"-d{c['duration']}, {c['rounds']} rounds (medians), idem-demo "
+              f"--threads {c['server_threads']}, {c['cores']} cores; "
+              "`_classic` completes the record after the commit, `_once` "
+              "inside the business transaction "
+              "(benchmarks/http/transfers_bench.sh).", ""]
+    return lines
+
+
 def _http_loads(http):
     return {l["name"]: l for l in http["loads"]} if http else {}
 
@@ -942,6 +971,11 @@ def report(args):
     if os.path.exists(ctl_path):
         with open(ctl_path) as f:
             ctl = json.load(f)
+    transfers = None
+    transfers_path = os.path.join(res, "transfers.json")
+    if os.path.exists(transfers_path):
+        with open(transfers_path) as f:
+            transfers = json.load(f)
     mem = load_kv(os.path.join(res, "scale-memory.txt"))
     lat = load_kv(os.path.join(res, "scale-latency.txt"))
     disk = load_kv(os.path.join(res, "scale-disk.txt"))
@@ -988,6 +1022,7 @@ def report(args):
         doc += ["No idem-bench results (no idem-bench.json).", ""]
     doc += section_http(http, plots)
     doc += section_idemctl(ctl)
+    doc += section_transfers(transfers)
     doc += section_scale(mem, lat, disk)
     docs = os.path.dirname(os.path.abspath(args.markdown))
     os.makedirs(docs, exist_ok=True)

@@ -76,6 +76,24 @@ bool NeverStored(std::string_view name) {
          HeaderNameEquals(name, "Keep-Alive");
 }
 
+// What Finish stores of `response`: its status and body, and only the
+// headers the route lists.
+Response StoredForm(const GuardOptions& opts, const Response& response) {
+  Response stored;
+  stored.status = response.status;
+  for (const Header& header : response.headers) {
+    if (NeverStored(header.first)) continue;
+    const bool listed =
+        std::any_of(opts.stored_headers.begin(), opts.stored_headers.end(),
+                    [&](const std::string& allowed) {
+                      return HeaderNameEquals(allowed, header.first);
+                    });
+    if (listed) stored.headers.push_back(header);
+  }
+  stored.body = response.body;
+  return stored;
+}
+
 // Every answer the Guard gives instead of the handler's, one row per
 // outcome (SEMANTICS.md, "What a protected request gets"): status, code,
 // whether a retry is invited (Retry-After), and the detail unless the call
@@ -175,6 +193,7 @@ ClaimHandle& ClaimHandle::operator=(ClaimHandle&& other) noexcept {
     id_ = other.id_;
     token_ = other.token_;
     takeover_ = other.takeover_;
+    in_transaction_ = std::exchange(other.in_transaction_, InTransaction::kNo);
     options_ = std::move(other.options_);
     started_ = other.started_;
     method_ = std::move(other.method_);
@@ -185,6 +204,12 @@ ClaimHandle& ClaimHandle::operator=(ClaimHandle&& other) noexcept {
 
 void ClaimHandle::Abandon() {
   if (guard_ == nullptr) return;
+  if (in_transaction_ != InTransaction::kNo) {
+    // Ended inside the caller's transaction: completed there, or lost to
+    // another request. There is nothing to release.
+    EndInTransaction(0);
+    return;
+  }
   const Duration latency = guard_->ReleaseClaim(*this, Outcome::kReleased);
   guard_->ClaimEnded(*this, FinishResult::kReleased, 0, latency);
   guard_ = nullptr;
@@ -201,8 +226,38 @@ void ClaimHandle::Forget(std::string_view why) {
   guard.ClaimEnded(*this, FinishResult::kStoreFailed, 0, Duration::zero());
 }
 
+std::optional<Response> ClaimHandle::StorableResponse(
+    const Response& response) const {
+  if (guard_ == nullptr) return std::nullopt;
+  const GuardOptions& opts = *options_;
+  if (!opts.stored_statuses.Contains(response.status) ||
+      response.body.size() > opts.max_stored_response) {
+    return std::nullopt;
+  }
+  return StoredForm(opts, response);
+}
+
+FinishResult ClaimHandle::EndInTransaction(int status) {
+  Guard& guard = *std::exchange(guard_, nullptr);
+  if (in_transaction_ == InTransaction::kCommitted) {
+    guard.ClaimEnded(*this, FinishResult::kStored, status, Duration::zero());
+    return FinishResult::kStored;
+  }
+  guard.metrics().Count(Outcome::kStaleComplete);
+  guard.Log(LogLevel::kWarning,
+            "completion in the application's transaction found the claim "
+            "lost (another request took the key over); rolled back, record " +
+                id_.ToHex().substr(0, 16));
+  guard.ClaimEnded(*this, FinishResult::kStaleComplete, status,
+                   Duration::zero());
+  return FinishResult::kStaleComplete;
+}
+
 FinishResult ClaimHandle::Finish(const Response& response) {
   if (guard_ == nullptr) return FinishResult::kInactive;
+  if (in_transaction_ != InTransaction::kNo) {
+    return EndInTransaction(response.status);
+  }
   Guard& guard = *std::exchange(guard_, nullptr);
   const GuardOptions& opts = *options_;
   auto ended = [&](FinishResult result, Duration store_latency) {
@@ -223,19 +278,7 @@ FinishResult ClaimHandle::Finish(const Response& response) {
     return ended(FinishResult::kNotStored,
                  guard.ReleaseClaim(*this, Outcome::kNotStored));
   }
-  auto stored_ptr = std::make_shared<Response>();
-  Response& stored = *stored_ptr;
-  stored.status = response.status;
-  for (const Header& header : response.headers) {
-    if (NeverStored(header.first)) continue;
-    const bool listed =
-        std::any_of(opts.stored_headers.begin(), opts.stored_headers.end(),
-                    [&](const std::string& allowed) {
-                      return HeaderNameEquals(allowed, header.first);
-                    });
-    if (listed) stored.headers.push_back(header);
-  }
-  stored.body = response.body;
+  auto stored_ptr = std::make_shared<Response>(StoredForm(opts, response));
   Duration latency{};
   auto done = Timed(guard.metrics(), StoreOperation::kComplete, latency, [&] {
     return guard.store().CompleteShared(id_, token_, std::move(stored_ptr));

@@ -21,6 +21,7 @@
 #include "idem/error.h"
 #include "idem/guard.h"
 #include "idem/store.h"
+#include "transfers.h"
 
 namespace idem::demo {
 
@@ -58,6 +59,10 @@ struct DemoOptions {
   // (idem::kMaxSweepInterval).
   // Default: 60 s.
   std::chrono::seconds sweep_interval{60};
+  // POST /transfers completes the record in its own transaction
+  // (transfers.h); only with a SQL store. Flag --exactly-once.
+  // Default: false.
+  bool exactly_once = false;
 };
 
 // The store default, in one place: RocksDB in ./var/idem, relative to the
@@ -98,6 +103,7 @@ class Demo {
   std::shared_ptr<Guard> guard_;
   std::unique_ptr<DemoApp> app_;
   std::unique_ptr<beast::IdempotentHandler> handler_;
+  std::unique_ptr<Transfers> transfers_;
   // Declared last: destroyed first, so no request runs into a dead handler.
   std::unique_ptr<HttpServer> server_;
 };

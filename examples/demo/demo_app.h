@@ -48,6 +48,10 @@ class DemoApp {
     return handler_runs_.load(std::memory_order_relaxed);
   }
   const std::string& instance() const { return instance_; }
+  // For handlers outside this class (POST /transfers, transfers.h).
+  void CountHandlerRun() {
+    handler_runs_.fetch_add(1, std::memory_order_relaxed);
+  }
 
  private:
   boost::asio::awaitable<beast::Response> CreateOrder(beast::Request request);

@@ -7,6 +7,7 @@
 //             [--store-threads N] [--max-connections N]
 //             [--instance NAME] [--sweep-interval SECONDS]
 //             [--key-per-operation]
+//             [--exactly-once]
 //
 // Prints "listening on HOST:PORT" once it accepts connections and exits
 // cleanly (in-flight requests answered) on SIGINT or SIGTERM. The store is
@@ -122,6 +123,8 @@ int main(int argc, char** argv) {
        "the method and route are part of a key's record: one key on POST "
        "/orders and POST /payments is two operations (default: off, the "
        "second answers 422)")
+      ("exactly-once", "POST /transfers completes the idempotency record in "
+       "its own SQL transaction (sqlite: and postgresql: stores only)")
       ("no-idem", "serve without idem (the benchmark baseline)");
   // clang-format on
   po::variables_map vm;
@@ -182,6 +185,15 @@ int main(int argc, char** argv) {
   std::optional<std::string> store_flag;
   if (vm.count("store")) store_flag = vm["store"].as<std::string>();
   options.store_uri = idem::demo::ResolveStoreUri(store_flag);
+  options.exactly_once = vm.count("exactly-once") != 0;
+  if (options.exactly_once &&
+      (!options.idem || !idem::demo::IsSqlStoreUri(options.store_uri))) {
+    return BadFlags(
+        "--exactly-once needs a SQL store (--store sqlite:PATH or "
+        "postgresql://...) and idem on (no --no-idem); the store's scheme is "
+        "'" +
+        options.store_uri.substr(0, options.store_uri.find(':')) + "'");
+  }
 
   // Signals are taken by sigwait below, never by a handler on some server
   // thread: block them before any thread starts so every thread inherits it.

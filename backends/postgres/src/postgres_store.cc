@@ -45,6 +45,7 @@
 #include "postgres_pool.h"
 #include "postgres_schema.h"
 #include "postgres_sql.h"
+#include "postgres_transaction_target.h"
 
 namespace idem {
 
@@ -129,8 +130,26 @@ class PostgresStore::Impl {
   // the pool.
   Status Start() {
     IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
-    return postgres_internal::CreateOrMigrate(*lease, table(), Prefix());
+    IDEM_RETURN_IF_ERROR(
+        postgres_internal::CreateOrMigrate(*lease, table(), Prefix()));
+    IDEM_ASSIGN_OR_RETURN(
+        target_, postgres_internal::FindTransactionTarget(*lease, table()));
+    target_.prefix = Prefix();
+    target_.recall = [this](const RecordId& id,
+                            const Token& token) -> std::optional<Record> {
+      auto fields = claims_.Recall(token);
+      if (!fields || fields->id != id) return std::nullopt;
+      Record record;
+      record.fingerprint = fields->fingerprint;
+      record.locked_until = fields->locked_until;
+      record.expires_at = fields->expires_at;
+      record.token = token;
+      return record;
+    };
+    return {};
   }
+
+  const PostgresStore::TransactionTarget& target() const { return target_; }
 
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
@@ -304,6 +323,7 @@ class PostgresStore::Impl {
   }
 
   const ConnectionSettings settings_;
+  PostgresStore::TransactionTarget target_;  // Set by Start.
   Pool pool_;
   ClaimMemo claims_;
   ClaimAttemptHook claim_hook_;  // Set before use, by tests only.
@@ -424,5 +444,10 @@ StoreInfo PostgresStore::Info() const {
 }
 
 const std::string& PostgresStore::table() const { return impl_->table(); }
+
+const PostgresStore::TransactionTarget& PostgresStore::transaction_target()
+    const {
+  return impl_->target();
+}
 
 }  // namespace idem

@@ -84,18 +84,9 @@ Result<std::optional<Record>> SelectRecord(Connection& conn,
   const int rc = sqlite3_step(stmt);
   if (rc == SQLITE_DONE) return std::optional<Record>();
   if (rc != SQLITE_ROW) return tl::unexpected(conn.SqlError("select", rc));
-  auto record =
-      DecodeRecordWithColumns(id, ColumnBlob(stmt, 5),
-                              {.state = sqlite3_column_int(stmt, 0),
-                               .fingerprint = ColumnBlob(stmt, 1),
-                               .token = ColumnBlob(stmt, 2),
-                               .locked_until = sqlite3_column_int64(stmt, 3),
-                               .expires_at = sqlite3_column_int64(stmt, 4)});
-  if (!record) {
-    return MakeError(ErrorCode::kDataLoss,
-                     Prefix(conn.options().path) + record.error().message());
-  }
-  return std::optional<Record>(std::move(*record));
+  IDEM_ASSIGN_OR_RETURN(Record record, sqlite_internal::DecodeSelectedRow(
+                                           stmt, id, conn.options().path));
+  return std::optional<Record>(std::move(record));
 }
 
 // Runs the cached statement `id` with `bind`'s bindings to its end; the rows

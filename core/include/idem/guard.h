@@ -34,6 +34,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -136,6 +137,31 @@ class ClaimHandle {
   // Releases the key now (the handler failed). Counted as `released`.
   void Abandon();
 
+  // Completing the record in the caller's own SQL transaction
+  // (idem/sql_transaction.h; docs/GUIDE.md, "Exactly once"):
+  //  - StorableResponse: what Finish(response) would store (status among
+  //    stored_statuses, only the stored headers, body within
+  //    max_stored_response), or nullopt when Finish would not store it
+  //    (then finish the claim as usual). No store call; nullopt on an
+  //    inactive handle.
+  //  - MarkCommittedInTransaction: the caller's transaction that completed
+  //    this claim's record with StorableResponse(response) has committed.
+  //    The handle then ends without a store call: the next Finish returns
+  //    kStored (pass it the same response), Abandon or destruction release
+  //    nothing. Call it only after a successful commit.
+  //  - MarkClaimLostInTransaction: the completion reported the claim lost
+  //    and the caller rolled back. The next Finish (or Abandon) makes no
+  //    store call, counts `stale_complete`, logs a warning and returns
+  //    kStaleComplete.
+  // After any other rollback, finish or abandon the claim as usual.
+  std::optional<Response> StorableResponse(const Response& response) const;
+  void MarkCommittedInTransaction() {
+    if (guard_ != nullptr) in_transaction_ = InTransaction::kCommitted;
+  }
+  void MarkClaimLostInTransaction() {
+    if (guard_ != nullptr) in_transaction_ = InTransaction::kClaimLost;
+  }
+
   // Ends the claim without a store call, for an adapter that could not make
   // the Finish or Abandon call in time: the record stays in_progress until
   // its lock times out (a retry gets 409 until then, then runs the handler).
@@ -144,10 +170,15 @@ class ClaimHandle {
 
  private:
   friend class Guard;
+  // Finish and Abandon after MarkCommitted/MarkClaimLostInTransaction;
+  // `status` is the handler's (0 from Abandon), for the observers.
+  FinishResult EndInTransaction(int status);
   Guard* guard_ = nullptr;
   RecordId id_;
   Token token_;
   bool takeover_ = false;
+  enum class InTransaction { kNo, kCommitted, kClaimLost };
+  InTransaction in_transaction_ = InTransaction::kNo;
   std::shared_ptr<const GuardOptions> options_;
   // When Begin started (the request-latency histogram, FinishEvent).
   std::chrono::steady_clock::time_point started_{};
@@ -264,9 +295,11 @@ class Guard {
 
   // Begin, wait (sleeping on the guard's clock), run `handler` when the key
   // is acquired or unprotected, Finish, and return what to send. `handler`
-  // is a callable returning Response; if it throws, the key is released and
-  // the exception propagates. With `info`, Run also says what it did
-  // (RunInfo), e.g. that the response was sent unstored.
+  // is a callable returning Response, taking nothing or the ClaimHandle&
+  // (inactive when the request runs unprotected), e.g. to complete the
+  // record in its own transaction (idem/sql_transaction.h); if it throws,
+  // the key is released and the exception propagates. With `info`, Run also
+  // says what it did (RunInfo), e.g. that the response was sent unstored.
   template <typename Handler>
   Response Run(const RequestView& request, Handler&& handler,
                std::shared_ptr<const GuardOptions> route = nullptr,
@@ -278,7 +311,12 @@ class Guard {
     }
     if (info != nullptr) *info = RunInfo{d.outcome, std::nullopt};
     if (d.action == Action::kRespond) return std::move(d.response);
-    Response response = handler();
+    Response response;
+    if constexpr (std::is_invocable_v<Handler&, ClaimHandle&>) {
+      response = handler(d.claim);
+    } else {
+      response = handler();
+    }
     if (d.action == Action::kExecute) {
       const FinishResult finish = d.claim.Finish(response);
       if (info != nullptr) info->finish = finish;
