@@ -194,4 +194,25 @@ std::size_t LockFreeStore::PurgeImpl(TimePoint now, std::size_t limit) {
   return removed;
 }
 
+// Every bucket once, each chain read under a hazard pointer: a count as of
+// no single instant (records may come and go behind the walk), which is all
+// an operator's tally needs. Stops early once as many records were seen as
+// are held, as PurgeImpl does.
+Result<std::optional<StoreStats>> LockFreeStore::Stats(TimePoint now) {
+  StoreStats stats;
+  const std::size_t held = size();
+  std::size_t seen = 0;
+  hazard::Pointer hp;
+  for (std::size_t i = 0; i < buckets_.size() && seen < held; ++i) {
+    const Chain* chain = hp.Protect(buckets_[i]);
+    if (chain == nullptr) continue;
+    for (std::size_t j = 0; j < chain->size(); ++j) {
+      const Record& record = chain->at(j).record;
+      stats.Count(record.state, record.expires_at, now);
+    }
+    seen += chain->size();
+  }
+  return std::optional<StoreStats>(stats);
+}
+
 }  // namespace idem::memory_internal
