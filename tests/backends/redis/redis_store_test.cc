@@ -269,6 +269,38 @@ TEST_F(RedisStoreTest, ScriptsRecogniseTheirOwnResends) {
   EXPECT_EQ(eval(redis::ClaimScript(), claim).elements[0], "0");
 }
 
+// The calls of `command` the server counted (INFO commandstats).
+long long CommandCalls(const std::string& server, const std::string& command) {
+  const std::string info = RedisRaw(server, {"INFO", "commandstats"}).text;
+  const std::string field = "cmdstat_" + command + ":calls=";
+  const std::size_t at = info.find(field);
+  if (at == std::string::npos) return 0;
+  return std::stoll(info.substr(at + field.size()));
+}
+
+// One write per renewal: on a server of its own, the HSETs the scripts ran
+// (commandstats counts a script's commands too) are one per renewal.
+TEST(RedisPrivateServerTest, ARenewalIsOneWrite) {
+  PrivateRedis redis;
+  ASSERT_TRUE(redis.Start()) << redis.error();
+  auto store = MustOpen(redis.uri());
+  ASSERT_NE(store, nullptr);
+  auto claim = store->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_TRUE(claim.has_value());
+  ASSERT_EQ(RedisRaw(redis.server(), {"CONFIG", "RESETSTAT"}).text, "OK");
+  constexpr int kRenewals = 10;
+  for (int i = 1; i <= kRenewals; ++i) {
+    auto renewed =
+        store->ExtendLock(Id(1), claim->token, kT0 + seconds(i), seconds(10));
+    ASSERT_TRUE(renewed.has_value()) << renewed.error().ToString();
+    ASSERT_TRUE(*renewed);
+  }
+  auto lost = store->ExtendLock(Id(1), Token{}, kT0, seconds(10));
+  ASSERT_TRUE(lost.has_value() && !*lost);
+  EXPECT_EQ(CommandCalls(redis.server(), "hset"), kRenewals);
+  EXPECT_EQ(CommandCalls(redis.server(), "del"), 0);
+}
+
 TEST(RedisPrivateServerTest, WaitMakesWritesWaitForReplicas) {
   PrivateRedis primary;
   ASSERT_TRUE(primary.Start()) << primary.error();
