@@ -269,7 +269,7 @@ class PostgresStore::Impl {
                          " attempts in a row");
   }
 
-  Result<StoreStats> Stats(TimePoint now) {
+  Result<std::optional<StoreStats>> Stats(TimePoint now) {
     IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
     const auto now_be = BigEndian64(ToUnixNanos(now));
     IDEM_ASSIGN_OR_RETURN(
@@ -280,7 +280,7 @@ class PostgresStore::Impl {
       stats.CountRows(IntCell(r.get(), row, 0) != 0, IntCell(r.get(), row, 1),
                       static_cast<std::uint64_t>(IntCell(r.get(), row, 2)));
     }
-    return stats;
+    return std::optional<StoreStats>(stats);
   }
 
   void SetClaimHook(ClaimAttemptHook hook) { claim_hook_ = std::move(hook); }
@@ -466,10 +466,7 @@ Result<bool> PostgresStore::ExtendLock(const RecordId& id, const Token& token,
 }
 
 Result<std::optional<StoreStats>> PostgresStore::Stats(TimePoint now) {
-  return impl_->Boundary("stats", [&]() -> Result<std::optional<StoreStats>> {
-    IDEM_ASSIGN_OR_RETURN(StoreStats stats, impl_->Stats(now));
-    return std::optional<StoreStats>(stats);
-  });
+  return impl_->Boundary("stats", [&] { return impl_->Stats(now); });
 }
 
 void PostgresStore::SetClaimAttemptHookForTesting(ClaimAttemptHook hook) {

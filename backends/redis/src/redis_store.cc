@@ -38,6 +38,7 @@
 #include "redis_options.h"
 #include "redis_record.h"
 #include "redis_router.h"
+#include "redis_scan.h"
 #include "redis_scripts.h"
 #include "redis_server_checks.h"
 
@@ -50,8 +51,6 @@ using redis::FloorMicros;
 using redis::FromMicros;
 using redis::Reply;
 using redis::TtlMs;
-
-constexpr std::size_t kScanCount = 256;
 
 // Glob-escapes `text` for SCAN MATCH.
 std::string GlobEscape(std::string_view text) {
@@ -307,39 +306,15 @@ class RedisStore::Impl {
     return record;
   }
 
-  // Calls `visit(server, keys)` with each page of a SCAN of the prefix on
-  // every server (every master of a cluster) until it returns false.
-  template <typename Visit>
-  Status ScanPrefix(Visit&& visit) {
-    const std::string pattern = GlobEscape(o_.prefix) + "{*}";
-    const std::string count = std::to_string(kScanCount);
-    for (const std::string& server : router_->Servers()) {
-      std::string cursor = "0";
-      do {
-        const Command scan = {"SCAN", cursor, "MATCH", pattern, "COUNT", count};
-        IDEM_ASSIGN_OR_RETURN(auto replies, router_->RunOn(server, {&scan, 1}));
-        const redisReply* r = replies[0].get();
-        if (r->type == REDIS_REPLY_ERROR) {
-          return tl::unexpected(redis::ReplyError(*r, display_));
-        }
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-            r->element[1]->type != REDIS_REPLY_ARRAY) {
-          return MakeError(ErrorCode::kInternal,
-                           Prefix() + "unexpected reply to SCAN");
-        }
-        cursor = std::string(redis::ReplyText(r->element[0]));
-        IDEM_ASSIGN_OR_RETURN(const bool more, visit(server, *r->element[1]));
-        if (!more) return {};
-      } while (cursor != "0");
-    }
-    return {};
-  }
+  // SCAN MATCH's pattern for the store's keys.
+  std::string Pattern() const { return GlobEscape(o_.prefix) + "{*}"; }
 
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) {
     std::size_t purged = 0;
     if (limit == 0) return purged;
     const std::string now_text = std::to_string(FloorMicros(now));
-    IDEM_RETURN_IF_ERROR(ScanPrefix(
+    IDEM_RETURN_IF_ERROR(redis::ScanKeys(
+        *router_, Pattern(), display_,
         [&](const std::string&, const redisReply& keys) -> Result<bool> {
           for (std::size_t i = 0; i < keys.elements; ++i) {
             const std::string key(redis::ReplyText(keys.element[i]));
@@ -354,34 +329,11 @@ class RedisStore::Impl {
     return purged;
   }
 
-  // One pipelined HMGET s e per SCAN page, on the server that listed the
-  // keys.
-  Result<StoreStats> Stats(TimePoint now) {
-    const std::int64_t now_us = FloorMicros(now);
-    StoreStats stats;
-    IDEM_RETURN_IF_ERROR(ScanPrefix([&](const std::string& server,
-                                        const redisReply& keys)
-                                        -> Result<bool> {
-      std::vector<Command> reads;
-      for (std::size_t i = 0; i < keys.elements; ++i) {
-        reads.push_back({"HMGET", redis::ReplyText(keys.element[i]), "s", "e"});
-      }
-      if (reads.empty()) return true;
-      IDEM_ASSIGN_OR_RETURN(auto replies, router_->RunOn(server, reads));
-      for (const Reply& r : replies) {
-        if (redis::IsError(r.get(), "WRONGTYPE")) continue;  // No record.
-        if (r->type == REDIS_REPLY_ERROR) {
-          return tl::unexpected(redis::ReplyError(*r, display_));
-        }
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-          return MakeError(ErrorCode::kInternal,
-                           Prefix() + "unexpected reply to HMGET");
-        }
-        redis::CountFields(stats, r->element[0], r->element[1], now_us);
-      }
-      return true;
-    }));
-    return stats;
+  Result<std::optional<StoreStats>> Stats(TimePoint now) {
+    IDEM_ASSIGN_OR_RETURN(
+        StoreStats stats,
+        redis::CountRecords(*router_, Pattern(), display_, FloorMicros(now)));
+    return std::optional<StoreStats>(stats);
   }
 
   StoreInfo Info() const {
@@ -501,10 +453,7 @@ Result<bool> RedisStore::ExtendLock(const RecordId& id, const Token& token,
 }
 
 Result<std::optional<StoreStats>> RedisStore::Stats(TimePoint now) {
-  return impl_->Boundary("stats", [&]() -> Result<std::optional<StoreStats>> {
-    IDEM_ASSIGN_OR_RETURN(StoreStats stats, impl_->Stats(now));
-    return std::optional<StoreStats>(stats);
-  });
+  return impl_->Boundary("stats", [&] { return impl_->Stats(now); });
 }
 
 Result<std::optional<Record>> RedisStore::Inspect(const RecordId& id,

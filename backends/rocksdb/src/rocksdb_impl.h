@@ -93,7 +93,7 @@ struct RocksdbStore::Impl {
                           Duration lock_timeout);
   Result<std::optional<Record>> Inspect(const RecordId& id, TimePoint now);
   // stats.cc.
-  Result<StoreStats> Stats(TimePoint now);
+  Result<std::optional<StoreStats>> Stats(TimePoint now);
 
   // purge.cc.
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit);

@@ -323,11 +323,7 @@ Result<bool> RocksdbStore::ExtendLock(const RecordId& id, const Token& token,
 }
 
 Result<std::optional<StoreStats>> RocksdbStore::Stats(TimePoint now) {
-  return Boundary(impl_->path, "stats",
-                  [&]() -> Result<std::optional<StoreStats>> {
-                    IDEM_ASSIGN_OR_RETURN(StoreStats stats, impl_->Stats(now));
-                    return std::optional<StoreStats>(stats);
-                  });
+  return Boundary(impl_->path, "stats", [&] { return impl_->Stats(now); });
 }
 
 Result<std::optional<Record>> RocksdbStore::Inspect(const RecordId& id,

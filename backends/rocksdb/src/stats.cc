@@ -17,7 +17,7 @@ using rocksdb_internal::RocksdbCall;
 using rocksdb_internal::StatusError;
 using rocksdb_internal::View;
 
-Result<StoreStats> RocksdbStore::Impl::Stats(TimePoint now) {
+Result<std::optional<StoreStats>> RocksdbStore::Impl::Stats(TimePoint now) {
   rocksdb::ReadOptions scan_options;
   scan_options.fill_cache = false;  // A full scan would evict hot records.
   std::unique_ptr<rocksdb::Iterator> it(
@@ -43,7 +43,7 @@ Result<StoreStats> RocksdbStore::Impl::Stats(TimePoint now) {
   if (!it->status().ok()) {
     return tl::unexpected(StatusError(path, "stats", it->status()));
   }
-  return stats;
+  return std::optional<StoreStats>(stats);
 }
 
 }  // namespace idem

@@ -196,9 +196,11 @@ class SqliteStore::Impl {
     });
   }
 
-  Result<StoreStats> Stats(TimePoint now) {
+  Result<std::optional<StoreStats>> Stats(TimePoint now) {
     IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
-    return sqlite_internal::CountRecords(*lease, now);
+    IDEM_ASSIGN_OR_RETURN(StoreStats stats,
+                          sqlite_internal::CountRecords(*lease, now));
+    return std::optional<StoreStats>(stats);
   }
 
   Result<std::optional<Record>> Inspect(const RecordId& id, TimePoint now) {
@@ -425,11 +427,7 @@ Result<bool> SqliteStore::ExtendLock(const RecordId& id, const Token& token,
 }
 
 Result<std::optional<StoreStats>> SqliteStore::Stats(TimePoint now) {
-  return Boundary(impl_->path(), "stats",
-                  [&]() -> Result<std::optional<StoreStats>> {
-                    IDEM_ASSIGN_OR_RETURN(StoreStats stats, impl_->Stats(now));
-                    return std::optional<StoreStats>(stats);
-                  });
+  return Boundary(impl_->path(), "stats", [&] { return impl_->Stats(now); });
 }
 
 void SqliteStore::SetClaimAttemptHookForTesting(ClaimAttemptHook hook) {
