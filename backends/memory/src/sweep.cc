@@ -1,7 +1,8 @@
 // How the memory store finds and removes expired records: a claim that finds
 // the store full sweeps a batch of buckets (ReclaimForClaim), PurgeExpired
 // walks the table from where it stopped last (PurgeImpl); both remove the
-// expired records of one bucket with one CAS (SweepBucket).
+// expired records of one bucket with one CAS (SweepBucket). Stats walks
+// the table the same way, reading only.
 
 #include <algorithm>
 #include <limits>
