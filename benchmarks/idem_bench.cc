@@ -37,6 +37,9 @@
 //                     per thread): claim; if acquired, complete. The first
 //                     claims of each key execute, the rest replay or meet a
 //                     concurrent holder (conflicts).
+//   ExtendLock        every thread renews its own claim (Store::ExtendLock)
+//                     with a clock 1 us later each iteration: one write per
+//                     renewal. Also for label sharded_mutex.
 //   HotKeyExpiring    memory: and sharded_mutex only: every thread claims one
 //                     key; Acquired completes it (Complete, a copy), the
 //                     others see it InProgress or replay it. Each thread's

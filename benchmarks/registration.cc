@@ -146,6 +146,15 @@ void RegisterAll(std::vector<StoreSpec>& specs, StoreSpec& sharded) {
           ->Apply(ThreadCounts);
     }
   }
+  // Lock renewal, on every store and the baseline: one write per call.
+  for (StoreSpec& spec : specs) {
+    benchmark::RegisterBenchmark(("ExtendLock/" + spec.label).c_str(),
+                                 BM_ExtendLock, &spec)
+        ->Apply(ThreadCounts);
+  }
+  benchmark::RegisterBenchmark("ExtendLock/sharded_mutex", BM_ExtendLock,
+                               &sharded)
+      ->Apply(ThreadCounts);
   // The in-memory stores only: the lock-free store's contention against
   // its baseline's.
   for (StoreSpec& spec : specs) {

@@ -67,6 +67,9 @@ WORKLOAD_TEXT = {
     "HotKeyExpiring": "all threads claim one key that keeps expiring "
                       "(1 µs clock steps, 100 µs ttl), in-memory stores only",
     "RawWrite": "the engine's own write",
+    # Lock renewal (Store::ExtendLock): one write per call on every store.
+    "ExtendLock": "every thread renews its own claim (ExtendLock), one "
+                  "write each",
 }
 # The issue targets (#3 to #6, #11), as a time per operation over the raw
 # write's at the same thread counts: (workload, raw scheme, at most,
@@ -390,7 +393,7 @@ def section_throughput(rows, errors, threads, plots):
         lines += ["![ops/s against threads, one panel per workload]"
                   "(bench/throughput.png)", ""]
     labels = _stores(rows) + ["sharded_mutex"]
-    for w in WORKLOADS + ["HotKeyExpiring", "RawWrite"]:
+    for w in WORKLOADS + ["HotKeyExpiring", "ExtendLock", "RawWrite"]:
         cols = [l for l in labels if any(k[0] == w and k[1] == l for k in rows)
                 or any(k[0] == w and k[1] == l for k in errors)]
         if not cols:

@@ -45,6 +45,7 @@
 #include "sqlite_pool.h"
 #include "sqlite_schema.h"
 #include "sqlite_sql.h"
+#include "sqlite_stats.h"
 #include "sqlite_writer.h"
 
 namespace idem {
@@ -157,6 +158,40 @@ class SqliteStore::Impl {
                  [&](sqlite3_stmt* stmt) { BindBlob(stmt, 1, id.view()); }));
       return changed == 1;
     });
+  }
+
+  // The SELECT and the UPDATE run in the writer's transaction, so nothing
+  // changes the row in between.
+  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout) {
+    return writer_->Write<bool>([&](Connection& conn) -> Result<bool> {
+      IDEM_ASSIGN_OR_RETURN(std::optional<Record> record,
+                            SelectRecord(conn, id));
+      if (!record.has_value()) return false;
+      const std::optional<TimePoint> until =
+          RenewedLockUntil(*record, token, now, lock_timeout);
+      if (!until) return false;
+      if (*until == record->locked_until) return true;
+      record->locked_until = *until;
+      const std::string blob = EncodeRecord(*record);
+      IDEM_ASSIGN_OR_RETURN(
+          int changed, Change(conn, sqlite_internal::kExtendLock, "extend lock",
+                              [&](sqlite3_stmt* stmt) {
+                                BindBlob(stmt, 1, id.view());
+                                BindBlob(stmt, 2, token.view());
+                                sqlite3_bind_int64(stmt, 3,
+                                                   ToUnixNanos(*until));
+                                BindBlob(stmt, 4, blob);
+                              }));
+      return changed == 1;
+    });
+  }
+
+  Result<std::optional<StoreStats>> Stats(TimePoint now) {
+    IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
+    IDEM_ASSIGN_OR_RETURN(StoreStats stats,
+                          sqlite_internal::CountRecords(*lease, now));
+    return std::optional<StoreStats>(stats);
   }
 
   Result<std::optional<Record>> Inspect(const RecordId& id, TimePoint now) {
@@ -369,6 +404,21 @@ Result<bool> SqliteStore::Release(const RecordId& id, const Token& token) {
 
 Result<bool> SqliteStore::Revoke(const RecordId& id) {
   return Boundary(impl_->path(), "revoke", [&] { return impl_->Revoke(id); });
+}
+
+Result<bool> SqliteStore::ExtendLock(const RecordId& id, const Token& token,
+                                     TimePoint now, Duration lock_timeout) {
+  if (lock_timeout <= Duration::zero()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     Prefix(impl_->path()) + "lock_timeout must be positive");
+  }
+  return Boundary(impl_->path(), "extend lock", [&] {
+    return impl_->ExtendLock(id, token, now, lock_timeout);
+  });
+}
+
+Result<std::optional<StoreStats>> SqliteStore::Stats(TimePoint now) {
+  return Boundary(impl_->path(), "stats", [&] { return impl_->Stats(now); });
 }
 
 void SqliteStore::SetClaimAttemptHookForTesting(ClaimAttemptHook hook) {

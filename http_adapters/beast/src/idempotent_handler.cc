@@ -42,6 +42,10 @@ class QueueTimeoutStore final : public Store {
   Result<bool> Revoke(const RecordId&) override {
     return MakeError(ErrorCode::kUnavailable, message_);
   }
+  Result<bool> ExtendLock(const RecordId&, const Token&, TimePoint,
+                          Duration) override {
+    return MakeError(ErrorCode::kUnavailable, message_);
+  }
   Result<std::optional<Record>> Inspect(const RecordId&, TimePoint) override {
     return MakeError(ErrorCode::kUnavailable, message_);
   }

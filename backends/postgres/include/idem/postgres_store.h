@@ -166,6 +166,17 @@ class PostgresStore final : public Store {
                         const Response& response) override;
   Result<bool> Release(const RecordId& id, const Token& token) override;
   Result<bool> Revoke(const RecordId& id) override;
+  // A SELECT of the row (kDataLoss when it does not decode), then one
+  // conditional UPDATE of locked_until and record, WHERE the row still has
+  // the token, is in progress, not expired, and has the locked_until read
+  // (a renewal of the same claim on another connection in between makes
+  // it read again; kUnavailable after kClaimAttempts such races).
+  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout) override;
+  // One SELECT count(*) ... GROUP BY over the columns (a sequential scan of
+  // the table). Counts by the columns: a damaged record is counted by them,
+  // never as damaged.
+  Result<std::optional<StoreStats>> Stats(TimePoint now) override;
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override;
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;

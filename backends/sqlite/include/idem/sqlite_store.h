@@ -150,6 +150,14 @@ class SqliteStore final : public Store {
                         const Response& response) override;
   Result<bool> Release(const RecordId& id, const Token& token) override;
   Result<bool> Revoke(const RecordId& id) override;
+  // In the writer's transaction: a SELECT of the row (kDataLoss when it
+  // does not decode), then one UPDATE of its locked_until and record.
+  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout) override;
+  // One SELECT count(*) ... GROUP BY over the columns, on a reader
+  // connection (a snapshot of the file; the writer is not held). Counts by
+  // the columns: a damaged record is counted by them, never as damaged.
+  Result<std::optional<StoreStats>> Stats(TimePoint now) override;
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override;
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
