@@ -29,6 +29,7 @@
 #include <string_view>
 
 #include "idem/catch_exceptions.h"
+#include "idem/clock.h"
 #include "idem/record_codec.h"
 #include "postgres_binary.h"
 #include "postgres_transaction_target.h"
@@ -154,17 +155,21 @@ class Caller {
         std::shared_ptr<const Response>(), &stored);
     const std::string blob = EncodeRecord(*record);
     // current_database() again: without the SELECT, the UPDATE is the only
-    // statement the server sees.
+    // statement the server sees. locked_until is written with the record:
+    // a renewal (ExtendLock) since the claim moved the column, and the
+    // column must agree with the record written, as in Complete.
     const std::string update = "UPDATE " + target_.table +
-                               " SET state = 2, record = $3 "
+                               " SET state = 2, record = $3, "
+                               "locked_until = $5 "
                                "WHERE id = $1 AND token = $2 AND state = 1 "
                                "AND current_database() = $4";
-    IDEM_ASSIGN_OR_RETURN(
-        const PgResult updated,
-        Exec(update,
-             std::array<std::string_view, 4>{id.view(), token.view(), blob,
-                                             target_.database},
-             PGRES_COMMAND_OK, kOp));
+    const auto locked_until = BigEndian64(ToUnixNanos(record->locked_until));
+    IDEM_ASSIGN_OR_RETURN(const PgResult updated,
+                          Exec(update,
+                               std::array<std::string_view, 5>{
+                                   id.view(), token.view(), blob,
+                                   target_.database, View(locked_until)},
+                               PGRES_COMMAND_OK, kOp));
     return std::string_view(PQcmdTuples(updated.get())) == "1"
                ? TransactionCompletion::kStored
                : TransactionCompletion::kClaimLost;
