@@ -134,18 +134,21 @@ ClaimHandle& ClaimHandle::operator=(ClaimHandle&& other) noexcept {
     token_ = other.token_;
     takeover_ = other.takeover_;
     options_ = std::move(other.options_);
+    lease_ = std::move(other.lease_);
   }
   return *this;
 }
 
 void ClaimHandle::Abandon() {
   if (guard_ == nullptr) return;
+  EndLease();
   guard_->ReleaseClaim(*this, Outcome::kReleased);
   guard_ = nullptr;
 }
 
 void ClaimHandle::Forget(std::string_view why) {
   if (guard_ == nullptr) return;
+  EndLease();
   Guard& guard = *std::exchange(guard_, nullptr);
   guard.metrics().Count(Outcome::kStoreFailed);
   guard.Log(LogLevel::kError, std::string(why) +
@@ -156,6 +159,7 @@ void ClaimHandle::Forget(std::string_view why) {
 
 FinishResult ClaimHandle::Finish(const Response& response) {
   if (guard_ == nullptr) return FinishResult::kInactive;
+  EndLease();
   Guard& guard = *std::exchange(guard_, nullptr);
   const GuardOptions& opts = *options_;
   if (!opts.stored_statuses.Contains(response.status)) {
@@ -229,7 +233,8 @@ Guard::Guard(GuardSetup setup)
       log_(setup.log_repeat_interval > Duration::zero()
                ? RateLimitedLogSink(std::move(setup.log), clock_,
                                     setup.log_repeat_interval)
-               : std::move(setup.log)) {}
+               : std::move(setup.log)),
+      observers_(std::move(setup.observers)) {}
 
 void Guard::Log(LogLevel level, const std::string& message) const {
   if (log_) log_(level, message);

@@ -29,6 +29,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -36,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "idem/claim_lease.h"
 #include "idem/clock.h"
 #include "idem/error.h"
 #include "idem/guard_options.h"
@@ -141,17 +143,33 @@ class ClaimHandle {
   // Counted as `store_failed`; `why` is logged as an error with the record.
   void Forget(std::string_view why);
 
+  // The route's lock_renewal: how often an adapter renews this claim while
+  // the handler runs (claim_lease.h). 0: not renewed (renewal off, or the
+  // handle is inactive).
+  Duration lock_renewal() const {
+    return guard_ != nullptr ? options_->lock_renewal : Duration::zero();
+  }
+  // The claim's renewal handle, made on the first call and shared after;
+  // Finish, Abandon and Forget end it. nullptr when the handle is inactive.
+  std::shared_ptr<ClaimLease> lease();
+
  private:
   friend class Guard;
+  void EndLease() {
+    if (lease_) lease_->End();
+  }
+
   Guard* guard_ = nullptr;
   RecordId id_;
   Token token_;
   bool takeover_ = false;
   std::shared_ptr<const GuardOptions> options_;
+  std::shared_ptr<ClaimLease> lease_;
 };
 
 namespace detail {
 struct WaitState;
+struct GuardRenewal;
 }  // namespace detail
 
 struct Decision {
@@ -254,8 +272,10 @@ class Guard {
   // Begin, wait (sleeping on the guard's clock), run `handler` when the key
   // is acquired or unprotected, Finish, and return what to send. `handler`
   // is a callable returning Response; if it throws, the key is released and
-  // the exception propagates. With `info`, Run also says what it did
-  // (RunInfo), e.g. that the response was sent unstored.
+  // the exception propagates. With the route's lock_renewal, the claim is
+  // renewed while `handler` runs, on one thread per Guard (started when the
+  // first such claim is made, driven by the Guard's clock). With `info`, Run
+  // also says what it did (RunInfo), e.g. that the response was sent unstored.
   template <typename Handler>
   Response Run(const RequestView& request, Handler&& handler,
                std::shared_ptr<const GuardOptions> route = nullptr,
@@ -267,7 +287,11 @@ class Guard {
     }
     if (info != nullptr) *info = RunInfo{d.outcome, std::nullopt};
     if (d.action == Action::kRespond) return std::move(d.response);
-    Response response = handler();
+    Response response;
+    {
+      detail::RenewWhileRunning renewing(*this, d.claim);
+      response = handler();
+    }
     if (d.action == Action::kExecute) {
       const FinishResult finish = d.claim.Finish(response);
       if (info != nullptr) info->finish = finish;
@@ -285,6 +309,7 @@ class Guard {
 
  private:
   friend class ClaimHandle;
+  friend struct detail::GuardRenewal;  // Lock renewal (renewal.h).
   explicit Guard(GuardSetup setup);
 
   Decision Claim(std::shared_ptr<detail::WaitState> state);
@@ -309,6 +334,12 @@ class Guard {
   // Fail-open backoff: until this time (clock ns) fail-open routes skip the
   // store (the latest back-off any fail-open route started).
   std::atomic<Duration::rep> skip_store_until_{0};
+  std::vector<std::shared_ptr<GuardObserver>> observers_;
+  // The thread that renews claims for Run and RunOnce, started on the first
+  // claim whose route has lock_renewal. Declared last: stopped before the
+  // members its renewals use are destroyed.
+  std::once_flag renewer_once_;
+  std::shared_ptr<detail::Renewer> renewer_;
 };
 
 }  // namespace idem
