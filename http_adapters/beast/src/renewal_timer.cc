@@ -3,7 +3,9 @@
 #include <chrono>
 #include <utility>
 
+#include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
 
 namespace idem::beast {
 
@@ -46,10 +48,15 @@ void RenewalTimer::Arm() {
       self->Renewed(self->lease_->Renew());
       return;
     }
-    asio::post(*self->store_calls_, [self] {
+    // The request's context keeps running until the result is back on its
+    // strand (a server that stops waits for it), as with the adapter's
+    // other calls on the pool.
+    auto home =
+        asio::prefer(self->strand_, asio::execution::outstanding_work.tracked);
+    asio::post(*self->store_calls_, [self, home] {
       const RenewResult result =
           self->stopped_.load() ? RenewResult::kEnded : self->lease_->Renew();
-      asio::post(self->strand_, [self, result] { self->Renewed(result); });
+      asio::post(home, [self, result] { self->Renewed(result); });
     });
   });
 }
