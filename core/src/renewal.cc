@@ -115,14 +115,19 @@ Renewer::~Renewer() {
 
 std::uint64_t Renewer::Add(std::shared_ptr<ClaimLease> lease) {
   std::uint64_t ticket;
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ticket = next_ticket_++;
     const TimePoint due = clock_.Now() + lease->interval();
     entries_.emplace(ticket, Entry{std::move(lease), due});
+    // Only a lease due before the time the thread waits for needs it awake:
+    // with one interval for every route that is the first lease after an
+    // idle spell, not one wake-up per request.
+    wake = due < waiting_until_;
+    if (wake) waiting_until_ = due;
   }
-  // The new lease may be due before the time the thread waits for.
-  waiter_->Wake();
+  if (wake) waiter_->Wake();
   return ticket;
 }
 
@@ -158,11 +163,14 @@ void Renewer::Loop() {
       }
       continue;
     }
-    const TimePoint deadline =
+    waiting_until_ =
         next != entries_.end() ? next->second.due : TimePoint::max();
+    const TimePoint deadline = waiting_until_;
     lock.unlock();
     waiter_->WaitUntil(deadline);
     lock.lock();
+    // Awake: an Add must not count on the wait above any more.
+    waiting_until_ = TimePoint::min();
   }
 }
 

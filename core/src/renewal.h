@@ -50,6 +50,9 @@ class Renewer {
   std::mutex mu_;
   std::map<std::uint64_t, Entry> entries_;  // By ticket.
   std::uint64_t next_ticket_ = 1;
+  // What the thread waits for (TimePoint::min while it is not waiting), so
+  // that Add wakes it only for a lease due earlier.
+  TimePoint waiting_until_ = TimePoint::min();
   bool stop_ = false;
   std::thread thread_;  // Last: starts after everything it uses.
 };

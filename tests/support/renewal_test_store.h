@@ -42,12 +42,12 @@ class RenewalTestStore final : public Store {
   }
 
   Result<bool> Complete(const RecordId& id, const Token& token,
-                        const Response& response) override {
+                        const idem::Response& response) override {
     std::lock_guard<std::mutex> lock(mu_);
     Record* record = Held(id, token);
     if (record == nullptr) return false;
     record->state = RecordState::kCompleted;
-    record->response = std::make_shared<const Response>(response);
+    record->response = std::make_shared<const idem::Response>(response);
     return true;
   }
 
