@@ -67,7 +67,7 @@ RenewResult ClaimLease::Renew() {
 }
 
 std::shared_ptr<ClaimLease> ClaimHandle::lease() {
-  if (guard_ == nullptr) return nullptr;
+  if (lock_renewal() <= Duration::zero()) return nullptr;
   if (!lease_) {
     lease_ = std::make_shared<ClaimLease>(
         *guard_, id_, token_, options_->lock_timeout, options_->lock_renewal);

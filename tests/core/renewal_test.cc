@@ -288,6 +288,10 @@ TEST_F(RenewalTest, RenewalOffSchedulesNothing) {
   options.lock_renewal = Duration::zero();
   Rebuild(options);
   RunInfo info;
+  Decision held = Begin("held");
+  EXPECT_EQ(held.claim.lock_renewal(), Duration::zero());
+  EXPECT_EQ(held.claim.lease(), nullptr);  // Nothing to renew.
+  held.claim.Abandon();
   Run(
       "slow",
       [&] {

@@ -2,8 +2,7 @@
 // adapter that runs a slow handler and renews the claim on its own timer.
 // Guard::Run and RunOnce renew by themselves; an async adapter does
 //
-//   if (d.claim.lock_renewal() > Duration::zero()) {
-//     auto lease = d.claim.lease();
+//   if (auto lease = d.claim.lease()) {      // null when renewal is off
 //     every lease->interval() while the handler runs: lease->Renew();
 //   }
 //   d.claim.Finish(response);   // ends the lease

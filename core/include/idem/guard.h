@@ -150,7 +150,8 @@ class ClaimHandle {
     return guard_ != nullptr ? options_->lock_renewal : Duration::zero();
   }
   // The claim's renewal handle, made on the first call and shared after;
-  // Finish, Abandon and Forget end it. nullptr when the handle is inactive.
+  // Finish, Abandon and Forget end it. nullptr when the handle is inactive
+  // or the route's lock_renewal is 0 (nothing to renew).
   std::shared_ptr<ClaimLease> lease();
 
  private:
