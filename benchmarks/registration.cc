@@ -8,9 +8,11 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+#include "guard_renewal.h"
 
 #include <benchmark/benchmark.h>
 
+#include "guard_renewal.h"
 #include "idem/open_store.h"
 #include "raw_ops.h"
 #include "run_store.h"
@@ -167,6 +169,7 @@ void RegisterAll(std::vector<StoreSpec>& specs, StoreSpec& sharded) {
                                BM_HotKeyExpiring, &sharded)
       ->Apply(ThreadCounts);
   RegisterHashing();
+  RegisterGuardRenewal();
 }
 
 }  // namespace idem::bench

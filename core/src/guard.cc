@@ -198,12 +198,14 @@ ClaimHandle& ClaimHandle::operator=(ClaimHandle&& other) noexcept {
     started_ = other.started_;
     method_ = std::move(other.method_);
     route_ = std::move(other.route_);
+    lease_ = std::move(other.lease_);
   }
   return *this;
 }
 
 void ClaimHandle::Abandon() {
   if (guard_ == nullptr) return;
+  EndLease();
   if (in_transaction_ != InTransaction::kNo) {
     // Ended inside the caller's transaction: completed there, or lost to
     // another request. There is nothing to release.
@@ -217,6 +219,7 @@ void ClaimHandle::Abandon() {
 
 void ClaimHandle::Forget(std::string_view why) {
   if (guard_ == nullptr) return;
+  EndLease();
   Guard& guard = *std::exchange(guard_, nullptr);
   guard.metrics().Count(Outcome::kStoreFailed);
   guard.Log(LogLevel::kError, std::string(why) +
@@ -255,6 +258,7 @@ FinishResult ClaimHandle::EndInTransaction(int status) {
 
 FinishResult ClaimHandle::Finish(const Response& response) {
   if (guard_ == nullptr) return FinishResult::kInactive;
+  EndLease();
   if (in_transaction_ != InTransaction::kNo) {
     return EndInTransaction(response.status);
   }

@@ -60,6 +60,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   setup.store = std::move(store);
   setup.options.ttl = options.ttl;
   setup.options.lock_timeout = options.lock_timeout;
+  setup.options.lock_renewal = options.lock_renewal;
   setup.options.lock_wait = options.lock_wait;
   setup.options.key_per_operation = options.key_per_operation;
   setup.log = log;

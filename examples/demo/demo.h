@@ -33,6 +33,8 @@ struct DemoOptions {
   std::chrono::seconds ttl{24 * 3600};
   // Fractions of a second allowed (--lock-timeout 0.3).
   Duration lock_timeout = std::chrono::seconds(60);
+  // GuardOptions::lock_renewal (--lock-renewal 0.3); zero: off.
+  Duration lock_renewal = Duration::zero();
   std::chrono::milliseconds lock_wait{0};
   // I/O threads.
   int threads = 2;

@@ -2,6 +2,7 @@
 //
 //   idem-demo [--listen 127.0.0.1:8080] [--store URI] [--ttl SECONDS]
 //             [--lock-timeout SECONDS (fractions allowed)]
+//             [--lock-renewal SECONDS (fractions allowed; 0 = off)]
 //             [--lock-wait MILLISECONDS]
 //             [--threads N] [--store-calls auto|inline|pool]
 //             [--store-threads N] [--max-connections N]
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
   // Strings: flags.h parses them with range checks, so that no value wraps.
   std::string ttl = "86400";
   std::string lock_timeout = "60";
+  std::string lock_renewal = "0";
   std::string lock_wait = "0";
   std::string store_calls = "auto";
   int store_threads = 0;
@@ -99,6 +101,10 @@ int main(int argc, char** argv) {
       ("lock-timeout", po::value(&lock_timeout)->value_name("SECONDS"),
        "how long an in-progress request blocks its key, fractions allowed "
        "(0.3), at most 86400 and at most --ttl (default 60)")
+      ("lock-renewal", po::value(&lock_renewal)->value_name("SECONDS"),
+       "renew an in-progress request's lock this often while its handler "
+       "runs, so a slow handler is not taken over; fractions allowed (0.3), "
+       "below --lock-timeout; 0 = off (default 0)")
       ("lock-wait", po::value(&lock_wait)->value_name("MILLISECONDS"),
        "how long a duplicate waits for the first request before 409, at most "
        "3600000 (default 0)")
@@ -147,6 +153,16 @@ int main(int argc, char** argv) {
       idem::demo::LockTimeoutFlag(), lock_timeout);
   if (!lock_timeout_value)
     return BadFlags(lock_timeout_value.error().message());
+  auto lock_renewal_value = idem::demo::ParseDurationFlag(
+      idem::demo::LockRenewalFlag(), lock_renewal);
+  if (!lock_renewal_value) {
+    return BadFlags(lock_renewal_value.error().message());
+  }
+  if (auto below = idem::demo::LockRenewalBelowTimeout(*lock_renewal_value,
+                                                       *lock_timeout_value);
+      !below) {
+    return BadFlags(below.error().message());
+  }
   auto lock_wait_value =
       idem::demo::ParseDurationFlag(idem::demo::LockWaitFlag(), lock_wait);
   if (!lock_wait_value) return BadFlags(lock_wait_value.error().message());
@@ -178,6 +194,7 @@ int main(int argc, char** argv) {
   }
   options.ttl = std::chrono::duration_cast<std::chrono::seconds>(*ttl_value);
   options.lock_timeout = *lock_timeout_value;
+  options.lock_renewal = *lock_renewal_value;
   options.lock_wait =
       std::chrono::duration_cast<std::chrono::milliseconds>(*lock_wait_value);
   options.idem = vm.count("no-idem") == 0;

@@ -305,20 +305,24 @@ TEST(DemoProcessTest, KeyPerOperationFlag) {
 
 TEST(DemoProcessTest, BadFlagsExit2) {
   for (const std::vector<std::string>& args :
-       std::vector<std::vector<std::string>>{{"--bogus"},
-                                             {"--listen", "nowhere"},
-                                             {"--ttl", "soon"},
-                                             {"--ttl", "0"},
-                                             {"--threads", "0"},
-                                             {"--store-calls", "sometimes"},
-                                             {"--store-threads", "-1"},
-                                             {"--lock-wait", "-1"},
-                                             {"--ttl", "18446744074"},
-                                             {"--ttl", "9223372037"},
-                                             {"--lock-timeout", "86401"},
-                                             {"--lock-wait", "3600001"},
-                                             {"--sweep-interval", "86401"},
-                                             {"--sweep-interval", "-1"}}) {
+       std::vector<std::vector<std::string>>{
+           {"--bogus"},
+           {"--listen", "nowhere"},
+           {"--ttl", "soon"},
+           {"--ttl", "0"},
+           {"--threads", "0"},
+           {"--store-calls", "sometimes"},
+           {"--store-threads", "-1"},
+           {"--lock-wait", "-1"},
+           {"--ttl", "18446744074"},
+           {"--ttl", "9223372037"},
+           {"--lock-timeout", "86401"},
+           {"--lock-wait", "3600001"},
+           {"--sweep-interval", "86401"},
+           {"--sweep-interval", "-1"},
+           {"--lock-renewal", "-1"},
+           {"--lock-renewal", "86401"},
+           {"--lock-timeout", "1", "--lock-renewal", "1"}}) {
     DemoProcess demo(args);
     EXPECT_EQ(demo.Wait(), 2) << args[0];
     EXPECT_NE(demo.Stderr().find("idem-demo:"), std::string::npos);

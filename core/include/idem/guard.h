@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -38,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "idem/claim_lease.h"
 #include "idem/clock.h"
 #include "idem/error.h"
 #include "idem/guard_options.h"
@@ -168,11 +170,26 @@ class ClaimHandle {
   // Counted as `store_failed`; `why` is logged as an error with the record.
   void Forget(std::string_view why);
 
+  // The route's lock_renewal: how often an adapter renews this claim while
+  // the handler runs (claim_lease.h). 0: not renewed (renewal off, or the
+  // handle is inactive).
+  Duration lock_renewal() const {
+    return guard_ != nullptr ? options_->lock_renewal : Duration::zero();
+  }
+  // The claim's renewal handle, made on the first call and shared after;
+  // Finish, Abandon and Forget end it. nullptr when the handle is inactive
+  // or the route's lock_renewal is 0 (nothing to renew).
+  std::shared_ptr<ClaimLease> lease();
+
  private:
   friend class Guard;
   // Finish and Abandon after MarkCommitted/MarkClaimLostInTransaction;
   // `status` is the handler's (0 from Abandon), for the observers.
   FinishResult EndInTransaction(int status);
+  void EndLease() {
+    if (lease_) lease_->End();
+  }
+
   Guard* guard_ = nullptr;
   RecordId id_;
   Token token_;
@@ -185,10 +202,12 @@ class ClaimHandle {
   // For FinishEvent; copied only when the Guard has observers.
   std::string method_;
   std::string route_;
+  std::shared_ptr<ClaimLease> lease_;
 };
 
 namespace detail {
 struct WaitState;
+struct GuardRenewal;
 }  // namespace detail
 
 struct Decision {
@@ -298,8 +317,11 @@ class Guard {
   // is a callable returning Response, taking nothing or the ClaimHandle&
   // (inactive when the request runs unprotected), e.g. to complete the
   // record in its own transaction (idem/sql_transaction.h); if it throws,
-  // the key is released and the exception propagates. With `info`, Run also
-  // says what it did (RunInfo), e.g. that the response was sent unstored.
+  // the key is released and the exception propagates. With the route's
+  // lock_renewal, the claim is renewed while `handler` runs, on one thread
+  // per Guard (started when the first such claim is made, driven by the
+  // Guard's clock). With `info`, Run also says what it did (RunInfo), e.g.
+  // that the response was sent unstored.
   template <typename Handler>
   Response Run(const RequestView& request, Handler&& handler,
                std::shared_ptr<const GuardOptions> route = nullptr,
@@ -312,10 +334,13 @@ class Guard {
     if (info != nullptr) *info = RunInfo{d.outcome, std::nullopt};
     if (d.action == Action::kRespond) return std::move(d.response);
     Response response;
-    if constexpr (std::is_invocable_v<Handler&, ClaimHandle&>) {
-      response = handler(d.claim);
-    } else {
-      response = handler();
+    {
+      detail::RenewWhileRunning renewing(*this, d.claim);
+      if constexpr (std::is_invocable_v<Handler&, ClaimHandle&>) {
+        response = handler(d.claim);
+      } else {
+        response = handler();
+      }
     }
     if (d.action == Action::kExecute) {
       const FinishResult finish = d.claim.Finish(response);
@@ -353,6 +378,7 @@ class Guard {
   // What the request-latency histogram and the observers learn of one
   // decision while it is made (guard.cc).
   struct Trace;
+  friend struct detail::GuardRenewal;  // Lock renewal (renewal.h).
   explicit Guard(GuardSetup setup);
 
   Decision BeginSteps(const RequestView& request,
@@ -399,6 +425,11 @@ class Guard {
   // Fail-open backoff: until this time (clock ns) fail-open routes skip the
   // store (the latest back-off any fail-open route started).
   std::atomic<Duration::rep> skip_store_until_{0};
+  // The thread that renews claims for Run and RunOnce, started on the first
+  // claim whose route has lock_renewal. Declared last: stopped before the
+  // members its renewals use are destroyed.
+  std::once_flag renewer_once_;
+  std::shared_ptr<detail::Renewer> renewer_;
 };
 
 }  // namespace idem

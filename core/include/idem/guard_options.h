@@ -156,7 +156,8 @@ struct GuardOptions {
   std::string problem_type = "about:blank";
 
   // kInvalidArgument naming the first bad field: a ttl or lock_timeout that
-  // is not positive, a negative wait, a duration over its maximum (above),
+  // is not positive, a negative wait or lock_renewal, a lock_renewal not
+  // below lock_timeout, a duration over its maximum (above),
   // a zero max_key_length, max_request_body or
   // max_stored_response, an empty replay header name. Guard::Create and
   // Guard::MakeRouteOptions call it; Begin refuses a route that fails it.

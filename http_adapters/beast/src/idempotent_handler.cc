@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <exception>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include <boost/asio/steady_timer.hpp>
@@ -11,6 +13,7 @@
 #include "idem/beast/request_checks.h"
 #include "idem/idempotency_key.h"
 #include "idem/problem.h"
+#include "renewal_timer.h"
 
 namespace idem::beast {
 namespace {
@@ -270,6 +273,15 @@ asio::awaitable<Response> IdempotentHandler::HandleProtected(const Route& route,
       break;
   }
 
+  // With the route's lock_renewal, a timer renews the claim while the
+  // handler runs; nothing is scheduled otherwise.
+  std::shared_ptr<RenewalTimer> renewal;
+  if (d.claim.lock_renewal() > Duration::zero()) {
+    std::optional<asio::any_io_executor> store_calls;
+    if (pool_) store_calls = pool_->get_executor();
+    renewal = RenewalTimer::Start(co_await asio::this_coro::executor,
+                                  d.claim.lease(), std::move(store_calls));
+  }
   Response response;
   std::exception_ptr error;
   try {
@@ -277,6 +289,7 @@ asio::awaitable<Response> IdempotentHandler::HandleProtected(const Route& route,
   } catch (...) {
     error = std::current_exception();
   }
+  if (renewal) renewal->Stop();
   if (error) {
     // Released here rather than by the ClaimHandle's destructor so that the
     // store call happens off the I/O thread; then the server's own error
