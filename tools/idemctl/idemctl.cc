@@ -332,13 +332,15 @@ int Stats(const Args& args, Store& store, Output& output) {
     out << nlohmann::json{{"counted", true},
                           {"in_progress", s.in_progress},
                           {"completed", s.completed},
-                          {"expired", s.expired}}
+                          {"expired", s.expired},
+                          {"damaged", s.damaged}}
                .dump()
         << '\n';
   } else {
     out << "in_progress: " << s.in_progress << '\n'
         << "completed: " << s.completed << '\n'
-        << "expired: " << s.expired << '\n';
+        << "expired: " << s.expired << '\n'
+        << "damaged: " << s.damaged << '\n';
   }
   return kOk;
 }
