@@ -6,6 +6,7 @@
 //             [--threads N] [--store-calls auto|inline|pool]
 //             [--store-threads N] [--max-connections N]
 //             [--instance NAME] [--sweep-interval SECONDS]
+//             [--http beast|restinio]
 //
 // Prints "listening on HOST:PORT" once it accepts connections and exits
 // cleanly (in-flight requests answered) on SIGINT or SIGTERM. The store is
@@ -76,6 +77,7 @@ int main(int argc, char** argv) {
   int store_threads = 0;
   long long max_connections = 0;
   std::string sweep_interval = "60";
+  std::string http = "beast";
 
   const std::string store_help =
       "idempotency store URI (default: $IDEM_STORE, else " +
@@ -117,6 +119,9 @@ int main(int argc, char** argv) {
       ("sweep-interval", po::value(&sweep_interval)->value_name("SECONDS"),
        "how often expired records are deleted from the store in the "
        "background; 0 = never (default 60)")
+      ("http", po::value(&http)->value_name("SERVER"),
+       "the HTTP server: beast (Boost.Beast) or restinio (RESTinio); the "
+       "same endpoints on either (default beast)")
       ("no-idem", "serve without idem (the benchmark baseline)");
   // clang-format on
   po::variables_map vm;
@@ -168,6 +173,9 @@ int main(int argc, char** argv) {
     return BadFlags("--store-calls wants auto, inline or pool, got '" +
                     store_calls + "'");
   }
+  auto framework = idem::demo::ParseHttpFlag(http);
+  if (!framework) return BadFlags(framework.error().message());
+  options.http = *framework;
   options.ttl = std::chrono::duration_cast<std::chrono::seconds>(*ttl_value);
   options.lock_timeout = *lock_timeout_value;
   options.lock_wait =
