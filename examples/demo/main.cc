@@ -38,6 +38,16 @@ namespace po = boost::program_options;
 
 constexpr int kExitBadFlags = 2;
 
+#if IDEM_DEMO_WITH_RESTINIO
+constexpr char kHttpHelp[] =
+    "the HTTP server: beast (Boost.Beast) or restinio (RESTinio); the same "
+    "endpoints on either (default beast)";
+#else
+constexpr char kHttpHelp[] =
+    "the HTTP server: beast (Boost.Beast; this build has no RESTinio) "
+    "(default beast)";
+#endif
+
 // "HOST:PORT" (the host may be a bracketed IPv6 address).
 bool ParseListen(const std::string& listen, std::string& host,
                  std::uint16_t& port) {
@@ -119,9 +129,7 @@ int main(int argc, char** argv) {
       ("sweep-interval", po::value(&sweep_interval)->value_name("SECONDS"),
        "how often expired records are deleted from the store in the "
        "background; 0 = never (default 60)")
-      ("http", po::value(&http)->value_name("SERVER"),
-       "the HTTP server: beast (Boost.Beast) or restinio (RESTinio); the "
-       "same endpoints on either (default beast)")
+      ("http", po::value(&http)->value_name("SERVER"), kHttpHelp)
       ("no-idem", "serve without idem (the benchmark baseline)");
   // clang-format on
   po::variables_map vm;
