@@ -10,7 +10,6 @@
 
 #include "http_server.h"
 #include "idem/beast/convert.h"
-#include "idem/problem.h"
 #include "idem/restinio/convert.h"
 
 namespace idem::demo {
@@ -67,13 +66,9 @@ Status RestinioServer::Start(restinio::IdempotentHandler* idem) {
             idem::restinio::Send(*request, response);
             return;
           }
-          Problem problem;
-          problem.status = 500;
-          problem.code = "internal_error";
-          problem.detail = "The request handler failed.";
-          const std::string_view target = request->header().request_target();
-          problem.instance = target.substr(0, target.find('?'));
-          idem::restinio::Send(*request, MakeProblemResponse(problem), true);
+          idem::restinio::SendProblem(*request, 500, "internal_error",
+                                      "The request handler failed.",
+                                      /*close=*/true);
         });
     return ::restinio::request_accepted();
   };

@@ -19,24 +19,12 @@ std::string_view PathOf(std::string_view target) {
   return target.substr(0, target.find('?'));
 }
 
-idem::Response ProblemOf(std::string_view target, int status,
-                         std::string_view code, std::string detail) {
-  Problem problem;
-  problem.status = status;
-  problem.code = code;
-  problem.detail = std::move(detail);
-  problem.instance = PathOf(target);
-  return MakeProblemResponse(problem);
-}
-
 // The answer to a handler that threw: the request's key was released, so a
 // retry runs the handler again. The connection closes, as the Beast demo
 // server's does after a handler error.
 void SendHandlerFailed(::restinio::request_t& request) {
-  Send(request,
-       ProblemOf(request.header().request_target(), 500, "internal_error",
-                 "The request handler failed."),
-       /*close=*/true);
+  SendProblem(request, 500, "internal_error", "The request handler failed.",
+              /*close=*/true);
 }
 
 // Framing and credentials (idem/asio/request_checks.h): true when `request`
@@ -47,10 +35,8 @@ bool Rejected(::restinio::request_t& request,
               std::span<const HeaderView> headers) {
   auto rejected = ::idem::asio::CheckRequestHeaders(headers);
   if (!rejected) return false;
-  Send(request,
-       ProblemOf(request.header().request_target(), 400, rejected->code,
-                 std::move(rejected->detail)),
-       /*close=*/true);
+  SendProblem(request, 400, rejected->code, std::move(rejected->detail),
+              /*close=*/true);
   return true;
 }
 
@@ -135,13 +121,11 @@ ChainHandlerFn IdempotentHandler::ChainHandler() {
     // RESTinio's own limit is the largest a protected route accepts; the
     // rest keep the default.
     if (request->body().size() > options_.default_body_limit) {
-      Send(*request,
-           ProblemOf(header.request_target(), 413,
-                     problem_code::kRequestTooLarge,
-                     "The request body is larger than the " +
-                         std::to_string(options_.default_body_limit) +
-                         " bytes this server accepts."),
-           /*close=*/true);
+      SendProblem(*request, 413, problem_code::kRequestTooLarge,
+                  "The request body is larger than the " +
+                      std::to_string(options_.default_body_limit) +
+                      " bytes this server accepts.",
+                  /*close=*/true);
       return ::restinio::request_accepted();
     }
     return ::restinio::request_not_handled();

@@ -7,6 +7,7 @@
 #ifndef IDEM_RESTINIO_CONVERT_H_
 #define IDEM_RESTINIO_CONVERT_H_
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -22,15 +23,17 @@ namespace idem::restinio {
 // is not among them: RESTinio keeps it in chunked_input_info().
 std::vector<HeaderView> HeaderViews(const ::restinio::request_t& request);
 
-// The reason phrase of `status` (RFC 9110 §15), or "" for one it does not
-// name (a client must ignore the phrase, RFC 9112 §4).
-std::string_view ReasonPhrase(int status);
-
-// Answers `request` with `response`: its status, its headers except framing
+// Answers `request` with `response`: its status (reason phrase: core's
+// StatusPhrase), its headers except framing
 // ones (Content-Length, Transfer-Encoding, Connection: RESTinio writes its
 // own), its body. `close`: Connection: close, and RESTinio closes after it.
 void Send(::restinio::request_t& request, const idem::Response& response,
           bool close = false);
+
+// Answers `request` with the problem `status`/`code`/`detail`
+// (problem.h), its instance the request's path; `close` as for Send.
+void SendProblem(::restinio::request_t& request, int status,
+                 std::string_view code, std::string detail, bool close);
 
 }  // namespace idem::restinio
 
