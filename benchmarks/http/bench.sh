@@ -74,7 +74,7 @@ start plain --no-idem
 restinio=${RESTINIO:-auto}
 if [[ $restinio == auto ]]; then
   restinio=0
-  "$demo" --help 2>/dev/null | grep -q 'restinio (RESTinio)' && restinio=1
+  "$demo" --help 2>/dev/null | tr -s ' \n' ' ' | grep -q 'restinio (RESTinio)' && restinio=1
 fi
 restinio_stores=()
 if ((restinio)); then
