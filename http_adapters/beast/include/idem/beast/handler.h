@@ -10,8 +10,8 @@
 //                            exactly once, from any thread)
 //
 // `Request` may also be taken as `Request&&` (the adapter keeps the request
-// alive until the handler completes). Handler (below) detects the
-// form from the callable's signature. A synchronous handler runs on the
+// alive until the handler completes). Handler (below; the shared
+// idem::asio::BasicHandler) detects the form from the callable's signature. A synchronous handler runs on the
 // thread that called the adapter (an I/O thread): it must not block; use a
 // coroutine or a completion handler for anything slow.
 //
