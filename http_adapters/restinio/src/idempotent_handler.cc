@@ -19,6 +19,21 @@ std::string_view PathOf(std::string_view target) {
   return target.substr(0, target.find('?'));
 }
 
+// The request as the Guard sees it: views into `request`, `headers` and
+// `scope`, which must outlive it.
+RequestView ViewOf(const ::restinio::request_t& request, std::string_view route,
+                   std::span<const HeaderView> headers,
+                   const std::optional<std::string>& scope) {
+  RequestView view;
+  view.method = request.header().method().c_str();
+  view.target = request.header().request_target();
+  view.route = route;
+  view.headers = headers;
+  view.body = request.body();
+  if (scope) view.scope = *scope;
+  return view;
+}
+
 // The answer to a handler that threw: the request's key was released, so a
 // retry runs the handler again. The connection closes, as the Beast demo
 // server's does after a handler error.
@@ -185,16 +200,9 @@ Status IdempotentHandler::CheckRequestTimeout(
   }
   // Guard::Run: Begin, the handler, Finish before the answer is sent; a
   // handler that throws has its key released by the claim's destructor.
-  const auto& header = request->header();
   std::optional<std::string> scope;
   if (options_.scope) scope = options_.scope(*request);
-  RequestView view;
-  view.method = header.method().c_str();
-  view.target = header.request_target();
-  view.route = entry.route;
-  view.headers = headers;
-  view.body = request->body();
-  if (scope) view.scope = *scope;
+  const RequestView view = ViewOf(*request, entry.route, headers, scope);
   RunInfo info;
   idem::Response response;
   try {
@@ -213,17 +221,10 @@ boost::asio::awaitable<void> IdempotentHandler::HandleAsync(
     RequestHandle request, const Entry* entry) {
   Decision d;
   {
-    const auto& header = request->header();
     std::optional<std::string> scope;
     if (options_.scope) scope = options_.scope(*request);
     const std::vector<HeaderView> headers = HeaderViews(*request);
-    RequestView view;
-    view.method = header.method().c_str();
-    view.target = header.request_target();
-    view.route = entry->route;
-    view.headers = headers;
-    view.body = request->body();
-    if (scope) view.scope = *scope;
+    const RequestView view = ViewOf(*request, entry->route, headers, scope);
     d = co_await calls_->Decide(view, entry->options);
   }
   switch (d.action) {
