@@ -37,6 +37,9 @@
 //                     per thread): claim; if acquired, complete. The first
 //                     claims of each key execute, the rest replay or meet a
 //                     concurrent holder (conflicts).
+//   ExtendLock        every thread renews its own claim (Store::ExtendLock)
+//                     with a clock 1 us later each iteration: one write per
+//                     renewal. Also for label sharded_mutex.
 //   HotKeyExpiring    memory: and sharded_mutex only: every thread claims one
 //                     key; Acquired completes it (Complete, a copy), the
 //                     others see it InProgress or replay it. Each thread's
@@ -55,6 +58,8 @@
 //   RecordId/<size>     MakeRecordId of a key of that size (real keys are at
 //                       most 255 bytes; the larger sizes show the slope).
 //   Sha256/<size>       a bare SHA-256 of the same bytes (the floor).
+// and GuardObservers/{none,noop} (guard_observers.cc, registered there):
+// Guard::Begin + Finish with no observer and with one that does nothing.
 //
 // Counters: items_per_second (operations, i.e. iterations, per wall-clock
 // second over all threads); on store workloads conflicts, acquired and

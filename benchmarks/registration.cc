@@ -8,9 +8,11 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+#include "guard_renewal.h"
 
 #include <benchmark/benchmark.h>
 
+#include "guard_renewal.h"
 #include "idem/open_store.h"
 #include "raw_ops.h"
 #include "run_store.h"
@@ -146,6 +148,15 @@ void RegisterAll(std::vector<StoreSpec>& specs, StoreSpec& sharded) {
           ->Apply(ThreadCounts);
     }
   }
+  // Lock renewal, on every store and the baseline: one write per call.
+  for (StoreSpec& spec : specs) {
+    benchmark::RegisterBenchmark(("ExtendLock/" + spec.label).c_str(),
+                                 BM_ExtendLock, &spec)
+        ->Apply(ThreadCounts);
+  }
+  benchmark::RegisterBenchmark("ExtendLock/sharded_mutex", BM_ExtendLock,
+                               &sharded)
+      ->Apply(ThreadCounts);
   // The in-memory stores only: the lock-free store's contention against
   // its baseline's.
   for (StoreSpec& spec : specs) {
@@ -158,6 +169,7 @@ void RegisterAll(std::vector<StoreSpec>& specs, StoreSpec& sharded) {
                                BM_HotKeyExpiring, &sharded)
       ->Apply(ThreadCounts);
   RegisterHashing();
+  RegisterGuardRenewal();
 }
 
 }  // namespace idem::bench

@@ -50,6 +50,10 @@ void BM_Store(benchmark::State& state, StoreSpec* spec, Workload workload);
 // clocks move on by 1 us per iteration: whoever acquires completes it.
 void BM_HotKeyExpiring(benchmark::State& state, StoreSpec* spec);
 
+// Each thread renews its own claim (Store::ExtendLock) every iteration
+// (renewal.cc).
+void BM_ExtendLock(benchmark::State& state, StoreSpec* spec);
+
 // The engine's own write (raw_ops.h) on the engine of `spec`.
 void BM_RawWrite(benchmark::State& state, StoreSpec* spec);
 

@@ -1,8 +1,15 @@
-# idem_add_library(<name> SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# idem_add_library(<name> SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...]
+#                  [COMPONENT <component>])
 # A library target idem_<name>, exported and installed as idem::<name>, with
-# its public headers in ${CMAKE_CURRENT_SOURCE_DIR}/include.
+# its public headers in ${CMAKE_CURRENT_SOURCE_DIR}/include. Its library,
+# headers and export file (idem-<name>-targets.cmake, see
+# cmake/IdemPackaging.cmake) go to install COMPONENT (default: <name>), one
+# .deb package each (cmake/IdemPackaging.cmake names them).
 function(idem_add_library name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "COMPONENT" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  if(NOT ARG_COMPONENT)
+    set(ARG_COMPONENT ${name})
+  endif()
   add_library(idem_${name} ${ARG_SOURCES})
   add_library(idem::${name} ALIAS idem_${name})
   set_target_properties(idem_${name} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME idem_${name})
@@ -13,21 +20,32 @@ function(idem_add_library name)
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(idem_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
-  install(TARGETS idem_${name} EXPORT idemTargets
-    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  # One export set per library, so that a package holds the export files of
+  # its own libraries only and idemConfig.cmake loads those installed.
+  install(TARGETS idem_${name} EXPORT idem-${name}-targets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT ${ARG_COMPONENT}
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT ${ARG_COMPONENT})
+  # *.in: templates of generated headers, installed as generated.
+  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+    COMPONENT ${ARG_COMPONENT} PATTERN "*.in" EXCLUDE)
+  set_property(GLOBAL APPEND PROPERTY IDEM_LIBRARIES ${name})
+  set_property(GLOBAL PROPERTY IDEM_LIBRARY_${name}_COMPONENT ${ARG_COMPONENT})
 endfunction()
 
-# idem_add_backend(<name> SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# idem_add_backend(<name> SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...]
+#                  [COMPONENT <component>])
 # Used from backends/<name>/CMakeLists.txt: builds idem::<name> on top of
 # idem::core and registers it with idem::stores (OpenStore), which is built
 # with IDEM_HAVE_<NAME> defined for every enabled backend.
 function(idem_add_backend name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "COMPONENT" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  if(NOT ARG_COMPONENT)
+    set(ARG_COMPONENT ${name})
+  endif()
   idem_add_library(${name} SOURCES ${ARG_SOURCES}
     PUBLIC_DEPS idem::core ${ARG_PUBLIC_DEPS}
-    PRIVATE_DEPS ${ARG_PRIVATE_DEPS})
+    PRIVATE_DEPS ${ARG_PRIVATE_DEPS}
+    COMPONENT ${ARG_COMPONENT})
   string(TOUPPER ${name} upper)
   set_property(GLOBAL APPEND PROPERTY IDEM_BACKENDS ${name})
   set_property(GLOBAL APPEND PROPERTY IDEM_BACKEND_DEFINES IDEM_HAVE_${upper}=1)

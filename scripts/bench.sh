@@ -199,6 +199,30 @@ for attempt in 1 2; do
   log "HTTP run failed: $(tail -1 "$out/http.md"); once more"
 done
 
+# ---- idemctl -------------------------------------------------------------------
+# `idemctl inspect` of a present key per store, process start to exit (the
+# median of N runs), against starting /bin/true and `idemctl --help` in the
+# same run: benchmarks/idemctl/bench.sh writes $out/idemctl.json.
+idemctl_runs=50
+[[ $quick == 1 ]] && idemctl_runs=20
+idemctl_stores="rocksdb:{tmp}/rocksdb sqlite:{tmp}/idem.db"
+[[ -n $pg_url ]] && idemctl_stores+=" $pg_url?table=idemctl_bench&connect_timeout_s=30"
+[[ -n $redis_url ]] && idemctl_stores+=" $redis_url?prefix=idemctl-bench:"
+[[ -n $redis_cluster_url ]] && idemctl_stores+=" $redis_cluster_url?prefix=idemctl-bench:"
+log "idemctl inspect: $idemctl_runs runs per store"
+step cmake --build "$build" -j "$jobs" --target idemctl idem-demo >>"$out/build.log" 2>&1 ||
+  { tail -40 "$out/build.log"; exit 1; }
+step env STORES="$idemctl_stores" RUNS="$idemctl_runs" RESULTS_JSON="$out/idemctl.json" TMPDIR="$tmp" \
+  benchmarks/idemctl/bench.sh "$build" >"$out/idemctl.md" 2>&1 || { cat "$out/idemctl.md"; exit 1; }
+
+# ---- Exactly once: POST /transfers ---------------------------------------------
+# The classic completion against --exactly-once, per SQL store
+# (benchmarks/http/transfers_bench.sh); PostgreSQL when the server started.
+log "exactly once: wrk on POST /transfers, $rounds x $duration per load"
+step env PG_URL="$pg_url" ROUNDS="$rounds" DURATION="$duration" RESULTS_JSON="$out/transfers.json" \
+  benchmarks/http/transfers_bench.sh "$build" >"$out/transfers.md" 2>&1 ||
+  { cat "$out/transfers.md"; exit 1; }
+
 # ---- Report --------------------------------------------------------------------
 log "report: $docs/BENCHMARKS.md, $docs/WHICH_STORE.md, $docs/bench/"
 "$py" benchmarks/report/make_report.py report --results "$out" \

@@ -2,15 +2,19 @@
 # Installs what is missing, builds idem and runs every test:
 #   1. a RelWithDebInfo build: unit, contract and backend tests (ctest), and a
 #      short smoke run of every benchmark binary;
-#   2. the tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. the tests again under ThreadSanitizer;
-#   4. the libFuzzer targets for a bounded time (clang).
+#   2. the .deb packages of that build (cpack), what they hold and depend on,
+#      and a project built against them, unpacked, for each store
+#      (scripts/packages.sh);
+#   3. the tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   4. the tests again under ThreadSanitizer;
+#   5. the libFuzzer targets for a bounded time (clang).
 # One build tree per configuration under build/ (reused between runs, with
 # ccache), so a second run only rebuilds what changed.
 #
 # Environment: IDEM_TEST_JOBS (default: nproc), IDEM_FUZZ_SECONDS (default 30),
-# IDEM_TEST_STAGES (default "main asan tsan fuzz"), IDEM_TEST_POSTGRES_URI (a
-# server for the postgres tests; default: one started by scripts/postgres.sh),
+# IDEM_TEST_STAGES (default "main package asan tsan fuzz"),
+# IDEM_TEST_POSTGRES_URI (a server for the postgres tests; default: one
+# started by scripts/postgres.sh),
 # IDEM_TEST_REDIS_URI and IDEM_TEST_REDIS_CLUSTER_URI (default: started by
 # scripts/redis.sh).
 set -euo pipefail
@@ -56,7 +60,7 @@ fi
 
 jobs=${IDEM_TEST_JOBS:-$(nproc)}
 fuzz_seconds=${IDEM_FUZZ_SECONDS:-30}
-stages=${IDEM_TEST_STAGES:-"main asan tsan fuzz"}
+stages=${IDEM_TEST_STAGES:-"main package asan tsan fuzz"}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
 # Hash paths relative to the checkout, so that a fresh clone in another
@@ -107,6 +111,14 @@ for stage in $stages; do
       # its default) through every workload of the one benchmark program.
       build/main/benchmarks/idem-bench --benchmark_min_time=0.01 --benchmark_filter='/threads:(1|2)$' >/dev/null
       summary+=("main: idem-bench smoke run ok")
+      ;;
+    package)
+      # On the main build tree (built here too when the main stage did not
+      # run); consumers per store under build/package.
+      configure main
+      cmake --build build/main -j "$jobs"
+      packages=$(scripts/packages.sh build/main build/package)
+      summary+=("package: ${packages#packages.sh: }")
       ;;
     asan)
       configure asan

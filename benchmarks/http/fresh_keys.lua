@@ -4,6 +4,9 @@
 -- the key: the same bytes on the wire, without idem.
 --
 --   wrk -t2 -c32 -d10s --latency -s fresh_keys.lua http://127.0.0.1:8080
+--
+-- IDEM_BENCH_PATH (default /orders) names the endpoint, e.g. /transfers for
+-- benchmarks/http/transfers_bench.sh.
 
 local threads = {}
 
@@ -18,11 +21,12 @@ function init(args)
   prefix = string.format("bench-%d-%d-", os.time(), id)
   counter = 0
   body = '{"item":"book","qty":1}'
+  path = os.getenv("IDEM_BENCH_PATH") or "/orders"
 end
 
 function request()
   counter = counter + 1
-  return wrk.format("POST", "/orders", {
+  return wrk.format("POST", path, {
     ["Idempotency-Key"] = prefix .. counter,
     ["Content-Type"] = "application/json",
   }, body)

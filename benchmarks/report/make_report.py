@@ -12,7 +12,8 @@ scripts/bench.sh runs it twice:
                         [--plots docs/bench] [--elapsed S] [--build-seconds S]
       Reads OUT/machine.json, OUT/idem-bench.json (Google Benchmark JSON of
       idem-bench), OUT/http.json (benchmarks/http/bench.sh RESULTS_JSON) and
-      OUT/scale-{memory,latency,disk}.txt (idem-scale's key=value lines);
+      OUT/scale-{memory,latency,disk}.txt (idem-scale's key=value lines),
+      OUT/idemctl.json (benchmarks/idemctl/bench.sh RESULTS_JSON);
       every input but machine.json may be missing, its section then says
       so. Writes the page: ratios to the baselines first (each store against
       its engine's raw write, memory against the sharded-mutex map, HTTP
@@ -66,6 +67,9 @@ WORKLOAD_TEXT = {
     "HotKeyExpiring": "all threads claim one key that keeps expiring "
                       "(1 µs clock steps, 100 µs ttl), in-memory stores only",
     "RawWrite": "the engine's own write",
+    # Lock renewal (Store::ExtendLock): one write per call on every store.
+    "ExtendLock": "every thread renews its own claim (ExtendLock), one "
+                  "write each",
 }
 # The issue targets (#3 to #6, #11), as a time per operation over the raw
 # write's at the same thread counts: (workload, raw scheme, at most,
@@ -389,7 +393,7 @@ def section_throughput(rows, errors, threads, plots):
         lines += ["![ops/s against threads, one panel per workload]"
                   "(bench/throughput.png)", ""]
     labels = _stores(rows) + ["sharded_mutex"]
-    for w in WORKLOADS + ["HotKeyExpiring", "RawWrite"]:
+    for w in WORKLOADS + ["HotKeyExpiring", "ExtendLock", "RawWrite"]:
         cols = [l for l in labels if any(k[0] == w and k[1] == l for k in rows)
                 or any(k[0] == w and k[1] == l for k in errors)]
         if not cols:
@@ -611,6 +615,31 @@ def section_http_restinio(http):
 # --- end RESTinio
 
 
+def section_idemctl(ctl):
+    """OUT/idemctl.json (benchmarks/idemctl/bench.sh): a plain table."""
+    lines = ["## idemctl inspect: process start to exit", ""]
+    if not ctl:
+        return lines + ["Not run (no idemctl.json).", ""]
+    base = ctl["baselines"]["true"]["median_ms"]
+    lines += [
+        f"`idemctl --store URI inspect --key K` of a key with a record, "
+        f"{ctl['runs']} runs per store (median and p90), on "
+        f"{ctl['cores']} cores, against starting `/bin/true` and "
+        "`idemctl --help` (idemctl's own start, no store) in the same run. "
+        "Each run opens the store, reads one record and exits.", ""]
+    rows = [("/bin/true", ctl["baselines"]["true"]),
+            ("idemctl --help", ctl["baselines"]["help"])]
+    rows += [(s["name"], s) for s in ctl["stores"]]
+    lines.append(table(
+        ["run", "median (ms)", "p90 (ms)", "vs /bin/true"],
+        [[f"`{name}`", f"{s['median_ms']:.1f}", f"{s['p90_ms']:.1f}",
+          ratio(s["median_ms"] / base)] for name, s in rows]))
+    lines += ["", "Stores: " + ", ".join(
+        f"`{s['name']}` = `{s['uri']}`" for s in ctl["stores"])
+        + " (`{tmp}`: a fresh directory).", ""]
+    return lines
+
+
 def footprints(mem, disk):
     """idem-scale's bytes per record, in its order: (store, row, bytes per
     record, ratio to the payload); memory: peak RSS, rocksdb: SST files
@@ -685,6 +714,35 @@ def section_scale(mem, lat, disk):
 def _t_hi(threads):
     """The thread count the summaries quote besides 1."""
     return 8 if 8 in threads else (threads[-1] if threads else None)
+
+
+def section_transfers(transfers):
+    """POST /transfers with the record completed after the business commit
+    (classic) and inside it (--exactly-once), per SQL store."""
+    lines = ["## Exactly once: POST /transfers, classic against "
+             "--exactly-once", ""]
+    if not transfers:
+        return lines + ["Not run (no transfers.json).", ""]
+    c = transfers["config"]
+    loads = {l["name"]: l for l in transfers["loads"]}
+    lines += ["| load | requests/s | p50 (ms) | p99 (ms) | vs classic "
+              "(req/s) | p99 vs classic | non-2xx |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for l in transfers["loads"]:
+        base = loads.get(l["name"].rsplit("_", 1)[0] + "_classic", l)
+        lines.append(
+            f"| {l['name']} | {l['requests_per_s']:.0f} | "
+            f"{l['p50_us'] / 1000:.2f} | {l['p99_us'] / 1000:.2f} | "
+            f"{100 * l['requests_per_s'] / base['requests_per_s']:.0f}% | "
+            f"{l['p99_us'] / base['p99_us']:.2f}x | {l['non2xx']} |")
+    lines += ["", f"Fresh keys, each request a row in the store's own "
+              f"database: wrk -t{c['wrk_threads']} -c{c['connections']} "
+              f"-d{c['duration']}, {c['rounds']} rounds (medians), idem-demo "
+              f"--threads {c['server_threads']}, {c['cores']} cores; "
+              "`_classic` completes the record after the commit, `_once` "
+              "inside the business transaction "
+              "(benchmarks/http/transfers_bench.sh).", ""]
+    return lines
 
 
 def _http_loads(http):
@@ -959,6 +1017,16 @@ def report(args):
     if os.path.exists(http_path):
         with open(http_path) as f:
             http = json.load(f)
+    ctl = None
+    ctl_path = os.path.join(res, "idemctl.json")
+    if os.path.exists(ctl_path):
+        with open(ctl_path) as f:
+            ctl = json.load(f)
+    transfers = None
+    transfers_path = os.path.join(res, "transfers.json")
+    if os.path.exists(transfers_path):
+        with open(transfers_path) as f:
+            transfers = json.load(f)
     mem = load_kv(os.path.join(res, "scale-memory.txt"))
     lat = load_kv(os.path.join(res, "scale-latency.txt"))
     disk = load_kv(os.path.join(res, "scale-disk.txt"))
@@ -1005,6 +1073,8 @@ def report(args):
         doc += ["No idem-bench results (no idem-bench.json).", ""]
     doc += section_http(http, plots)
     doc += section_http_restinio(http)
+    doc += section_idemctl(ctl)
+    doc += section_transfers(transfers)
     doc += section_scale(mem, lat, disk)
     docs = os.path.dirname(os.path.abspath(args.markdown))
     os.makedirs(docs, exist_ok=True)

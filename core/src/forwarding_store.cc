@@ -35,6 +35,15 @@ Result<bool> ForwardingStore::Revoke(const RecordId& id) {
   return inner_->Revoke(id);
 }
 
+Result<bool> ForwardingStore::ExtendLock(const RecordId& id, const Token& token,
+                                         TimePoint now, Duration lock_timeout) {
+  return inner_->ExtendLock(id, token, now, lock_timeout);
+}
+
+Result<std::optional<StoreStats>> ForwardingStore::Stats(TimePoint now) {
+  return inner_->Stats(now);
+}
+
 Result<std::optional<Record>> ForwardingStore::Inspect(const RecordId& id,
                                                        TimePoint now) {
   return inner_->Inspect(id, now);

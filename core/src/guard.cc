@@ -1,7 +1,12 @@
 #include "idem/guard.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "idem/fingerprint.h"
@@ -20,16 +25,43 @@ struct WaitState {
   std::string instance;
   TimePoint deadline;
   int attempt = 0;
+  // The Trace of the decision so far (Guard::Resume continues it); method
+  // and route are copied only when the Guard has observers.
+  std::chrono::steady_clock::time_point started;
+  Duration store_latency{};
+  std::string method;
+  std::string route;
 };
 
 }  // namespace detail
 
+// Latencies are measured on the steady clock, never on the Guard's Clock:
+// they are durations on this host (a wall-clock step must not make one
+// negative), while the Guard's Clock decides expiries shared with others.
+//
+// The metrics are not an observer: they are counted inline with relaxed
+// atomics, so a Guard without observers pays no virtual call and builds no
+// event; the observers get the same moments (Decided, ClaimEnded).
+struct Guard::Trace {
+  std::chrono::steady_clock::time_point started;
+  std::string_view method;
+  std::string_view route;
+  std::optional<RecordId> record_id;
+  Duration store_latency{};
+};
+
 namespace {
+
+using SteadyClock = std::chrono::steady_clock;
 
 // Waiting for an in-progress request polls the store; back off from 10 ms to
 // at most 250 ms so a long handler is not hammered with claims.
 constexpr Duration kFirstPoll = std::chrono::milliseconds(10);
 constexpr Duration kMaxPoll = std::chrono::milliseconds(250);
+
+// The method BeginWithKey's requests have, in fingerprints, operation names
+// and observer events.
+constexpr std::string_view kCallMethod = "CALL";
 
 std::string_view PathOf(std::string_view target) {
   return target.substr(0, target.find('?'));
@@ -42,6 +74,24 @@ bool NeverStored(std::string_view name) {
          HeaderNameEquals(name, "Transfer-Encoding") ||
          HeaderNameEquals(name, "Connection") ||
          HeaderNameEquals(name, "Keep-Alive");
+}
+
+// What Finish stores of `response`: its status and body, and only the
+// headers the route lists.
+Response StoredForm(const GuardOptions& opts, const Response& response) {
+  Response stored;
+  stored.status = response.status;
+  for (const Header& header : response.headers) {
+    if (NeverStored(header.first)) continue;
+    const bool listed =
+        std::any_of(opts.stored_headers.begin(), opts.stored_headers.end(),
+                    [&](const std::string& allowed) {
+                      return HeaderNameEquals(allowed, header.first);
+                    });
+    if (listed) stored.headers.push_back(header);
+  }
+  stored.body = response.body;
+  return stored;
 }
 
 // Every answer the Guard gives instead of the handler's, one row per
@@ -113,12 +163,22 @@ bool IsValidatedRoute(const std::shared_ptr<const GuardOptions>& route) {
   return mark != nullptr && mark->options == route.get();
 }
 
+// Runs the store call `fn`, observes its latency for `op` and adds it to
+// `latency`.
+template <typename Fn>
+auto Timed(Metrics& metrics, StoreOperation op, Duration& latency, Fn&& fn) {
+  const auto start = SteadyClock::now();
+  auto result = fn();
+  const auto took = SteadyClock::now() - start;
+  metrics.ObserveStoreLatency(op, took);
+  latency += std::chrono::duration_cast<Duration>(took);
+  return result;
+}
+
 template <typename Fn>
 auto Timed(Metrics& metrics, StoreOperation op, Fn&& fn) {
-  const auto start = std::chrono::steady_clock::now();
-  auto result = fn();
-  metrics.ObserveStoreLatency(op, std::chrono::steady_clock::now() - start);
-  return result;
+  Duration unused{};
+  return Timed(metrics, op, unused, std::forward<Fn>(fn));
 }
 
 }  // namespace
@@ -133,34 +193,84 @@ ClaimHandle& ClaimHandle::operator=(ClaimHandle&& other) noexcept {
     id_ = other.id_;
     token_ = other.token_;
     takeover_ = other.takeover_;
+    in_transaction_ = std::exchange(other.in_transaction_, InTransaction::kNo);
     options_ = std::move(other.options_);
+    started_ = other.started_;
+    method_ = std::move(other.method_);
+    route_ = std::move(other.route_);
+    lease_ = std::move(other.lease_);
   }
   return *this;
 }
 
 void ClaimHandle::Abandon() {
   if (guard_ == nullptr) return;
-  guard_->ReleaseClaim(*this, Outcome::kReleased);
+  EndLease();
+  if (in_transaction_ != InTransaction::kNo) {
+    // Ended inside the caller's transaction: completed there, or lost to
+    // another request. There is nothing to release.
+    EndInTransaction(0);
+    return;
+  }
+  const Duration latency = guard_->ReleaseClaim(*this, Outcome::kReleased);
+  guard_->ClaimEnded(*this, FinishResult::kReleased, 0, latency);
   guard_ = nullptr;
 }
 
 void ClaimHandle::Forget(std::string_view why) {
   if (guard_ == nullptr) return;
+  EndLease();
   Guard& guard = *std::exchange(guard_, nullptr);
   guard.metrics().Count(Outcome::kStoreFailed);
   guard.Log(LogLevel::kError, std::string(why) +
                                   "; the key stays locked until its lock "
                                   "timeout, record " +
                                   id_.ToHex().substr(0, 16));
+  guard.ClaimEnded(*this, FinishResult::kStoreFailed, 0, Duration::zero());
+}
+
+std::optional<Response> ClaimHandle::StorableResponse(
+    const Response& response) const {
+  if (guard_ == nullptr) return std::nullopt;
+  const GuardOptions& opts = *options_;
+  if (!opts.stored_statuses.Contains(response.status) ||
+      response.body.size() > opts.max_stored_response) {
+    return std::nullopt;
+  }
+  return StoredForm(opts, response);
+}
+
+FinishResult ClaimHandle::EndInTransaction(int status) {
+  Guard& guard = *std::exchange(guard_, nullptr);
+  if (in_transaction_ == InTransaction::kCommitted) {
+    guard.ClaimEnded(*this, FinishResult::kStored, status, Duration::zero());
+    return FinishResult::kStored;
+  }
+  guard.metrics().Count(Outcome::kStaleComplete);
+  guard.Log(LogLevel::kWarning,
+            "completion in the application's transaction found the claim "
+            "lost (another request took the key over); rolled back, record " +
+                id_.ToHex().substr(0, 16));
+  guard.ClaimEnded(*this, FinishResult::kStaleComplete, status,
+                   Duration::zero());
+  return FinishResult::kStaleComplete;
 }
 
 FinishResult ClaimHandle::Finish(const Response& response) {
   if (guard_ == nullptr) return FinishResult::kInactive;
+  EndLease();
+  if (in_transaction_ != InTransaction::kNo) {
+    return EndInTransaction(response.status);
+  }
   Guard& guard = *std::exchange(guard_, nullptr);
   const GuardOptions& opts = *options_;
+  auto ended = [&](FinishResult result, Duration store_latency) {
+    guard.ClaimEnded(*this, result, response.status, store_latency);
+    return result;
+  };
   if (!opts.stored_statuses.Contains(response.status)) {
-    guard.ReleaseClaim(*this, Outcome::kReleased);
-    return FinishResult::kReleased;
+    return ended(FinishResult::kReleased,
+                 guard.ReleaseClaim(*this, Outcome::kReleased));
   }
   if (response.body.size() > opts.max_stored_response) {
     guard.Log(LogLevel::kWarning,
@@ -169,23 +279,12 @@ FinishResult ClaimHandle::Finish(const Response& response) {
                   std::to_string(opts.max_stored_response) +
                   "); sent unstored and key released, record " +
                   id_.ToHex().substr(0, 16));
-    guard.ReleaseClaim(*this, Outcome::kNotStored);
-    return FinishResult::kNotStored;
+    return ended(FinishResult::kNotStored,
+                 guard.ReleaseClaim(*this, Outcome::kNotStored));
   }
-  auto stored_ptr = std::make_shared<Response>();
-  Response& stored = *stored_ptr;
-  stored.status = response.status;
-  for (const Header& header : response.headers) {
-    if (NeverStored(header.first)) continue;
-    const bool listed =
-        std::any_of(opts.stored_headers.begin(), opts.stored_headers.end(),
-                    [&](const std::string& allowed) {
-                      return HeaderNameEquals(allowed, header.first);
-                    });
-    if (listed) stored.headers.push_back(header);
-  }
-  stored.body = response.body;
-  auto done = Timed(guard.metrics(), StoreOperation::kComplete, [&] {
+  auto stored_ptr = std::make_shared<Response>(StoredForm(opts, response));
+  Duration latency{};
+  auto done = Timed(guard.metrics(), StoreOperation::kComplete, latency, [&] {
     return guard.store().CompleteShared(id_, token_, std::move(stored_ptr));
   });
   if (!done) {
@@ -194,7 +293,7 @@ FinishResult ClaimHandle::Finish(const Response& response) {
               "storing the response failed (" + done.error().ToString() +
                   "); the key stays locked until its lock timeout, record " +
                   id_.ToHex().substr(0, 16));
-    return FinishResult::kStoreFailed;
+    return ended(FinishResult::kStoreFailed, latency);
   }
   if (!*done) {
     guard.metrics().Count(Outcome::kStaleComplete);
@@ -202,9 +301,9 @@ FinishResult ClaimHandle::Finish(const Response& response) {
               "response not stored: the lock timed out and another request "
               "took the key over, record " +
                   id_.ToHex().substr(0, 16));
-    return FinishResult::kStaleComplete;
+    return ended(FinishResult::kStaleComplete, latency);
   }
-  return FinishResult::kStored;
+  return ended(FinishResult::kStored, latency);
 }
 
 // ---------------------------------------------------------------------------
@@ -224,6 +323,8 @@ Guard::Guard(GuardSetup setup)
       clock_(setup.clock ? std::move(setup.clock) : SystemClock::Instance()),
       metrics_(setup.metrics ? std::move(setup.metrics)
                              : std::make_shared<Metrics>()),
+      observers_(std::move(setup.observers)),
+      switch_log_(setup.log),
       // A failing store under load would otherwise log one line per
       // request (hundreds of MB a minute).
       log_(setup.log_repeat_interval > Duration::zero()
@@ -233,6 +334,70 @@ Guard::Guard(GuardSetup setup)
 
 void Guard::Log(LogLevel level, const std::string& message) const {
   if (log_) log_(level, message);
+}
+
+void Guard::SetEnabled(bool enabled) {
+  // Only the call that changes the switch logs, so racing calls write one
+  // line. Not rate-limited: an operator must see every change, and changes
+  // are operator actions, not per-request events.
+  if (enabled_.exchange(enabled, std::memory_order_relaxed) == enabled) return;
+  if (!switch_log_) return;
+  if (enabled) {
+    switch_log_(LogLevel::kInfo,
+                "idempotency protection switched on again: protected routes "
+                "claim their keys");
+  } else {
+    switch_log_(LogLevel::kWarning,
+                "idempotency protection switched off: every protected route "
+                "runs unprotected (counted as unprotected) and a retry runs "
+                "its handler again, until it is switched on");
+  }
+}
+
+void Guard::Decided(Decision& d, const Trace& trace) {
+  if (d.action == Action::kWait) return;
+  if (d.action == Action::kExecute) {
+    // Timed when the claim ends (ClaimEnded): an executed request's latency
+    // includes its handler and Finish.
+    d.claim.started_ = trace.started;
+    if (observers_.empty()) return;
+    d.claim.method_ = trace.method;
+    d.claim.route_ = trace.route;
+  }
+  const Duration elapsed =
+      std::chrono::duration_cast<Duration>(SteadyClock::now() - trace.started);
+  if (d.action != Action::kExecute)
+    metrics_->ObserveRequest(d.outcome, elapsed);
+  if (observers_.empty()) return;
+  DecisionEvent event;
+  event.outcome = d.outcome;
+  event.method = trace.method;
+  event.route = trace.route;
+  event.record_id = trace.record_id;
+  event.store_latency = trace.store_latency;
+  event.elapsed = elapsed;
+  for (const auto& observer : observers_) observer->OnDecision(event);
+}
+
+void Guard::ClaimEnded(const ClaimHandle& claim, FinishResult result,
+                       int status, Duration store_latency) {
+  const Duration elapsed =
+      std::chrono::duration_cast<Duration>(SteadyClock::now() - claim.started_);
+  metrics_->ObserveRequest(Outcome::kExecuted, elapsed);
+  if (observers_.empty()) return;
+  FinishEvent event;
+  event.record_id = claim.id_;
+  event.result = result;
+  event.status = status;
+  event.method = claim.method_;
+  event.route = claim.route_;
+  event.store_latency = store_latency;
+  event.elapsed = elapsed;
+  for (const auto& observer : observers_) observer->OnFinish(event);
+}
+
+void Guard::NotifyRenewal(const RenewalEvent& event) {
+  for (const auto& observer : observers_) observer->OnRenewal(event);
 }
 
 Decision Guard::Respond(Outcome outcome, Response response) {
@@ -299,6 +464,20 @@ Result<std::shared_ptr<const GuardOptions>> Guard::MakeRouteOptions(
 
 Decision Guard::Begin(const RequestView& request,
                       std::shared_ptr<const GuardOptions> route) {
+  Trace trace;
+  trace.started = SteadyClock::now();
+  trace.method = request.method;
+  trace.route = request.route.empty() ? PathOf(request.target) : request.route;
+  Decision d = BeginSteps(request, std::move(route), trace);
+  Decided(d, trace);
+  return d;
+}
+
+Decision Guard::BeginSteps(const RequestView& request,
+                           std::shared_ptr<const GuardOptions> route,
+                           Trace& trace) {
+  // Step 0: switched off, nothing is asked of the route or the store.
+  if (!enabled()) return PassThrough(Outcome::kUnprotected);
   const std::string_view instance = PathOf(request.target);
   if (!route) {
     route = options_;
@@ -373,17 +552,40 @@ Decision Guard::Begin(const RequestView& request,
   input.body_mode = opts.fingerprint_body;
 
   auto state = std::make_shared<detail::WaitState>();
-  state->id = MakeRecordId(request.scope.value_or(std::string_view()), *key);
+  const std::string_view scope = request.scope.value_or(std::string_view());
+  // The operation is the route pattern (trace.route), not the path: see
+  // GuardOptions::key_per_operation.
+  state->id = opts.key_per_operation
+                  ? MakeRecordId(
+                        scope, OperationName(request.method, trace.route), *key)
+                  : MakeRecordId(scope, *key);
+  trace.record_id = state->id;
   state->fingerprint = ComputeFingerprint(input);
   state->options = std::move(route);
   state->instance = std::string(instance);
   state->deadline = now + opts.lock_wait;
-  return Claim(std::move(state));
+  return Claim(std::move(state), trace);
 }
 
 Decision Guard::BeginWithKey(std::string_view scope, std::string_view key,
                              std::string_view operation, std::string_view input,
                              std::shared_ptr<const GuardOptions> route) {
+  Trace trace;
+  trace.started = SteadyClock::now();
+  trace.method = kCallMethod;
+  trace.route = operation;
+  Decision d =
+      BeginWithKeySteps(scope, key, operation, input, std::move(route), trace);
+  Decided(d, trace);
+  return d;
+}
+
+Decision Guard::BeginWithKeySteps(std::string_view scope, std::string_view key,
+                                  std::string_view operation,
+                                  std::string_view input,
+                                  std::shared_ptr<const GuardOptions> route,
+                                  Trace& trace) {
+  if (!enabled()) return PassThrough(Outcome::kUnprotected);
   if (!route) {
     route = options_;
   } else if (auto refused = RefuseInvalidRoute(route, operation)) {
@@ -405,31 +607,48 @@ Decision Guard::BeginWithKey(std::string_view scope, std::string_view key,
   const TimePoint now = clock_->Now();
   if (InFailOpenBackoff(opts, now)) return PassThrough(Outcome::kFailOpen);
   FingerprintInput fp;
-  fp.method = "CALL";
+  fp.method = kCallMethod;
   fp.target = operation;
   fp.body = input;
   fp.body_mode = opts.fingerprint_body;
   auto state = std::make_shared<detail::WaitState>();
-  state->id = MakeRecordId(scope, key);
+  // "CALL <operation>", so that idemctl --method CALL --path <operation>
+  // names the record.
+  state->id =
+      opts.key_per_operation
+          ? MakeRecordId(scope, OperationName(kCallMethod, operation), key)
+          : MakeRecordId(scope, key);
+  trace.record_id = state->id;
   state->fingerprint = ComputeFingerprint(fp);
   state->options = std::move(route);
   state->instance = std::string(operation);
   state->deadline = now + opts.lock_wait;
-  return Claim(std::move(state));
+  return Claim(std::move(state), trace);
 }
 
 Decision Guard::Resume(Decision waiting) {
   if (waiting.action != Action::kWait || !waiting.wait) return waiting;
-  return Claim(std::move(waiting.wait));
+  // Kept here so that the trace's views into it outlive Claim.
+  const std::shared_ptr<detail::WaitState> state = std::move(waiting.wait);
+  Trace trace;
+  trace.started = state->started;
+  trace.method = state->method;
+  trace.route = state->route;
+  trace.record_id = state->id;
+  trace.store_latency = state->store_latency;
+  Decision d = Claim(state, trace);
+  Decided(d, trace);
+  return d;
 }
 
-Decision Guard::Claim(std::shared_ptr<detail::WaitState> state) {
+Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace) {
   const GuardOptions& opts = *state->options;
   const TimePoint now = clock_->Now();
-  auto claimed = Timed(*metrics_, StoreOperation::kClaim, [&] {
-    return store_->Claim(state->id, state->fingerprint, now, opts.ttl,
-                         opts.lock_timeout);
-  });
+  auto claimed =
+      Timed(*metrics_, StoreOperation::kClaim, trace.store_latency, [&] {
+        return store_->Claim(state->id, state->fingerprint, now, opts.ttl,
+                             opts.lock_timeout);
+      });
 
   if (!claimed) {
     const Error& error = claimed.error();
@@ -506,6 +725,16 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state) {
   if (now < state->deadline) {
     Duration delay = kFirstPoll * (1 << std::min(state->attempt, 5));
     delay = std::min({delay, kMaxPoll, state->deadline - now});
+    // The request's own views die with the Begin call: keep copies for the
+    // observers of the decision Resume will make.
+    if (state->attempt == 0) {
+      state->started = trace.started;
+      if (!observers_.empty()) {
+        state->method = trace.method;
+        state->route = trace.route;
+      }
+    }
+    state->store_latency = trace.store_latency;
     ++state->attempt;
     Decision d;
     d.action = Action::kWait;
@@ -516,9 +745,10 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state) {
   return Problem(Outcome::kConflict, opts, state->instance);
 }
 
-void Guard::ReleaseClaim(const ClaimHandle& claim, Outcome outcome) {
+Duration Guard::ReleaseClaim(const ClaimHandle& claim, Outcome outcome) {
   metrics_->Count(outcome);
-  auto released = Timed(*metrics_, StoreOperation::kRelease, [&] {
+  Duration latency{};
+  auto released = Timed(*metrics_, StoreOperation::kRelease, latency, [&] {
     return store_->Release(claim.id_, claim.token_);
   });
   if (!released) {
@@ -527,6 +757,7 @@ void Guard::ReleaseClaim(const ClaimHandle& claim, Outcome outcome) {
             "); it stays locked until its lock timeout, record " +
             claim.id_.ToHex().substr(0, 16));
   }
+  return latency;
 }
 
 }  // namespace idem

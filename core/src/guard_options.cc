@@ -54,6 +54,14 @@ Status GuardOptions::Validate() const {
   if (lock_timeout > kMaxLockTimeout) {
     return bad(at_most("lock_timeout", kMaxLockTimeout));
   }
+  // Renewing at or after the lock's timeout would let a retry take a live
+  // handler over between two renewals.
+  if (lock_renewal < Duration::zero()) {
+    return bad("lock_renewal must not be negative");
+  }
+  if (lock_renewal > Duration::zero() && lock_renewal >= lock_timeout) {
+    return bad("lock_renewal must be below lock_timeout");
+  }
   if (lock_wait < Duration::zero()) {
     return bad("lock_wait must not be negative");
   }

@@ -78,22 +78,66 @@ std::string_view LogLevelName(LogLevel level) {
   return "unknown";
 }
 
-void Metrics::ObserveStoreLatency(StoreOperation op,
-                                  std::chrono::nanoseconds d) {
-  Histogram& h = latency_[static_cast<int>(op)];
+void Metrics::Histogram::Observe(std::chrono::nanoseconds d) {
   const double seconds = static_cast<double>(d.count()) * 1e-9;
   std::size_t i = 0;
   while (i < kLatencyBuckets.size() && seconds > kLatencyBuckets[i]) ++i;
   // Buckets are stored non-cumulatively and summed when rendered, so an
   // observation touches one bucket instead of all larger ones.
-  h.buckets[i].fetch_add(1, std::memory_order_relaxed);
-  h.count.fetch_add(1, std::memory_order_relaxed);
-  h.sum_ns.fetch_add(static_cast<std::uint64_t>(d.count() < 0 ? 0 : d.count()),
-                     std::memory_order_relaxed);
+  buckets[i].fetch_add(1, std::memory_order_relaxed);
+  count.fetch_add(1, std::memory_order_relaxed);
+  sum_ns.fetch_add(static_cast<std::uint64_t>(d.count() < 0 ? 0 : d.count()),
+                   std::memory_order_relaxed);
+}
+
+void Metrics::Histogram::Render(std::string_view family,
+                                std::string_view label_name,
+                                std::string_view label,
+                                std::string& out) const {
+  const std::string labels =
+      std::string(label_name) + "=\"" + std::string(label) + "\"";
+  char number[32];
+  std::uint64_t cumulative = 0;
+  for (std::size_t b = 0; b <= kLatencyBuckets.size(); ++b) {
+    cumulative += buckets[b].load(std::memory_order_relaxed);
+    if (b < kLatencyBuckets.size()) {
+      std::snprintf(number, sizeof number, "%g", kLatencyBuckets[b]);
+    } else {
+      std::snprintf(number, sizeof number, "+Inf");
+    }
+    out.append(family).append("_bucket{").append(labels);
+    out.append(",le=\"").append(number).append("\"} ");
+    out.append(std::to_string(cumulative)).append("\n");
+  }
+  std::snprintf(
+      number, sizeof number, "%.9f",
+      static_cast<double>(sum_ns.load(std::memory_order_relaxed)) * 1e-9);
+  out.append(family).append("_sum{").append(labels).append("} ");
+  out.append(number).append("\n");
+  out.append(family).append("_count{").append(labels).append("} ");
+  out.append(std::to_string(count.load(std::memory_order_relaxed)));
+  out.append("\n");
+}
+
+void Metrics::ObserveStoreLatency(StoreOperation op,
+                                  std::chrono::nanoseconds d) {
+  latency_[static_cast<int>(op)].Observe(d);
 }
 
 std::uint64_t Metrics::StoreLatencyCount(StoreOperation op) const {
   return latency_[static_cast<int>(op)].count.load(std::memory_order_relaxed);
+}
+
+void Metrics::ObserveRequest(Outcome outcome, std::chrono::nanoseconds d) {
+  const int i = static_cast<int>(outcome);
+  if (i < 0 || i >= kStepOutcomeCount) return;
+  request_latency_[i].Observe(d);
+}
+
+std::uint64_t Metrics::RequestLatencyCount(Outcome outcome) const {
+  const int i = static_cast<int>(outcome);
+  if (i < 0 || i >= kStepOutcomeCount) return 0;
+  return request_latency_[i].count.load(std::memory_order_relaxed);
 }
 
 std::string Metrics::RenderPrometheus() const {
@@ -110,34 +154,23 @@ std::string Metrics::RenderPrometheus() const {
     out += '\n';
   }
   out +=
+      "# HELP idem_request_duration_seconds Latency of requests to "
+      "idempotency-protected routes by step outcome: from Begin to the "
+      "decision, or for executed requests to the end of Finish (handler "
+      "included).\n"
+      "# TYPE idem_request_duration_seconds histogram\n";
+  for (int i = 0; i < kStepOutcomeCount; ++i) {
+    request_latency_[i].Render("idem_request_duration_seconds", "outcome",
+                               OutcomeName(static_cast<Outcome>(i)), out);
+  }
+  out +=
       "# HELP idem_store_operation_duration_seconds Latency of store calls "
       "made by the guard.\n"
       "# TYPE idem_store_operation_duration_seconds histogram\n";
-  char number[32];
   for (int op = 0; op < kStoreOperationCount; ++op) {
-    const Histogram& h = latency_[op];
-    const std::string label(
-        StoreOperationName(static_cast<StoreOperation>(op)));
-    std::uint64_t cumulative = 0;
-    for (std::size_t b = 0; b <= kLatencyBuckets.size(); ++b) {
-      cumulative += h.buckets[b].load(std::memory_order_relaxed);
-      if (b < kLatencyBuckets.size()) {
-        std::snprintf(number, sizeof number, "%g", kLatencyBuckets[b]);
-      } else {
-        std::snprintf(number, sizeof number, "+Inf");
-      }
-      out += "idem_store_operation_duration_seconds_bucket{operation=\"" +
-             label + "\",le=\"" + number + "\"} " + std::to_string(cumulative) +
-             "\n";
-    }
-    std::snprintf(
-        number, sizeof number, "%.9f",
-        static_cast<double>(h.sum_ns.load(std::memory_order_relaxed)) * 1e-9);
-    out += "idem_store_operation_duration_seconds_sum{operation=\"" + label +
-           "\"} " + number + "\n";
-    out += "idem_store_operation_duration_seconds_count{operation=\"" + label +
-           "\"} " + std::to_string(h.count.load(std::memory_order_relaxed)) +
-           "\n";
+    latency_[op].Render("idem_store_operation_duration_seconds", "operation",
+                        StoreOperationName(static_cast<StoreOperation>(op)),
+                        out);
   }
   return out;
 }

@@ -63,12 +63,28 @@ Record NewClaimRecord(const Fingerprint& fp, TimePoint now, Duration ttl,
   return fresh;
 }
 
-// Until every backend implements it (then it becomes pure virtual).
-Result<bool> Store::ExtendLock(const RecordId&, const Token&, TimePoint,
-                               Duration) {
-  return MakeError(
-      ErrorCode::kInternal,
-      "ExtendLock is not implemented by the " + Info().name + " store");
+std::optional<TimePoint> RenewedLockUntil(const Record& record,
+                                          const Token& token, TimePoint now,
+                                          Duration lock_timeout) {
+  if (!record.HeldBy(token) || record.Expired(now)) return std::nullopt;
+  // Never earlier: a renewal with a shorter lock_timeout than the claim's
+  // (or a late one, with an older `now`) must not shorten a lock another
+  // call of the same holder already promised.
+  return std::max(record.locked_until,
+                  std::min(AddSaturated(now, lock_timeout), record.expires_at));
+}
+
+void StoreStats::CountRows(bool is_expired, std::int64_t state,
+                           std::uint64_t n) {
+  if (is_expired) {
+    expired += n;
+  } else if (state == static_cast<std::int64_t>(RecordState::kCompleted)) {
+    completed += n;
+  } else if (state == static_cast<std::int64_t>(RecordState::kInProgress)) {
+    in_progress += n;
+  } else {
+    damaged += n;  // No store writes another state.
+  }
 }
 
 Result<std::optional<StoreStats>> Store::Stats(TimePoint) {

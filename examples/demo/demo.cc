@@ -92,19 +92,29 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
     return demo;
   }
 
+  Store* sql_store = nullptr;  // The typed store inside, for /transfers.
   if (!store) {
     StoreOptions store_options;
     store_options.sweep_interval = options.sweep_interval;
     store_options.log = log;
-    auto opened = OpenStore(options.store_uri, store_options);
-    if (!opened) return tl::unexpected(opened.error());
-    store = std::shared_ptr<Store>(std::move(*opened));
+    if (IsSqlStoreUri(options.store_uri)) {
+      auto opened = Transfers::OpenSqlStore(options.store_uri, store_options);
+      if (!opened) return tl::unexpected(opened.error());
+      store = opened->store;
+      sql_store = opened->typed;
+    } else {
+      auto opened = OpenStore(options.store_uri, store_options);
+      if (!opened) return tl::unexpected(opened.error());
+      store = std::shared_ptr<Store>(std::move(*opened));
+    }
   }
   GuardSetup setup;
   setup.store = std::move(store);
   setup.options.ttl = options.ttl;
   setup.options.lock_timeout = options.lock_timeout;
+  setup.options.lock_renewal = options.lock_renewal;
   setup.options.lock_wait = options.lock_wait;
+  setup.options.key_per_operation = options.key_per_operation;
   setup.log = log;
   auto guard = Guard::Create(std::move(setup));
   if (!guard) return tl::unexpected(guard.error());
@@ -160,16 +170,28 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
     if (it == header.end()) return std::nullopt;
     return BearerScope(beast::ToStd(it->value()));
   };
+  Transfers::Options transfer_options;
+  transfer_options.instance = options.instance;
+  transfer_options.exactly_once = options.exactly_once;
+  transfer_options.scope = handler_options.scope;
+  transfer_options.count_run = [app] { app->CountHandlerRun(); };
+  transfer_options.log = log;
+  auto transfers = Transfers::Create(demo->guard_, options.store_uri,
+                                     std::move(transfer_options), sql_store);
+  if (!transfers) return tl::unexpected(transfers.error());
+  demo->transfers_ = std::move(*transfers);
   auto handler = beast::IdempotentHandler::Create(
       demo->guard_,
       [app](beast::Request r) { return app->Handle(std::move(r)); },
       std::move(handler_options));
   if (!handler) return tl::unexpected(handler.error());
   demo->handler_ = std::move(*handler);
-  if (auto ok =
-          demo->handler_->Protect(boost::beast::http::verb::post, "/orders");
-      !ok) {
-    return tl::unexpected(ok.error());
+  // Both with the guard's options: the same protection, one id space.
+  for (const char* path : {"/orders", "/payments"}) {
+    if (auto ok = demo->handler_->Protect(boost::beast::http::verb::post, path);
+        !ok) {
+      return tl::unexpected(ok.error());
+    }
   }
 
   beast::IdempotentHandler* h = demo->handler_.get();
@@ -181,8 +203,13 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
     return h->TooLarge(header);
   };
   server_options.body_limit = h->BodyLimit(beast::RequestHeader());
+  Transfers* t = demo->transfers_.get();
   demo->server_ = std::make_unique<HttpServer>(
-      server_options, [h](beast::Request r) { return (*h)(std::move(r)); },
+      server_options,
+      [h, t](beast::Request r) {
+        return Transfers::Matches(r) ? t->Handle(std::move(r))
+                                     : (*h)(std::move(r));
+      },
       std::move(hooks));
   return demo;
 }

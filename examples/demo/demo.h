@@ -1,5 +1,6 @@
 // Demo: idem-demo assembled from its parts — a store, a Guard, the
-// IdempotentHandler protecting POST /orders, DemoApp and HttpServer. main.cc
+// IdempotentHandler protecting POST /orders and POST /payments, DemoApp and
+// HttpServer. main.cc
 // only turns flags into DemoOptions; tests build a Demo in-process.
 //
 // Thread-safety: as HttpServer.
@@ -20,6 +21,7 @@
 #include "idem/error.h"
 #include "idem/guard.h"
 #include "idem/store.h"
+#include "transfers.h"
 
 namespace idem::restinio {
 class IdempotentHandler;  // idem/restinio/idempotent_handler.h
@@ -46,6 +48,8 @@ struct DemoOptions {
   std::chrono::seconds ttl{24 * 3600};
   // Fractions of a second allowed (--lock-timeout 0.3).
   Duration lock_timeout = std::chrono::seconds(60);
+  // GuardOptions::lock_renewal (--lock-renewal 0.3); zero: off.
+  Duration lock_renewal = Duration::zero();
   std::chrono::milliseconds lock_wait{0};
   // I/O threads.
   int threads = 2;
@@ -60,6 +64,10 @@ struct DemoOptions {
   std::string instance = "demo";
   // false: the same server without idem (the benchmark baseline).
   bool idem = true;
+  // GuardOptions::key_per_operation for both protected routes (flag
+  // --key-per-operation): one key on /orders and /payments is two
+  // operations. Default: off (the second answers 422).
+  bool key_per_operation = false;
   // Where warnings and errors of the Guard go. Default: stderr.
   LogSink log;
   // How often the store's expired records are deleted in the background
@@ -68,6 +76,10 @@ struct DemoOptions {
   // (idem::kMaxSweepInterval).
   // Default: 60 s.
   std::chrono::seconds sweep_interval{60};
+  // POST /transfers completes the record in its own transaction
+  // (transfers.h); only with a SQL store. Flag --exactly-once.
+  // Default: false.
+  bool exactly_once = false;
 };
 
 // The store default, in one place: RocksDB in ./var/idem, relative to the
@@ -122,6 +134,7 @@ class Demo {
   std::shared_ptr<Guard> guard_;
   std::unique_ptr<DemoApp> app_;
   std::unique_ptr<beast::IdempotentHandler> handler_;
+  std::unique_ptr<Transfers> transfers_;
   // One of the two servers runs. RESTinio's server owns the I/O context the
   // RESTinio adapter runs its requests on, so it is declared before the
   // adapter and stopped (Shutdown, Wait) before the adapter goes.

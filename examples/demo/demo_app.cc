@@ -130,7 +130,7 @@ asio::awaitable<Response> DemoApp::Handle(Request request) {
   const std::string_view path = target.substr(0, target.find('?'));
   const http::verb method = request.method();
   constexpr std::string_view kOrders = "/orders/";
-  if (path == "/orders") {
+  if (path == "/orders" || path == "/payments") {
     if (method == http::verb::post) {
       co_return co_await CreateOrder(std::move(request));
     }
@@ -156,7 +156,8 @@ asio::awaitable<Response> DemoApp::Handle(Request request) {
   }
   Response res = ProblemAnswer(request, 405, "method_not_allowed",
                                "This path does not accept this method.");
-  res.set(http::field::allow, path == "/orders" ? "POST" : "GET");
+  res.set(http::field::allow,
+          path == "/orders" || path == "/payments" ? "POST" : "GET");
   co_return res;
 }
 

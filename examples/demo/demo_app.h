@@ -3,7 +3,9 @@
 //
 //   POST /orders        create an order (idem protects it, not this code);
 //                       query: delay_ms=N, status=NNN, fail=throw
-//   GET  /orders/<id>   the order, or 404
+//   POST /payments      the same handler: a second operation for
+//                       per-operation keys; its ids are order ids
+//   GET  /orders/<id>   the order (or payment), or 404
 //   GET  /stats         {"handler_runs":N}
 //   GET  /metrics       Prometheus text from the metrics source
 //
@@ -41,11 +43,15 @@ class DemoApp {
 
   boost::asio::awaitable<beast::Response> Handle(beast::Request request);
 
-  // Times POST /orders was started in this process.
+  // Times POST /orders or /payments was started in this process.
   std::uint64_t handler_runs() const {
     return handler_runs_.load(std::memory_order_relaxed);
   }
   const std::string& instance() const { return instance_; }
+  // For handlers outside this class (POST /transfers, transfers.h).
+  void CountHandlerRun() {
+    handler_runs_.fetch_add(1, std::memory_order_relaxed);
+  }
 
  private:
   boost::asio::awaitable<beast::Response> CreateOrder(beast::Request request);

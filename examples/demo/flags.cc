@@ -23,6 +23,20 @@ DurationFlag LockTimeoutFlag() {
           kMaxLockTimeout};
 }
 
+DurationFlag LockRenewalFlag() {
+  return {"--lock-renewal", std::chrono::seconds(1), "seconds", true, true,
+          kMaxLockTimeout};
+}
+
+Status LockRenewalBelowTimeout(Duration lock_renewal, Duration lock_timeout) {
+  if (lock_renewal <= Duration::zero() || lock_renewal < lock_timeout) {
+    return {};
+  }
+  return MakeError(ErrorCode::kInvalidArgument,
+                   "--lock-renewal must be below --lock-timeout (0 turns "
+                   "renewal off)");
+}
+
 DurationFlag LockWaitFlag() {
   return {"--lock-wait",  std::chrono::milliseconds(1),
           "milliseconds", false,

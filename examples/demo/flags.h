@@ -1,5 +1,5 @@
-// Parsing of idem-demo's duration flags (--ttl, --lock-timeout, --lock-wait,
-// --sweep-interval),
+// Parsing of idem-demo's duration flags (--ttl, --lock-timeout,
+// --lock-renewal, --lock-wait, --sweep-interval),
 // apart from main.cc so that it is unit-tested.
 //
 // Every duration flag has a maximum, the same as GuardOptions'
@@ -33,6 +33,9 @@ struct DurationFlag {
 DurationFlag TtlFlag();
 // --lock-timeout SECONDS, fractions allowed: > 0 .. 86400 (24 h).
 DurationFlag LockTimeoutFlag();
+// --lock-renewal SECONDS, fractions allowed: 0 (off) .. 86400 (24 h); main
+// also refuses a value not below --lock-timeout (LockRenewalBelowTimeout).
+DurationFlag LockRenewalFlag();
 // --lock-wait MILLISECONDS: 0 .. 3600000 (1 h).
 DurationFlag LockWaitFlag();
 // --sweep-interval SECONDS: 0 (off) .. 86400 (24 h, kMaxSweepInterval).
@@ -43,6 +46,11 @@ DurationFlag SweepIntervalFlag();
 // message naming the flag, its range and the value given.
 Result<Duration> ParseDurationFlag(const DurationFlag& flag,
                                    std::string_view text);
+
+// kInvalidArgument naming --lock-renewal when it is on (positive) and not
+// below `lock_timeout` (a renewal that late lets a retry take a live handler
+// over, GuardOptions::lock_renewal).
+Status LockRenewalBelowTimeout(Duration lock_renewal, Duration lock_timeout);
 
 }  // namespace idem::demo
 

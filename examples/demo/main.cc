@@ -2,10 +2,13 @@
 //
 //   idem-demo [--listen 127.0.0.1:8080] [--store URI] [--ttl SECONDS]
 //             [--lock-timeout SECONDS (fractions allowed)]
+//             [--lock-renewal SECONDS (fractions allowed; 0 = off)]
 //             [--lock-wait MILLISECONDS]
 //             [--threads N] [--store-calls auto|inline|pool]
 //             [--store-threads N] [--max-connections N]
 //             [--instance NAME] [--sweep-interval SECONDS]
+//             [--key-per-operation]
+//             [--exactly-once]
 //             [--http beast|restinio]
 //
 // Prints "listening on HOST:PORT" once it accepts connections and exits
@@ -82,6 +85,7 @@ int main(int argc, char** argv) {
   // Strings: flags.h parses them with range checks, so that no value wraps.
   std::string ttl = "86400";
   std::string lock_timeout = "60";
+  std::string lock_renewal = "0";
   std::string lock_wait = "0";
   std::string store_calls = "auto";
   int store_threads = 0;
@@ -94,8 +98,8 @@ int main(int argc, char** argv) {
       std::string(idem::demo::kDefaultStoreUri) +
       ", relative to the working directory; memory: forgets on exit)";
   po::options_description flags(
-      "idem-demo: an HTTP server whose POST /orders "
-      "honours Idempotency-Key\nOptions");
+      "idem-demo: an HTTP server whose POST /orders and POST /payments "
+      "honour Idempotency-Key\nOptions");
   // clang-format off
   flags.add_options()
       ("help,h", "print this help and exit")
@@ -109,6 +113,10 @@ int main(int argc, char** argv) {
       ("lock-timeout", po::value(&lock_timeout)->value_name("SECONDS"),
        "how long an in-progress request blocks its key, fractions allowed "
        "(0.3), at most 86400 and at most --ttl (default 60)")
+      ("lock-renewal", po::value(&lock_renewal)->value_name("SECONDS"),
+       "renew an in-progress request's lock this often while its handler "
+       "runs, so a slow handler is not taken over; fractions allowed (0.3), "
+       "below --lock-timeout; 0 = off (default 0)")
       ("lock-wait", po::value(&lock_wait)->value_name("MILLISECONDS"),
        "how long a duplicate waits for the first request before 409, at most "
        "3600000 (default 0)")
@@ -129,6 +137,12 @@ int main(int argc, char** argv) {
       ("sweep-interval", po::value(&sweep_interval)->value_name("SECONDS"),
        "how often expired records are deleted from the store in the "
        "background; 0 = never (default 60)")
+      ("key-per-operation",
+       "the method and route are part of a key's record: one key on POST "
+       "/orders and POST /payments is two operations (default: off, the "
+       "second answers 422)")
+      ("exactly-once", "POST /transfers completes the idempotency record in "
+       "its own SQL transaction (sqlite: and postgresql: stores only)")
       ("http", po::value(&http)->value_name("SERVER"), kHttpHelp)
       ("no-idem", "serve without idem (the benchmark baseline)");
   // clang-format on
@@ -152,6 +166,16 @@ int main(int argc, char** argv) {
       idem::demo::LockTimeoutFlag(), lock_timeout);
   if (!lock_timeout_value)
     return BadFlags(lock_timeout_value.error().message());
+  auto lock_renewal_value = idem::demo::ParseDurationFlag(
+      idem::demo::LockRenewalFlag(), lock_renewal);
+  if (!lock_renewal_value) {
+    return BadFlags(lock_renewal_value.error().message());
+  }
+  if (auto below = idem::demo::LockRenewalBelowTimeout(*lock_renewal_value,
+                                                       *lock_timeout_value);
+      !below) {
+    return BadFlags(below.error().message());
+  }
   auto lock_wait_value =
       idem::demo::ParseDurationFlag(idem::demo::LockWaitFlag(), lock_wait);
   if (!lock_wait_value) return BadFlags(lock_wait_value.error().message());
@@ -186,12 +210,23 @@ int main(int argc, char** argv) {
   options.http = *framework;
   options.ttl = std::chrono::duration_cast<std::chrono::seconds>(*ttl_value);
   options.lock_timeout = *lock_timeout_value;
+  options.lock_renewal = *lock_renewal_value;
   options.lock_wait =
       std::chrono::duration_cast<std::chrono::milliseconds>(*lock_wait_value);
   options.idem = vm.count("no-idem") == 0;
+  options.key_per_operation = vm.count("key-per-operation") > 0;
   std::optional<std::string> store_flag;
   if (vm.count("store")) store_flag = vm["store"].as<std::string>();
   options.store_uri = idem::demo::ResolveStoreUri(store_flag);
+  options.exactly_once = vm.count("exactly-once") != 0;
+  if (options.exactly_once &&
+      (!options.idem || !idem::demo::IsSqlStoreUri(options.store_uri))) {
+    return BadFlags(
+        "--exactly-once needs a SQL store (--store sqlite:PATH or "
+        "postgresql://...) and idem on (no --no-idem); the store's scheme is "
+        "'" +
+        options.store_uri.substr(0, options.store_uri.find(':')) + "'");
+  }
 
   // Signals are taken by sigwait below, never by a handler on some server
   // thread: block them before any thread starts so every thread inherits it.

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "contract/store_contract_util.h"
 #include "idem/record.h"
 #include "idem/response.h"
 #include "idem/sweeper.h"
@@ -36,7 +37,9 @@
 
 namespace idem::testing {
 
-int internal::StoreContractAnchor() { return 0; }
+int internal::StoreContractAnchor() {
+  return internal::RenewalContractAnchor();
+}
 
 std::string StoreFactoryName(
     const ::testing::TestParamInfo<StoreFactory>& info) {
@@ -49,94 +52,21 @@ void PrintTo(const StoreFactory& factory, std::ostream* os) {
 
 namespace {
 
+using contract::Describe;
+using contract::ExpectSameRecord;
+using contract::ExpectSameResponse;
+using contract::ForeignToken;
+using contract::kForever;
+using contract::kLock;
+using contract::kTtl;
+using contract::MakeBytes;
+using contract::Ns;
+using contract::RichResponse;
+using contract::TestFp;
+using contract::TestId;
 using std::chrono::hours;
 using std::chrono::nanoseconds;
 using std::chrono::seconds;
-
-constexpr Duration kTtl = hours(24);
-constexpr Duration kLock = seconds(60);
-// For tests in which nothing may expire or time out.
-constexpr Duration kForever = hours(24 * 365);
-
-std::uint64_t SplitMix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-// Deterministic, well-spread bytes, so that ids hash and shard like the
-// SHA-256 outputs they stand for. `salt` keeps ids, fingerprints and tokens
-// made from the same n apart.
-template <typename Id>
-Id MakeBytes(std::uint64_t n, std::uint64_t salt) {
-  Id id;
-  std::uint64_t state = n * 0x100000001B3ULL ^ salt;
-  for (std::size_t i = 0; i < Id::kSize; i += 8) {
-    const std::uint64_t word = SplitMix64(state);
-    std::memcpy(id.bytes.data() + i, &word,
-                std::min<std::size_t>(8, Id::kSize - i));
-  }
-  return id;
-}
-
-RecordId TestId(std::uint64_t n) { return MakeBytes<RecordId>(n, 0x1d); }
-Fingerprint TestFp(std::uint64_t n) { return MakeBytes<Fingerprint>(n, 0xf9); }
-// A token no store has issued.
-Token ForeignToken(std::uint64_t n) { return MakeBytes<Token>(n, 0x70); }
-
-std::int64_t Ns(TimePoint t) {
-  return std::chrono::duration_cast<nanoseconds>(t.time_since_epoch()).count();
-}
-
-std::string Describe(const ClaimResult& r) {
-  std::ostringstream os;
-  os << ClaimOutcomeName(r.outcome);
-  if (r.outcome == ClaimOutcome::kAcquired) {
-    os << " token=" << r.token.ToHex() << " takeover=" << r.takeover;
-  }
-  if (r.outcome == ClaimOutcome::kAcquired ||
-      r.outcome == ClaimOutcome::kInProgress) {
-    os << " locked_until=" << Ns(r.locked_until);
-  }
-  return os.str();
-}
-
-std::string Describe(const Response& r) {
-  std::ostringstream os;
-  os << "{status=" << r.status << " headers=[";
-  for (const auto& [name, value] : r.headers)
-    os << name << ": " << value << "; ";
-  os << "] body=" << r.body.size() << " bytes}";
-  return os.str();
-}
-
-std::string Describe(const Record& r) {
-  std::ostringstream os;
-  os << "{" << RecordStateName(r.state) << " fp=" << r.fingerprint.ToHex()
-     << " token=" << r.token.ToHex() << " locked_until=" << Ns(r.locked_until)
-     << " expires_at=" << Ns(r.expires_at) << " response="
-     << (r.response ? Describe(*r.response) : std::string("none")) << "}";
-  return os.str();
-}
-
-// A response with what a byte-exact store must keep: header order, repeated
-// and case-varied names, a value with spaces and quotes, and a body with NUL,
-// high bytes and a trailing NUL.
-Response RichResponse() {
-  Response r;
-  r.status = 201;
-  r.headers = {{"Content-Type", "application/json; charset=utf-8"},
-               {"Location", "/orders/42"},
-               {"ETag", "\"v1, \\\"weak\\\"\""},
-               {"content-language", "en"},
-               {"Vary", "Accept"},
-               {"vary", "Accept-Encoding"},
-               {"X-Empty", ""}};
-  r.body = std::string("{\"id\":42}\0\x01\x7f\x80\xfe\xff\r\n", 16);
-  r.body.push_back('\0');
-  return r;
-}
 
 // Every byte value, repeated: catches text-mode encodings and truncation.
 Response LargeBinaryResponse() {
@@ -148,22 +78,6 @@ Response LargeBinaryResponse() {
     r.body[i] = static_cast<char>((i * 7 + i / 256) & 0xFF);
   }
   return r;
-}
-
-void ExpectSameResponse(const std::shared_ptr<const Response>& got,
-                        const Response& want) {
-  ASSERT_NE(got, nullptr);
-  EXPECT_EQ(got->status, want.status);
-  EXPECT_EQ(got->headers, want.headers);
-  EXPECT_TRUE(got->body == want.body)
-      << "body differs: got " << got->body.size() << " bytes, want "
-      << want.body.size();
-}
-
-void ExpectSameRecord(const std::optional<Record>& got, const Record& want) {
-  ASSERT_TRUE(got.has_value()) << "want " << Describe(want);
-  EXPECT_TRUE(*got == want)
-      << "got  " << Describe(*got) << "\nwant " << Describe(want);
 }
 
 std::string UniqueName() {

@@ -105,6 +105,9 @@ namespace internal {
 // instantiation keeps the linker from dropping that object file (and so every
 // TEST_P) out of the static library.
 int StoreContractAnchor();
+// Defined in store_contract_renewal.cc; StoreContractAnchor calls it, for
+// the same reason.
+int RenewalContractAnchor();
 }  // namespace internal
 
 }  // namespace idem::testing

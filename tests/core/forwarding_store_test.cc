@@ -95,5 +95,21 @@ TEST_F(ForwardingStoreTest, ReleaseRevokePurgeAndInfoReachTheInnerStore) {
   EXPECT_EQ(store_.Info().name, inner_->Info().name);
 }
 
+TEST_F(ForwardingStoreTest, ExtendLockAndStatsReachTheInnerStore) {
+  auto claim = store_.Claim(Id(7), Fp(), now_, seconds(60), seconds(5));
+  ASSERT_TRUE(claim.has_value());
+  auto renewed =
+      store_.ExtendLock(Id(7), claim->token, now_ + seconds(3), seconds(5));
+  ASSERT_TRUE(renewed.has_value());
+  EXPECT_TRUE(*renewed);
+  auto record = inner_->Inspect(Id(7), now_);
+  ASSERT_TRUE(record.has_value() && record->has_value());
+  EXPECT_EQ((*record)->locked_until, now_ + seconds(8));
+
+  auto stats = store_.Stats(now_);
+  ASSERT_TRUE(stats.has_value() && stats->has_value());
+  EXPECT_EQ((*stats)->in_progress, 1u);
+}
+
 }  // namespace
 }  // namespace idem

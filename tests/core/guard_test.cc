@@ -18,6 +18,7 @@
 #include "idem/problem.h"
 #include "idem/record_id.h"
 #include "support/faulty_store.h"
+#include "support/log_capture.h"
 #include "support/sharded_mutex_store.h"
 
 namespace idem {
@@ -92,10 +93,7 @@ class GuardTest : public ::testing::Test {
     setup.store = store_;
     setup.options = std::move(options);
     setup.clock = clock_;
-    setup.log = [this](LogLevel level, std::string_view message) {
-      logs_.emplace_back(std::string(LogLevelName(level)) + ": " +
-                         std::string(message));
-    };
+    setup.log = testing::CaptureLogs(logs_);
     auto guard = Guard::Create(std::move(setup));
     ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
     guard_ = std::move(*guard);

@@ -292,22 +292,37 @@ TEST(DemoProcessTest, LockWaitFlag) {
   EXPECT_EQ(first.Read().body(), second.body());
 }
 
+TEST(DemoProcessTest, KeyPerOperationFlag) {
+  DemoProcess demo(
+      {"--listen", "127.0.0.1:0", "--store", "memory:", "--key-per-operation"});
+  const std::uint16_t port = demo.WaitListening();
+  ASSERT_NE(port, 0);
+  EXPECT_EQ(SendOnce(port, Post("/orders", kBody, "kpo")).result_int(), 201u);
+  EXPECT_EQ(SendOnce(port, Post("/payments", kBody, "kpo")).result_int(), 201u);
+  EXPECT_TRUE(IsReplay(SendOnce(port, Post("/payments", kBody, "kpo"))));
+  EXPECT_EQ(Json(SendOnce(port, Get("/stats")))["handler_runs"], 2);
+}
+
 TEST(DemoProcessTest, BadFlagsExit2) {
   for (const std::vector<std::string>& args :
-       std::vector<std::vector<std::string>>{{"--bogus"},
-                                             {"--listen", "nowhere"},
-                                             {"--ttl", "soon"},
-                                             {"--ttl", "0"},
-                                             {"--threads", "0"},
-                                             {"--store-calls", "sometimes"},
-                                             {"--store-threads", "-1"},
-                                             {"--lock-wait", "-1"},
-                                             {"--ttl", "18446744074"},
-                                             {"--ttl", "9223372037"},
-                                             {"--lock-timeout", "86401"},
-                                             {"--lock-wait", "3600001"},
-                                             {"--sweep-interval", "86401"},
-                                             {"--sweep-interval", "-1"}}) {
+       std::vector<std::vector<std::string>>{
+           {"--bogus"},
+           {"--listen", "nowhere"},
+           {"--ttl", "soon"},
+           {"--ttl", "0"},
+           {"--threads", "0"},
+           {"--store-calls", "sometimes"},
+           {"--store-threads", "-1"},
+           {"--lock-wait", "-1"},
+           {"--ttl", "18446744074"},
+           {"--ttl", "9223372037"},
+           {"--lock-timeout", "86401"},
+           {"--lock-wait", "3600001"},
+           {"--sweep-interval", "86401"},
+           {"--sweep-interval", "-1"},
+           {"--lock-renewal", "-1"},
+           {"--lock-renewal", "86401"},
+           {"--lock-timeout", "1", "--lock-renewal", "1"}}) {
     DemoProcess demo(args);
     EXPECT_EQ(demo.Wait(), 2) << args[0];
     EXPECT_NE(demo.Stderr().find("idem-demo:"), std::string::npos);

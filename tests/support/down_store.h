@@ -28,6 +28,11 @@ class DownStore final : public Store {
     return Down();
   }
   Result<bool> Revoke(const RecordId&) override { return Down(); }
+  Result<bool> ExtendLock(const RecordId&, const Token&, TimePoint,
+                          Duration) override {
+    return Down();
+  }
+  Result<std::optional<StoreStats>> Stats(TimePoint) override { return Down(); }
   Result<std::optional<Record>> Inspect(const RecordId&, TimePoint) override {
     return Down();
   }

@@ -30,6 +30,7 @@ class FaultyStore final : public ForwardingStore {
   std::atomic<std::optional<ErrorCode>> fail_complete{};
   std::atomic<std::optional<ErrorCode>> fail_release{};
   std::atomic<std::optional<ErrorCode>> fail_revoke{};
+  std::atomic<std::optional<ErrorCode>> fail_extend{};
   std::atomic<std::optional<ErrorCode>> fail_purge{};
   // While set, Claim throws, as a store that breaks store.h's
   // no-exceptions rule would.
@@ -38,6 +39,7 @@ class FaultyStore final : public ForwardingStore {
   std::atomic<int> completes{0};
   std::atomic<int> releases{0};
   std::atomic<int> revokes{0};
+  std::atomic<int> extends{0};
   std::atomic<int> purges{0};
 
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
@@ -68,6 +70,11 @@ class FaultyStore final : public ForwardingStore {
   Result<bool> Revoke(const RecordId& id) override {
     if (auto e = Injected(revokes, fail_revoke, "revoke")) return *e;
     return ForwardingStore::Revoke(id);
+  }
+  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout) override {
+    if (auto e = Injected(extends, fail_extend, "extend lock")) return *e;
+    return ForwardingStore::ExtendLock(id, token, now, lock_timeout);
   }
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override {
     if (auto e = Injected(purges, fail_purge, "purge")) return *e;

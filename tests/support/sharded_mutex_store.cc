@@ -90,6 +90,35 @@ Result<bool> ShardedMutexStore::Revoke(const RecordId& id) {
   return shard.records.erase(id) == 1;
 }
 
+Result<bool> ShardedMutexStore::ExtendLock(const RecordId& id,
+                                           const Token& token, TimePoint now,
+                                           Duration lock_timeout) {
+  if (lock_timeout <= Duration::zero()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "extend lock: lock_timeout must be positive");
+  }
+  Shard& shard = ShardFor(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.records.find(id);
+  if (it == shard.records.end()) return false;
+  const std::optional<TimePoint> until =
+      RenewedLockUntil(it->second, token, now, lock_timeout);
+  if (!until) return false;
+  it->second.locked_until = *until;
+  return true;
+}
+
+Result<std::optional<StoreStats>> ShardedMutexStore::Stats(TimePoint now) {
+  StoreStats stats;
+  for (Shard& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (const auto& [id, record] : shard.records) {
+      stats.Count(record.state, record.expires_at, now);
+    }
+  }
+  return std::optional<StoreStats>(stats);
+}
+
 Result<std::optional<Record>> ShardedMutexStore::Inspect(const RecordId& id,
                                                          TimePoint now) {
   Shard& shard = ShardFor(id);

@@ -49,6 +49,10 @@ class ShardedMutexStore final : public Store {
       std::shared_ptr<const Response> response) override;
   Result<bool> Release(const RecordId& id, const Token& token) override;
   Result<bool> Revoke(const RecordId& id) override;
+  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout) override;
+  // Walks every shard.
+  Result<std::optional<StoreStats>> Stats(TimePoint now) override;
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override;
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;

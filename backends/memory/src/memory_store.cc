@@ -365,6 +365,35 @@ Result<bool> LockFreeStore::Revoke(const RecordId& id) {
       [&] { return RemoveIf(id, [](const Record&) { return true; }); });
 }
 
+// One CAS, like Complete: the record's copy with its new locked_until
+// replaces it in a new chain. Its charge does not change (no response).
+Result<bool> LockFreeStore::ExtendLock(const RecordId& id, const Token& token,
+                                       TimePoint now, Duration lock_timeout) {
+  if (lock_timeout <= Duration::zero()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "memory store: lock_timeout must be positive");
+  }
+  return OrOutOfMemory<bool>([&] {
+    hazard::Pointer hp;
+    std::atomic<Chain*>& bucket = buckets_.For(id);
+    for (;;) {
+      Chain* cur = hp.Protect(bucket);
+      if (cur == nullptr) return false;
+      const std::size_t index = cur->Find(id);
+      if (index == cur->size()) return false;
+      const Record& old = cur->at(index).record;
+      const std::optional<TimePoint> until =
+          RenewedLockUntil(old, token, now, lock_timeout);
+      if (!until) return false;
+      Record renewed = old;
+      renewed.locked_until = *until;
+      if (Publish(bucket, cur, Chain::WithReplaced(cur, index, renewed))) {
+        return true;
+      }
+    }
+  });
+}
+
 Result<std::optional<Record>> LockFreeStore::Inspect(const RecordId& id,
                                                      TimePoint now) {
   return OrOutOfMemory<std::optional<Record>>([&]() -> std::optional<Record> {

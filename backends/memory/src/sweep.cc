@@ -1,7 +1,8 @@
 // How the memory store finds and removes expired records: a claim that finds
 // the store full sweeps a batch of buckets (ReclaimForClaim), PurgeExpired
 // walks the table from where it stopped last (PurgeImpl); both remove the
-// expired records of one bucket with one CAS (SweepBucket).
+// expired records of one bucket with one CAS (SweepBucket). Stats walks
+// the table the same way, reading only.
 
 #include <algorithm>
 #include <limits>
@@ -192,6 +193,27 @@ std::size_t LockFreeStore::PurgeImpl(TimePoint now, std::size_t limit) {
   purge_next_bucket_.store((start + resume) & mask, std::memory_order_relaxed);
   purged_.fetch_add(removed, std::memory_order_relaxed);
   return removed;
+}
+
+// Every bucket once, each chain read under a hazard pointer: a count as of
+// no single instant (records may come and go behind the walk), which is all
+// an operator's tally needs. Stops early once as many records were seen as
+// are held, as PurgeImpl does.
+Result<std::optional<StoreStats>> LockFreeStore::Stats(TimePoint now) {
+  StoreStats stats;
+  const std::size_t held = size();
+  std::size_t seen = 0;
+  hazard::Pointer hp;
+  for (std::size_t i = 0; i < buckets_.size() && seen < held; ++i) {
+    const Chain* chain = hp.Protect(buckets_[i]);
+    if (chain == nullptr) continue;
+    for (std::size_t j = 0; j < chain->size(); ++j) {
+      const Record& record = chain->at(j).record;
+      stats.Count(record.state, record.expires_at, now);
+    }
+    seen += chain->size();
+  }
+  return std::optional<StoreStats>(stats);
 }
 
 }  // namespace idem::memory_internal

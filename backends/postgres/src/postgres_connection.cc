@@ -27,22 +27,6 @@
 namespace idem::postgres_internal {
 namespace {
 
-// How an error's SQLSTATE tells the caller what to do (error.h): classes 08
-// (connection), 53 (resources: too many connections, disk full), 57
-// (statement timeout, shutdown), 40 (serialization, deadlock) and 55P03
-// (lock not available) are worth retrying later; XX001 and XX002 are
-// corrupt data.
-ErrorCode CodeOfSqlState(std::string_view state) {
-  if (state.size() != 5) return ErrorCode::kUnavailable;  // No server reply.
-  const std::string_view cls = state.substr(0, 2);
-  if (cls == "08" || cls == "53" || cls == "57" || cls == "40" ||
-      state == "55P03") {
-    return ErrorCode::kUnavailable;
-  }
-  if (state == "XX001" || state == "XX002") return ErrorCode::kDataLoss;
-  return ErrorCode::kInternal;
-}
-
 std::string Trimmed(const char* message) {
   std::string s = message != nullptr ? message : "";
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -72,6 +56,22 @@ bool WaitSocket(PGconn* conn, short events, SteadyClock::time_point deadline) {
 constexpr auto kCheckAfterIdle = std::chrono::milliseconds(20);
 
 }  // namespace
+
+// How an error's SQLSTATE tells the caller what to do (error.h): classes 08
+// (connection), 53 (resources: too many connections, disk full), 57
+// (statement timeout, shutdown), 40 (serialization, deadlock) and 55P03
+// (lock not available) are worth retrying later; XX001 and XX002 are
+// corrupt data.
+ErrorCode CodeOfSqlState(std::string_view state) {
+  if (state.size() != 5) return ErrorCode::kUnavailable;  // No server reply.
+  const std::string_view cls = state.substr(0, 2);
+  if (cls == "08" || cls == "53" || cls == "57" || cls == "40" ||
+      state == "55P03") {
+    return ErrorCode::kUnavailable;
+  }
+  if (state == "XX001" || state == "XX002") return ErrorCode::kDataLoss;
+  return ErrorCode::kInternal;
+}
 
 Result<std::unique_ptr<Connection>> Connection::Open(
     const ConnectionSettings& settings) {

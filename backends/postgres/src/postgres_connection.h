@@ -28,6 +28,10 @@ namespace idem::postgres_internal {
 
 using SteadyClock = std::chrono::steady_clock;
 
+// The error code of a failed statement's SQLSTATE (postgres_store.h,
+// "Errors"); "" (no server reply) is kUnavailable.
+ErrorCode CodeOfSqlState(std::string_view state);
+
 // What every connection of one store shares. Outlives its connections.
 struct ConnectionSettings {
   PostgresStoreOptions options;

@@ -52,6 +52,8 @@ enum StatementId {
   kComplete,
   kRelease,
   kRevoke,
+  kExtendLock,
+  kStats,
   kPurge,
   kStatementCount,
 };
@@ -72,9 +74,12 @@ inline const StatementSpec& Spec(StatementId id) {
        {kByteaOid, kByteaOid, kByteaOid, kInt8Oid, kInt8Oid, kByteaOid,
         kInt8Oid}},
       {"idem_select", {kByteaOid}},
-      {"idem_complete", {kByteaOid, kByteaOid, kByteaOid}},
+      {"idem_complete", {kByteaOid, kByteaOid, kByteaOid, kInt8Oid}},
       {"idem_release", {kByteaOid, kByteaOid}},
       {"idem_revoke", {kByteaOid}},
+      {"idem_extend_lock",
+       {kByteaOid, kByteaOid, kInt8Oid, kByteaOid, kInt8Oid, kInt8Oid}},
+      {"idem_stats", {kInt8Oid}},
       {"idem_purge", {kInt8Oid, kInt8Oid}},
   };
   return kSpecs[id];
@@ -111,15 +116,28 @@ inline StatementTexts BuildSql(const std::string& t) {
       "SELECT state, fingerprint, token, locked_until, expires_at, record "
       "FROM " +
       t + " WHERE id = $1";
-  // $1 id, $2 token, $3 record.
+  // $1 id, $2 token, $3 record, $4 its locked_until: a renewal between the
+  // caller's read (or its claim) and this UPDATE may have moved the
+  // column, which must agree with the record written.
   sql[kComplete] = "UPDATE " + t +
-                   " SET state = 2, record = $3 "
+                   " SET state = 2, record = $3, locked_until = $4 "
                    "WHERE id = $1 AND token = $2 AND state = 1";
   // $1 id, $2 token.
   sql[kRelease] =
       "DELETE FROM " + t + " WHERE id = $1 AND token = $2 AND state = 1";
   // $1 id.
   sql[kRevoke] = "DELETE FROM " + t + " WHERE id = $1";
+  // $1 id, $2 token, $3 new locked_until, $4 record, $5 now, $6 the
+  // locked_until the caller read: the row it read is still there (a token
+  // is new for every claim), only its lock may have moved since. One row
+  // affected when renewed.
+  sql[kExtendLock] = "UPDATE " + t +
+                     " SET locked_until = $3, record = $4 "
+                     "WHERE id = $1 AND token = $2 AND state = 1 AND "
+                     "expires_at > $5 AND locked_until = $6";
+  // $1 now. Rows of (expired, state, count).
+  sql[kStats] =
+      "SELECT expires_at <= $1, state, count(*) FROM " + t + " GROUP BY 1, 2";
   // $1 now, $2 limit.
   sql[kPurge] = "DELETE FROM " + t + " WHERE id IN (SELECT id FROM " + t +
                 " WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)";

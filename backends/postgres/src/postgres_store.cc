@@ -45,6 +45,7 @@
 #include "postgres_pool.h"
 #include "postgres_schema.h"
 #include "postgres_sql.h"
+#include "postgres_transaction_target.h"
 
 namespace idem {
 
@@ -129,8 +130,26 @@ class PostgresStore::Impl {
   // the pool.
   Status Start() {
     IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
-    return postgres_internal::CreateOrMigrate(*lease, table(), Prefix());
+    IDEM_RETURN_IF_ERROR(
+        postgres_internal::CreateOrMigrate(*lease, table(), Prefix()));
+    IDEM_ASSIGN_OR_RETURN(
+        target_, postgres_internal::FindTransactionTarget(*lease, table()));
+    target_.prefix = Prefix();
+    target_.recall = [this](const RecordId& id,
+                            const Token& token) -> std::optional<Record> {
+      auto fields = claims_.Recall(token);
+      if (!fields || fields->id != id) return std::nullopt;
+      Record record;
+      record.fingerprint = fields->fingerprint;
+      record.locked_until = fields->locked_until;
+      record.expires_at = fields->expires_at;
+      record.token = token;
+      return record;
+    };
+    return {};
   }
+
+  const PostgresStore::TransactionTarget& target() const { return target_; }
 
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
@@ -205,10 +224,12 @@ class PostgresStore::Impl {
     record.response = std::shared_ptr<const Response>(
         std::shared_ptr<const Response>(), &response);
     const std::string blob = EncodeRecord(record);
+    const auto locked_until = BigEndian64(ToUnixNanos(record.locked_until));
     IDEM_ASSIGN_OR_RETURN(
         const PgResult r,
         lease->Run(postgres_internal::kComplete,
-                   {id.view(), token.view(), blob}, "complete"));
+                   {id.view(), token.view(), blob, View(locked_until)},
+                   "complete"));
     claims_.Forget(token);
     // The token is new for every claim: a row that still has it, in
     // progress, holds exactly the fields that claim wrote.
@@ -232,6 +253,53 @@ class PostgresStore::Impl {
     // A remembered claim of this id stays in the memo until its slot is
     // reused: harmless, since its Complete's UPDATE finds no row.
     return Affected(r) == 1;
+  }
+
+  // A SELECT, then the UPDATE that writes the renewed record if the row
+  // still holds what was read. Only a renewal of the same claim on another
+  // connection can change the row and keep it held; then read again.
+  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout) {
+    IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
+    const auto now_be = BigEndian64(ToUnixNanos(now));
+    for (int attempt = 0; attempt < PostgresStore::kClaimAttempts; ++attempt) {
+      IDEM_ASSIGN_OR_RETURN(std::optional<Record> row,
+                            SelectRecord(*lease, id, "extend lock"));
+      if (!row.has_value()) return false;
+      const std::optional<TimePoint> until =
+          RenewedLockUntil(*row, token, now, lock_timeout);
+      if (!until) return false;
+      if (*until == row->locked_until) return true;
+      const auto old_be = BigEndian64(ToUnixNanos(row->locked_until));
+      const auto until_be = BigEndian64(ToUnixNanos(*until));
+      row->locked_until = *until;
+      const std::string blob = EncodeRecord(*row);
+      const std::array<std::string_view, 6> params = {
+          id.view(), token.view(), View(until_be),
+          blob,      View(now_be), View(old_be)};
+      IDEM_ASSIGN_OR_RETURN(
+          const PgResult r,
+          lease->Run(postgres_internal::kExtendLock, params, "extend lock"));
+      if (Affected(r) == 1) return true;
+    }
+    return MakeError(ErrorCode::kUnavailable,
+                     Prefix() + "extend lock: the record changed under " +
+                         std::to_string(PostgresStore::kClaimAttempts) +
+                         " attempts in a row");
+  }
+
+  Result<std::optional<StoreStats>> Stats(TimePoint now) {
+    IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
+    const auto now_be = BigEndian64(ToUnixNanos(now));
+    IDEM_ASSIGN_OR_RETURN(
+        const PgResult r,
+        lease->Run(postgres_internal::kStats, {View(now_be)}, "stats"));
+    StoreStats stats;
+    for (int row = 0; row < PQntuples(r.get()); ++row) {
+      stats.CountRows(IntCell(r.get(), row, 0) != 0, IntCell(r.get(), row, 1),
+                      static_cast<std::uint64_t>(IntCell(r.get(), row, 2)));
+    }
+    return std::optional<StoreStats>(stats);
   }
 
   void SetClaimHook(ClaimAttemptHook hook) { claim_hook_ = std::move(hook); }
@@ -304,6 +372,7 @@ class PostgresStore::Impl {
   }
 
   const ConnectionSettings settings_;
+  PostgresStore::TransactionTarget target_;  // Set by Start.
   Pool pool_;
   ClaimMemo claims_;
   ClaimAttemptHook claim_hook_;  // Set before use, by tests only.
@@ -405,6 +474,21 @@ Result<bool> PostgresStore::Revoke(const RecordId& id) {
   return impl_->Boundary("revoke", [&] { return impl_->Revoke(id); });
 }
 
+Result<bool> PostgresStore::ExtendLock(const RecordId& id, const Token& token,
+                                       TimePoint now, Duration lock_timeout) {
+  if (lock_timeout <= Duration::zero()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     impl_->Prefix() + "lock_timeout must be positive");
+  }
+  return impl_->Boundary("extend lock", [&] {
+    return impl_->ExtendLock(id, token, now, lock_timeout);
+  });
+}
+
+Result<std::optional<StoreStats>> PostgresStore::Stats(TimePoint now) {
+  return impl_->Boundary("stats", [&] { return impl_->Stats(now); });
+}
+
 void PostgresStore::SetClaimAttemptHookForTesting(ClaimAttemptHook hook) {
   impl_->SetClaimHook(std::move(hook));
 }
@@ -424,5 +508,10 @@ StoreInfo PostgresStore::Info() const {
 }
 
 const std::string& PostgresStore::table() const { return impl_->table(); }
+
+const PostgresStore::TransactionTarget& PostgresStore::transaction_target()
+    const {
+  return impl_->target();
+}
 
 }  // namespace idem

@@ -88,4 +88,17 @@ Result<Record> DecodeFields(const RecordId& id, std::string_view display,
   return std::move(*record);
 }
 
+void CountFields(StoreStats& stats, const redisReply* s, const redisReply* e,
+                 std::int64_t now_us) {
+  if (IsNil(s) && IsNil(e)) return;
+  std::int64_t expires = 0, state = 0;
+  if (!ParseInt64(ReplyText(e), expires)) {
+    ++stats.damaged;
+    return;
+  }
+  // A state that does not parse counts as damaged unless expired.
+  if (!ParseInt64(ReplyText(s), state)) state = -1;
+  stats.CountRows(expires <= now_us, state, 1);
+}
+
 }  // namespace idem::redis

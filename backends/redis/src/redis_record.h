@@ -18,6 +18,7 @@
 #include "idem/clock.h"
 #include "idem/error.h"
 #include "idem/record.h"
+#include "idem/store.h"
 #include "idem/types.h"
 
 namespace idem::redis {
@@ -48,6 +49,12 @@ using FieldReplies = std::array<const redisReply*, 6>;
 // field is missing, the record does not decode or disagrees with a field.
 Result<Record> DecodeFields(const RecordId& id, std::string_view display,
                             const FieldReplies& fields);
+
+// Counts into `stats` the record whose fields s and e read `s` and `e` (an
+// HMGET's replies) as of `now_us` (FloorMicros): nothing when both are nil
+// (gone), damaged when e is not a number.
+void CountFields(StoreStats& stats, const redisReply* s, const redisReply* e,
+                 std::int64_t now_us);
 
 }  // namespace idem::redis
 

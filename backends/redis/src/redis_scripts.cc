@@ -42,12 +42,15 @@ end
 return {1, takeover}
 )lua";
 
-// HSET keeps the key's TTL, so the completed record keeps expires_at.
+// HSET keeps the key's TTL, so the completed record keeps expires_at. l is
+// written with r: a renewal since the caller read the record (or claimed
+// it) may have moved it, and the fields must agree with r.
 constexpr std::string_view kComplete = R"lua(
 local h = redis.call('HMGET', KEYS[1], 's', 't', 'c')
 if h[2] ~= ARGV[1] then return 0 end
 if h[1] == '1' then
-  redis.call('HSET', KEYS[1], 's', '2', 'r', ARGV[2], 'c', ARGV[3])
+  redis.call('HSET', KEYS[1], 's', '2', 'r', ARGV[2], 'c', ARGV[3],
+             'l', ARGV[4])
   return 1
 end
 if h[1] == '2' and h[3] == ARGV[3] then return 1 end
@@ -61,6 +64,19 @@ if h[1] == '1' and h[2] == ARGV[1] then
   return 1
 end
 return 0
+)lua";
+
+// Expiry as the claim script judges it (e <= now: expired). HSET keeps the
+// key's TTL.
+constexpr std::string_view kExtendLock = R"lua(
+local h = redis.call('HMGET', KEYS[1], 's', 't', 'l', 'e')
+if h[1] ~= '1' or h[2] ~= ARGV[1] then return 0 end
+local e = tonumber(h[4])
+if not e or e <= tonumber(ARGV[2]) then return 0 end
+if h[3] == ARGV[4] then return 1 end
+if h[3] ~= ARGV[3] then return 2 end
+redis.call('HSET', KEYS[1], 'l', ARGV[4], 'r', ARGV[5])
+return 1
 )lua";
 
 // Keys of other types or with unreadable fields under the prefix are left
@@ -92,10 +108,11 @@ std::string Sha1Hex(std::string_view text) {
 }
 
 // Built once, on first use (SHA-1 of each source).
-const std::array<Script, 4>& Scripts() {
-  static const std::array<Script, 4> kScripts = {
+const std::array<Script, 5>& Scripts() {
+  static const std::array<Script, 5> kScripts = {
       Script{kClaim, Sha1Hex(kClaim)}, Script{kComplete, Sha1Hex(kComplete)},
-      Script{kRelease, Sha1Hex(kRelease)}, Script{kPurge, Sha1Hex(kPurge)}};
+      Script{kRelease, Sha1Hex(kRelease)}, Script{kPurge, Sha1Hex(kPurge)},
+      Script{kExtendLock, Sha1Hex(kExtendLock)}};
   return kScripts;
 }
 
@@ -105,5 +122,6 @@ const Script& ClaimScript() { return Scripts()[0]; }
 const Script& CompleteScript() { return Scripts()[1]; }
 const Script& ReleaseScript() { return Scripts()[2]; }
 const Script& PurgeScript() { return Scripts()[3]; }
+const Script& ExtendLockScript() { return Scripts()[4]; }
 
 }  // namespace idem::redis

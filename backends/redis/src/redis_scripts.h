@@ -26,14 +26,21 @@ struct Script {
 // {2} when the fields cannot be read (damaged).
 const Script& ClaimScript();
 
-// ARGV: token, completed record, call id. Returns 1 when the record was in
-// progress with the token and is now completed (or this call id completed
-// it already: a resend), 0 otherwise.
+// ARGV: token, completed record, call id, its l. Returns 1 when the record
+// was in progress with the token and is now completed (or this call id
+// completed it already: a resend), 0 otherwise.
 const Script& CompleteScript();
 
 // ARGV: token. Deletes the record if it is in progress with the token;
 // returns 1 if it did.
 const Script& ReleaseScript();
+
+// ARGV: token, now, the l read, the new l, the renewed record. Writes l
+// and r when the record is in progress with the token, not expired and
+// still has the l read; returns 1 when it did (or l is already the new
+// one: a resend), 2 when only l differs (read again), 0 otherwise. The
+// key's TTL is unchanged.
+const Script& ExtendLockScript();
 
 // ARGV: now. Deletes the record if it expired by `now`; returns 1 if so.
 const Script& PurgeScript();

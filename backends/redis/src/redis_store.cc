@@ -38,6 +38,7 @@
 #include "redis_options.h"
 #include "redis_record.h"
 #include "redis_router.h"
+#include "redis_scan.h"
 #include "redis_scripts.h"
 #include "redis_server_checks.h"
 
@@ -50,8 +51,6 @@ using redis::FloorMicros;
 using redis::FromMicros;
 using redis::Reply;
 using redis::TtlMs;
-
-constexpr std::size_t kScanCount = 256;
 
 // Glob-escapes `text` for SCAN MATCH.
 std::string GlobEscape(std::string_view text) {
@@ -222,8 +221,10 @@ class RedisStore::Impl {
                      .response = std::make_shared<const Response>(response)};
     const std::string encoded = EncodeRecord(completed);
     const Token call = NewToken();
-    const std::array<std::string_view, 3> args = {token.view(), encoded,
-                                                  call.view()};
+    const std::string locked =
+        std::to_string(CeilMicros(completed.locked_until));
+    const std::array<std::string_view, 4> args = {token.view(), encoded,
+                                                  call.view(), locked};
     IDEM_ASSIGN_OR_RETURN(Reply reply,
                           RunScript(redis::CompleteScript(), Key(id), args,
                                     /*wait=*/true, /*resends=*/1));
@@ -237,6 +238,39 @@ class RedisStore::Impl {
                           RunScript(redis::ReleaseScript(), Key(id), args,
                                     /*wait=*/false, /*resends=*/0));
     return IntegerReply(*reply) == 1;
+  }
+
+  // The script writes only if the hash still has what was read; only a
+  // renewal of the same claim elsewhere can move l and keep it held (2:
+  // read again). Decided on the microsecond times the fields hold.
+  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout) {
+    const std::string key = Key(id);
+    const std::string now_text = std::to_string(FloorMicros(now));
+    for (int attempt = 0; attempt < RedisStore::kExtendAttempts; ++attempt) {
+      IDEM_ASSIGN_OR_RETURN(std::optional<Record> record, Read(id));
+      if (!record) return false;
+      const std::optional<TimePoint> until =
+          RenewedLockUntil(*record, token, now, lock_timeout);
+      if (!until) return false;
+      const std::string old_l =
+          std::to_string(CeilMicros(record->locked_until));
+      const std::string new_l = std::to_string(CeilMicros(*until));
+      if (new_l == old_l) return true;
+      record->locked_until = *until;
+      const std::string encoded = EncodeRecord(*record);
+      const std::array<std::string_view, 5> args = {token.view(), now_text,
+                                                    old_l, new_l, encoded};
+      IDEM_ASSIGN_OR_RETURN(Reply reply,
+                            RunScript(redis::ExtendLockScript(), key, args,
+                                      /*wait=*/true, /*resends=*/1));
+      const long long verdict = IntegerReply(*reply);
+      if (verdict != 2) return verdict == 1;
+    }
+    return MakeError(ErrorCode::kUnavailable,
+                     Prefix() + "extend lock: the record changed under " +
+                         std::to_string(RedisStore::kExtendAttempts) +
+                         " attempts in a row");
   }
 
   Result<bool> Revoke(const RecordId& id) {
@@ -272,41 +306,34 @@ class RedisStore::Impl {
     return record;
   }
 
+  // SCAN MATCH's pattern for the store's keys.
+  std::string Pattern() const { return GlobEscape(o_.prefix) + "{*}"; }
+
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) {
     std::size_t purged = 0;
     if (limit == 0) return purged;
     const std::string now_text = std::to_string(FloorMicros(now));
-    const std::string pattern = GlobEscape(o_.prefix) + "{*}";
-    const std::string count = std::to_string(kScanCount);
-    for (const std::string& server : router_->Servers()) {
-      std::string cursor = "0";
-      do {
-        const Command scan = {"SCAN", cursor, "MATCH", pattern, "COUNT", count};
-        IDEM_ASSIGN_OR_RETURN(auto replies, router_->RunOn(server, {&scan, 1}));
-        const redisReply* r = replies[0].get();
-        if (r->type == REDIS_REPLY_ERROR) {
-          return tl::unexpected(redis::ReplyError(*r, display_));
-        }
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-            r->element[1]->type != REDIS_REPLY_ARRAY) {
-          return MakeError(ErrorCode::kInternal,
-                           Prefix() + "unexpected reply to SCAN");
-        }
-        cursor = std::string(redis::ReplyText(r->element[0]));
-        const redisReply* keys = r->element[1];
-        for (std::size_t i = 0; i < keys->elements; ++i) {
-          const std::string key(redis::ReplyText(keys->element[i]));
-          const std::array<std::string_view, 1> args = {now_text};
-          IDEM_ASSIGN_OR_RETURN(Reply done,
-                                RunScript(redis::PurgeScript(), key, args,
-                                          /*wait=*/false, /*resends=*/0));
-          if (IntegerReply(*done) == 1 && ++purged == limit) {
-            return purged;
+    IDEM_RETURN_IF_ERROR(redis::ScanKeys(
+        *router_, Pattern(), display_,
+        [&](const std::string&, const redisReply& keys) -> Result<bool> {
+          for (std::size_t i = 0; i < keys.elements; ++i) {
+            const std::string key(redis::ReplyText(keys.element[i]));
+            const std::array<std::string_view, 1> args = {now_text};
+            IDEM_ASSIGN_OR_RETURN(Reply done,
+                                  RunScript(redis::PurgeScript(), key, args,
+                                            /*wait=*/false, /*resends=*/0));
+            if (IntegerReply(*done) == 1 && ++purged == limit) return false;
           }
-        }
-      } while (cursor != "0");
-    }
+          return true;
+        }));
     return purged;
+  }
+
+  Result<std::optional<StoreStats>> Stats(TimePoint now) {
+    IDEM_ASSIGN_OR_RETURN(
+        StoreStats stats,
+        redis::CountRecords(*router_, Pattern(), display_, FloorMicros(now)));
+    return std::optional<StoreStats>(stats);
   }
 
   StoreInfo Info() const {
@@ -412,6 +439,21 @@ Result<bool> RedisStore::Release(const RecordId& id, const Token& token) {
 
 Result<bool> RedisStore::Revoke(const RecordId& id) {
   return impl_->Boundary("revoke", [&] { return impl_->Revoke(id); });
+}
+
+Result<bool> RedisStore::ExtendLock(const RecordId& id, const Token& token,
+                                    TimePoint now, Duration lock_timeout) {
+  if (lock_timeout <= Duration::zero()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     impl_->Prefix() + "lock_timeout must be positive");
+  }
+  return impl_->Boundary("extend lock", [&] {
+    return impl_->ExtendLock(id, token, now, lock_timeout);
+  });
+}
+
+Result<std::optional<StoreStats>> RedisStore::Stats(TimePoint now) {
+  return impl_->Boundary("stats", [&] { return impl_->Stats(now); });
 }
 
 Result<std::optional<Record>> RedisStore::Inspect(const RecordId& id,

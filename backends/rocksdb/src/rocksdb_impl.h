@@ -89,7 +89,11 @@ struct RocksdbStore::Impl {
                         const Response& response);
   Result<bool> Release(const RecordId& id, const Token& token);
   Result<bool> Revoke(const RecordId& id);
+  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout);
   Result<std::optional<Record>> Inspect(const RecordId& id, TimePoint now);
+  // stats.cc.
+  Result<std::optional<StoreStats>> Stats(TimePoint now);
 
   // purge.cc.
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit);

@@ -180,6 +180,25 @@ Result<bool> RocksdbStore::Impl::Release(const RecordId& id,
   return Update<bool>(id, "release", decide);
 }
 
+Result<bool> RocksdbStore::Impl::ExtendLock(const RecordId& id,
+                                            const Token& token, TimePoint now,
+                                            Duration lock_timeout) {
+  auto decide = [&](std::optional<std::string_view> current,
+                    Write& write) -> Result<bool> {
+    IDEM_ASSIGN_OR_RETURN(std::optional<Record> held,
+                          HeldRecord(id, current, token));
+    if (!held) return false;
+    const std::optional<TimePoint> until =
+        RenewedLockUntil(*held, token, now, lock_timeout);
+    if (!until) return false;
+    held->locked_until = *until;
+    write.kind = Write::Kind::kPut;
+    write.value = EncodeRecord(*held);
+    return true;
+  };
+  return Update<bool>(id, "extend lock", decide);
+}
+
 // Under the id's lock, so a claim of the id sees the record or its absence,
 // never a half. The value is not decoded: a damaged one goes too.
 Result<bool> RocksdbStore::Impl::Revoke(const RecordId& id) {
@@ -290,6 +309,21 @@ Result<bool> RocksdbStore::Release(const RecordId& id, const Token& token) {
 
 Result<bool> RocksdbStore::Revoke(const RecordId& id) {
   return Boundary(impl_->path, "revoke", [&] { return impl_->Revoke(id); });
+}
+
+Result<bool> RocksdbStore::ExtendLock(const RecordId& id, const Token& token,
+                                      TimePoint now, Duration lock_timeout) {
+  if (lock_timeout <= Duration::zero()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     Prefix(impl_->path) + "lock_timeout must be positive");
+  }
+  return Boundary(impl_->path, "extend lock", [&] {
+    return impl_->ExtendLock(id, token, now, lock_timeout);
+  });
+}
+
+Result<std::optional<StoreStats>> RocksdbStore::Stats(TimePoint now) {
+  return Boundary(impl_->path, "stats", [&] { return impl_->Stats(now); });
 }
 
 Result<std::optional<Record>> RocksdbStore::Inspect(const RecordId& id,

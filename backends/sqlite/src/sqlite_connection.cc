@@ -10,6 +10,8 @@
 #include <string_view>
 #include <utility>
 
+#include "idem/record_codec.h"
+
 namespace idem::sqlite_internal {
 namespace {
 
@@ -142,6 +144,22 @@ Result<std::int64_t> Connection::QueryInt(const char* sql,
 bool Connection::RollBackIfInTransaction() {
   return sqlite3_get_autocommit(db_) != 0 ||
          sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK;
+}
+
+Result<Record> DecodeSelectedRow(sqlite3_stmt* stmt, const RecordId& id,
+                                 const std::string& path) {
+  auto record =
+      DecodeRecordWithColumns(id, ColumnBlob(stmt, 5),
+                              {.state = sqlite3_column_int(stmt, 0),
+                               .fingerprint = ColumnBlob(stmt, 1),
+                               .token = ColumnBlob(stmt, 2),
+                               .locked_until = sqlite3_column_int64(stmt, 3),
+                               .expires_at = sqlite3_column_int64(stmt, 4)});
+  if (!record) {
+    return MakeError(ErrorCode::kDataLoss,
+                     Prefix(path) + record.error().message());
+  }
+  return record;
 }
 
 }  // namespace idem::sqlite_internal

@@ -21,7 +21,9 @@
 
 #include "idem/catch_exceptions.h"
 #include "idem/error.h"
+#include "idem/record.h"
 #include "idem/sqlite_store.h"
+#include "idem/types.h"
 #include "sqlite_sql.h"
 
 namespace idem::sqlite_internal {
@@ -75,6 +77,13 @@ inline std::string_view ColumnBlob(sqlite3_stmt* stmt, int column) {
   if (data == nullptr || size <= 0) return {};
   return {static_cast<const char*>(data), static_cast<std::size_t>(size)};
 }
+
+// The record in the current row of a statement selecting `state,
+// fingerprint, token, locked_until, expires_at, record` (kSelect's columns),
+// decoded and checked against its columns; kDataLoss naming `path` when it
+// does not decode or disagrees.
+Result<Record> DecodeSelectedRow(sqlite3_stmt* stmt, const RecordId& id,
+                                 const std::string& path);
 
 class Connection {
  public:

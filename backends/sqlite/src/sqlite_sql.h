@@ -13,6 +13,8 @@ enum StatementId {
   kComplete,
   kRelease,
   kRevoke,
+  kExtendLock,
+  kStats,
   kPurge,
   kBegin,
   kCommit,
@@ -49,6 +51,12 @@ inline constexpr const char* kSql[kStatementCount] = {
     "DELETE FROM idem_records WHERE id = ?1 AND token = ?2 AND state = 1",
     // kRevoke: ?1 id.
     "DELETE FROM idem_records WHERE id = ?1",
+    // kExtendLock: ?1 id, ?2 token, ?3 locked_until, ?4 record.
+    "UPDATE idem_records SET locked_until = ?3, record = ?4 "
+    "WHERE id = ?1 AND token = ?2 AND state = 1",
+    // kStats: ?1 now. Rows of (expired, state, count).
+    "SELECT expires_at <= ?1, state, count(*) FROM idem_records "
+    "GROUP BY 1, 2",
     // kPurge: ?1 now, ?2 limit.
     "DELETE FROM idem_records WHERE id IN (SELECT id FROM idem_records "
     "WHERE expires_at <= ?1 LIMIT ?2)",

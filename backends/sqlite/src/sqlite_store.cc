@@ -45,6 +45,7 @@
 #include "sqlite_pool.h"
 #include "sqlite_schema.h"
 #include "sqlite_sql.h"
+#include "sqlite_stats.h"
 #include "sqlite_writer.h"
 
 namespace idem {
@@ -84,18 +85,9 @@ Result<std::optional<Record>> SelectRecord(Connection& conn,
   const int rc = sqlite3_step(stmt);
   if (rc == SQLITE_DONE) return std::optional<Record>();
   if (rc != SQLITE_ROW) return tl::unexpected(conn.SqlError("select", rc));
-  auto record =
-      DecodeRecordWithColumns(id, ColumnBlob(stmt, 5),
-                              {.state = sqlite3_column_int(stmt, 0),
-                               .fingerprint = ColumnBlob(stmt, 1),
-                               .token = ColumnBlob(stmt, 2),
-                               .locked_until = sqlite3_column_int64(stmt, 3),
-                               .expires_at = sqlite3_column_int64(stmt, 4)});
-  if (!record) {
-    return MakeError(ErrorCode::kDataLoss,
-                     Prefix(conn.options().path) + record.error().message());
-  }
-  return std::optional<Record>(std::move(*record));
+  IDEM_ASSIGN_OR_RETURN(Record record, sqlite_internal::DecodeSelectedRow(
+                                           stmt, id, conn.options().path));
+  return std::optional<Record>(std::move(record));
 }
 
 // Runs the cached statement `id` with `bind`'s bindings to its end; the rows
@@ -166,6 +158,40 @@ class SqliteStore::Impl {
                  [&](sqlite3_stmt* stmt) { BindBlob(stmt, 1, id.view()); }));
       return changed == 1;
     });
+  }
+
+  // The SELECT and the UPDATE run in the writer's transaction, so nothing
+  // changes the row in between.
+  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout) {
+    return writer_->Write<bool>([&](Connection& conn) -> Result<bool> {
+      IDEM_ASSIGN_OR_RETURN(std::optional<Record> record,
+                            SelectRecord(conn, id));
+      if (!record.has_value()) return false;
+      const std::optional<TimePoint> until =
+          RenewedLockUntil(*record, token, now, lock_timeout);
+      if (!until) return false;
+      if (*until == record->locked_until) return true;
+      record->locked_until = *until;
+      const std::string blob = EncodeRecord(*record);
+      IDEM_ASSIGN_OR_RETURN(
+          int changed, Change(conn, sqlite_internal::kExtendLock, "extend lock",
+                              [&](sqlite3_stmt* stmt) {
+                                BindBlob(stmt, 1, id.view());
+                                BindBlob(stmt, 2, token.view());
+                                sqlite3_bind_int64(stmt, 3,
+                                                   ToUnixNanos(*until));
+                                BindBlob(stmt, 4, blob);
+                              }));
+      return changed == 1;
+    });
+  }
+
+  Result<std::optional<StoreStats>> Stats(TimePoint now) {
+    IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
+    IDEM_ASSIGN_OR_RETURN(StoreStats stats,
+                          sqlite_internal::CountRecords(*lease, now));
+    return std::optional<StoreStats>(stats);
   }
 
   Result<std::optional<Record>> Inspect(const RecordId& id, TimePoint now) {
@@ -378,6 +404,21 @@ Result<bool> SqliteStore::Release(const RecordId& id, const Token& token) {
 
 Result<bool> SqliteStore::Revoke(const RecordId& id) {
   return Boundary(impl_->path(), "revoke", [&] { return impl_->Revoke(id); });
+}
+
+Result<bool> SqliteStore::ExtendLock(const RecordId& id, const Token& token,
+                                     TimePoint now, Duration lock_timeout) {
+  if (lock_timeout <= Duration::zero()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     Prefix(impl_->path()) + "lock_timeout must be positive");
+  }
+  return Boundary(impl_->path(), "extend lock", [&] {
+    return impl_->ExtendLock(id, token, now, lock_timeout);
+  });
+}
+
+Result<std::optional<StoreStats>> SqliteStore::Stats(TimePoint now) {
+  return Boundary(impl_->path(), "stats", [&] { return impl_->Stats(now); });
 }
 
 void SqliteStore::SetClaimAttemptHookForTesting(ClaimAttemptHook hook) {

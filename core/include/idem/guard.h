@@ -28,14 +28,18 @@
 #define IDEM_GUARD_H_
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "idem/claim_lease.h"
 #include "idem/clock.h"
 #include "idem/error.h"
 #include "idem/guard_options.h"
@@ -135,23 +139,75 @@ class ClaimHandle {
   // Releases the key now (the handler failed). Counted as `released`.
   void Abandon();
 
+  // Completing the record in the caller's own SQL transaction
+  // (idem/sql_transaction.h; docs/GUIDE.md, "Exactly once"):
+  //  - StorableResponse: what Finish(response) would store (status among
+  //    stored_statuses, only the stored headers, body within
+  //    max_stored_response), or nullopt when Finish would not store it
+  //    (then finish the claim as usual). No store call; nullopt on an
+  //    inactive handle.
+  //  - MarkCommittedInTransaction: the caller's transaction that completed
+  //    this claim's record with StorableResponse(response) has committed.
+  //    The handle then ends without a store call: the next Finish returns
+  //    kStored (pass it the same response), Abandon or destruction release
+  //    nothing. Call it only after a successful commit.
+  //  - MarkClaimLostInTransaction: the completion reported the claim lost
+  //    and the caller rolled back. The next Finish (or Abandon) makes no
+  //    store call, counts `stale_complete`, logs a warning and returns
+  //    kStaleComplete.
+  // After any other rollback, finish or abandon the claim as usual.
+  std::optional<Response> StorableResponse(const Response& response) const;
+  void MarkCommittedInTransaction() {
+    if (guard_ != nullptr) in_transaction_ = InTransaction::kCommitted;
+  }
+  void MarkClaimLostInTransaction() {
+    if (guard_ != nullptr) in_transaction_ = InTransaction::kClaimLost;
+  }
+
   // Ends the claim without a store call, for an adapter that could not make
   // the Finish or Abandon call in time: the record stays in_progress until
   // its lock times out (a retry gets 409 until then, then runs the handler).
   // Counted as `store_failed`; `why` is logged as an error with the record.
   void Forget(std::string_view why);
 
+  // The route's lock_renewal: how often an adapter renews this claim while
+  // the handler runs (claim_lease.h). 0: not renewed (renewal off, or the
+  // handle is inactive).
+  Duration lock_renewal() const {
+    return guard_ != nullptr ? options_->lock_renewal : Duration::zero();
+  }
+  // The claim's renewal handle, made on the first call and shared after;
+  // Finish, Abandon and Forget end it. nullptr when the handle is inactive
+  // or the route's lock_renewal is 0 (nothing to renew).
+  std::shared_ptr<ClaimLease> lease();
+
  private:
   friend class Guard;
+  // Finish and Abandon after MarkCommitted/MarkClaimLostInTransaction;
+  // `status` is the handler's (0 from Abandon), for the observers.
+  FinishResult EndInTransaction(int status);
+  void EndLease() {
+    if (lease_) lease_->End();
+  }
+
   Guard* guard_ = nullptr;
   RecordId id_;
   Token token_;
   bool takeover_ = false;
+  enum class InTransaction { kNo, kCommitted, kClaimLost };
+  InTransaction in_transaction_ = InTransaction::kNo;
   std::shared_ptr<const GuardOptions> options_;
+  // When Begin started (the request-latency histogram, FinishEvent).
+  std::chrono::steady_clock::time_point started_{};
+  // For FinishEvent; copied only when the Guard has observers.
+  std::string method_;
+  std::string route_;
+  std::shared_ptr<ClaimLease> lease_;
 };
 
 namespace detail {
 struct WaitState;
+struct GuardRenewal;
 }  // namespace detail
 
 struct Decision {
@@ -235,13 +291,18 @@ class Guard {
   // Route options that fail Validate (given without MakeRouteOptions) are
   // refused on every request: a 500 problem idempotency_route_invalid,
   // counted as kRouteInvalid, an error logged naming the bad field; the
-  // store is not called and no back-off starts.
+  // store is not called and no back-off starts. With route.key_per_operation
+  // the record id includes OperationName(request.method, request.route), the
+  // route pattern (or the target's path when the adapter gives none). While
+  // the switch is off (SetEnabled) every request passes through.
   Decision Begin(const RequestView& request,
                  std::shared_ptr<const GuardOptions> route = nullptr);
 
   // For callers without HTTP: the same procedure with a key the caller
   // derived itself (any bytes, 1..max_key_length long) and a fingerprint
-  // over `operation` and `input`. See once.h.
+  // over `operation` and `input`. See once.h. With key_per_operation the
+  // record id includes OperationName("CALL", operation), so one key with
+  // two operations names two records instead of a mismatch.
   Decision BeginWithKey(std::string_view scope, std::string_view key,
                         std::string_view operation, std::string_view input,
                         std::shared_ptr<const GuardOptions> route = nullptr);
@@ -253,9 +314,14 @@ class Guard {
 
   // Begin, wait (sleeping on the guard's clock), run `handler` when the key
   // is acquired or unprotected, Finish, and return what to send. `handler`
-  // is a callable returning Response; if it throws, the key is released and
-  // the exception propagates. With `info`, Run also says what it did
-  // (RunInfo), e.g. that the response was sent unstored.
+  // is a callable returning Response, taking nothing or the ClaimHandle&
+  // (inactive when the request runs unprotected), e.g. to complete the
+  // record in its own transaction (idem/sql_transaction.h); if it throws,
+  // the key is released and the exception propagates. With the route's
+  // lock_renewal, the claim is renewed while `handler` runs, on one thread
+  // per Guard (started when the first such claim is made, driven by the
+  // Guard's clock). With `info`, Run also says what it did (RunInfo), e.g.
+  // that the response was sent unstored.
   template <typename Handler>
   Response Run(const RequestView& request, Handler&& handler,
                std::shared_ptr<const GuardOptions> route = nullptr,
@@ -267,13 +333,32 @@ class Guard {
     }
     if (info != nullptr) *info = RunInfo{d.outcome, std::nullopt};
     if (d.action == Action::kRespond) return std::move(d.response);
-    Response response = handler();
+    Response response;
+    {
+      detail::RenewWhileRunning renewing(*this, d.claim);
+      if constexpr (std::is_invocable_v<Handler&, ClaimHandle&>) {
+        response = handler(d.claim);
+      } else {
+        response = handler();
+      }
+    }
     if (d.action == Action::kExecute) {
       const FinishResult finish = d.claim.Finish(response);
       if (info != nullptr) info->finish = finish;
     }
     return response;
   }
+
+  // The global switch (SEMANTICS.md, step 0). While it is off, Begin and
+  // BeginWithKey pass every request through unprotected (kPassThrough,
+  // counted `unprotected`, observers told) without calling the store, on
+  // every route; requests already past Begin (a claim whose handler runs, a
+  // lock_wait in progress) end as they began, so no record is left
+  // in_progress. Switching off logs a warning and switching on again an
+  // info line, once per change and never rate-limited, so an operator sees
+  // that protection is off. Safe from any thread. Default: on.
+  void SetEnabled(bool enabled);
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
 
   const GuardOptions& options() const { return *options_; }
   const std::shared_ptr<const GuardOptions>& shared_options() const {
@@ -282,12 +367,30 @@ class Guard {
   Metrics& metrics() { return *metrics_; }
   Store& store() { return *store_; }
   Clock& clock() { return *clock_; }
+  // GuardSetup::observers, e.g. for an adapter's second Guard that answers
+  // for this one.
+  const std::vector<std::shared_ptr<GuardObserver>>& observers() const {
+    return observers_;
+  }
 
  private:
   friend class ClaimHandle;
+  // What the request-latency histogram and the observers learn of one
+  // decision while it is made (guard.cc).
+  struct Trace;
+  friend struct detail::GuardRenewal;  // Lock renewal (renewal.h).
   explicit Guard(GuardSetup setup);
 
-  Decision Claim(std::shared_ptr<detail::WaitState> state);
+  Decision BeginSteps(const RequestView& request,
+                      std::shared_ptr<const GuardOptions> route, Trace& trace);
+  Decision BeginWithKeySteps(std::string_view scope, std::string_view key,
+                             std::string_view operation, std::string_view input,
+                             std::shared_ptr<const GuardOptions> route,
+                             Trace& trace);
+  // Times the decision, tells the observers and, for kExecute, stamps the
+  // claim; a kWait decision is not final and is left alone.
+  void Decided(Decision& d, const Trace& trace);
+  Decision Claim(std::shared_ptr<detail::WaitState> state, Trace& trace);
   Decision Respond(Outcome outcome, Response response);
   // The problem answer of `outcome` (the table in guard.cc); `detail`
   // replaces the table's when not empty.
@@ -299,16 +402,34 @@ class Guard {
       const std::shared_ptr<const GuardOptions>& route,
       std::string_view instance);
   void Log(LogLevel level, const std::string& message) const;
-  void ReleaseClaim(const ClaimHandle& claim, Outcome outcome);
+  // Returns the Release call's latency.
+  Duration ReleaseClaim(const ClaimHandle& claim, Outcome outcome);
+  // The end of a claim (Finish, Abandon, Forget, or a Finish variant):
+  // times the executed request and tells the observers. `store_latency` is
+  // the ending store call's, zero without one.
+  void ClaimEnded(const ClaimHandle& claim, FinishResult result, int status,
+                  Duration store_latency);
+  // For lock renewal: tells every observer of `event` (OnRenewal). A no-op
+  // without observers.
+  void NotifyRenewal(const RenewalEvent& event);
 
   std::shared_ptr<Store> store_;
   std::shared_ptr<const GuardOptions> options_;
   std::shared_ptr<Clock> clock_;
   std::shared_ptr<Metrics> metrics_;
+  const std::vector<std::shared_ptr<GuardObserver>> observers_;
+  // The sink without the rate limit, for the global switch's lines.
+  LogSink switch_log_;
   LogSink log_;
+  std::atomic<bool> enabled_{true};
   // Fail-open backoff: until this time (clock ns) fail-open routes skip the
   // store (the latest back-off any fail-open route started).
   std::atomic<Duration::rep> skip_store_until_{0};
+  // The thread that renews claims for Run and RunOnce, started on the first
+  // claim whose route has lock_renewal. Declared last: stopped before the
+  // members its renewals use are destroyed.
+  std::once_flag renewer_once_;
+  std::shared_ptr<detail::Renewer> renewer_;
 };
 
 }  // namespace idem

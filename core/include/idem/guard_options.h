@@ -87,9 +87,18 @@ struct GuardOptions {
   // (renewal_lost); the late Finish then ends as kStaleComplete. 0 turns it
   // off (nothing is scheduled). Must be below lock_timeout. Default: 0.
   Duration lock_renewal = Duration::zero();
-  // When true, the operation (method and route pattern) is part of the
-  // record id, so one client key used on POST /orders and on POST
-  // /payments names two operations instead of answering 422 on the second.
+  // When true, the operation is part of the record id (MakeRecordId(scope,
+  // OperationName(method, route), key), record_id.h), so one client key used
+  // on POST /orders and on POST /payments names two operations instead of
+  // answering 422 on the second. The operation is the request's method and
+  // the route *pattern* the adapter matched (RequestView::route; the
+  // target's path without the query when the adapter gives none): requests
+  // to "/orders/{id}" with different ids are one operation, and a key reused
+  // across them is still a 422; an application that wants one operation per
+  // resource registers one route per resource. Guard::BeginWithKey (RunOnce)
+  // names the operation "CALL <operation>". Records written before the
+  // option was switched on are not found after (nor the reverse): switching
+  // it on a live route lets a retry of an earlier request run again.
   // Default: false (the key alone, with the scope, names the record).
   bool key_per_operation = false;
   // How long a request waits for an in_progress record to complete before
@@ -109,10 +118,12 @@ struct GuardOptions {
   // its key released. Default: 1 MiB. Must be positive.
   std::size_t max_stored_response = std::size_t{1} << 20;
   // Response headers stored and replayed (case-insensitive). Content-Length
-  // is always recomputed. Default: Content-Type, Content-Language, Location,
-  // ETag.
-  std::vector<std::string> stored_headers = {"Content-Type", "Content-Language",
-                                             "Location", "ETag"};
+  // is always recomputed. Default: Content-Type, Content-Language,
+  // Content-Encoding, Content-Disposition, Location, ETag (a replay of a
+  // compressed body says it is compressed, a download keeps its file name).
+  std::vector<std::string> stored_headers = {
+      "Content-Type",        "Content-Language", "Content-Encoding",
+      "Content-Disposition", "Location",         "ETag"};
   // Statuses whose responses are stored; others release the key. Default:
   // StatusSet::Default().
   StatusSet stored_statuses = StatusSet::Default();
@@ -145,7 +156,8 @@ struct GuardOptions {
   std::string problem_type = "about:blank";
 
   // kInvalidArgument naming the first bad field: a ttl or lock_timeout that
-  // is not positive, a negative wait, a duration over its maximum (above),
+  // is not positive, a negative wait or lock_renewal, a lock_renewal not
+  // below lock_timeout, a duration over its maximum (above),
   // a zero max_key_length, max_request_body or
   // max_stored_response, an empty replay header name. Guard::Create and
   // Guard::MakeRouteOptions call it; Begin refuses a route that fails it.

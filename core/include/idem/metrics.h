@@ -1,5 +1,6 @@
-// Request outcome counters and store latency histograms, rendered as
-// Prometheus text (SEMANTICS.md, "What happens to the handler's response").
+// Request outcome counters, request latency and store latency histograms,
+// rendered as Prometheus text (SEMANTICS.md, "What happens to the handler's
+// response").
 //
 // Every request that reaches a protected route adds exactly one step outcome
 // (kKeyMissing .. kRouteInvalid); an executed request may then add one
@@ -8,6 +9,13 @@
 // lost adds kRenewalLost. All are exported as
 // idem_requests_total{outcome="..."}, so the step outcomes sum to the number
 // of protected requests and the follow-ups count on top of them.
+//
+// idem_request_duration_seconds{outcome="..."} has one histogram per step
+// outcome: from the Begin call to the decision for requests answered by idem
+// or passed through, and to the end of the claim (Finish, Abandon, Forget)
+// for executed ones, so it includes their handler. An executed request is
+// observed when its claim ends: once every claim has ended, each
+// histogram's count equals its outcome's idem_requests_total.
 //
 // Thread-safety: all members are safe for concurrent use; counting is a
 // relaxed atomic increment, no lock.
@@ -78,6 +86,11 @@ class Metrics {
   void ObserveStoreLatency(StoreOperation op, std::chrono::nanoseconds d);
   // Observations of `op` so far.
   std::uint64_t StoreLatencyCount(StoreOperation op) const;
+  // A request of step outcome `outcome` took `d`; other outcomes (the
+  // follow-ups) are ignored.
+  void ObserveRequest(Outcome outcome, std::chrono::nanoseconds d);
+  // Observations of `outcome` so far.
+  std::uint64_t RequestLatencyCount(Outcome outcome) const;
 
   // Prometheus text exposition format (version 0.0.4).
   std::string RenderPrometheus() const;
@@ -88,9 +101,17 @@ class Metrics {
         buckets{};
     std::atomic<std::uint64_t> count{0};
     std::atomic<std::uint64_t> sum_ns{0};
+
+    void Observe(std::chrono::nanoseconds d);
+    // The _bucket, _sum and _count lines of `family` for one label.
+    void Render(std::string_view family, std::string_view label_name,
+                std::string_view label, std::string& out) const;
   };
+  static constexpr int kStepOutcomeCount =
+      static_cast<int>(kLastStepOutcome) + 1;
   std::array<std::atomic<std::uint64_t>, kOutcomeCount> counters_{};
   std::array<Histogram, kStoreOperationCount> latency_{};
+  std::array<Histogram, kStepOutcomeCount> request_latency_{};
 };
 
 }  // namespace idem

@@ -1,10 +1,24 @@
 // GuardObserver: what a Guard tells an application about each protected
 // request, so that it can open tracing spans (OpenTelemetry or any other) or
 // write its own log lines, without idem depending on a tracing library.
+// docs/GUIDE.md, "Observing requests", has examples.
 //
-// Events, per request: one OnDecision when Begin (or Resume, at the end of
-// a wait) decides; then, for a request that ran under a claim, any number of
-// OnRenewal while the handler runs (lock_renewal) and one OnFinish.
+// Events, per request: one OnDecision when Begin, BeginWithKey or Resume
+// makes the final decision (never for a kWait, which is not final: a
+// lock_wait yields one OnDecision, at its end); then, for a request that
+// runs under a claim (outcome kExecuted), any number of OnRenewal while the
+// handler runs (lock_renewal) and exactly one OnFinish when the claim ends
+// (ClaimHandle::Finish, Abandon, Forget, or the handle's destruction).
+// Requests that pass through (unprotected, fail_open, too_large with
+// oversize_request = bypass) get only OnDecision: the Guard does not see
+// their handler end. Observers are called in GuardSetup order.
+//
+// Latencies are measured on the steady clock (not the Guard's Clock).
+// Views in an event are valid during the call only.
+//
+// Cost: a Guard without observers only tests that its list is empty; with
+// observers, an executed request also copies its method and route into its
+// ClaimHandle for OnFinish.
 //
 // Thread-safety: the Guard calls an observer from whichever thread made the
 // Guard call (an adapter's I/O thread, a store-call pool thread, a renewal
@@ -27,27 +41,38 @@ namespace idem {
 enum class FinishResult;
 
 struct DecisionEvent {
-  // The step outcome counted for the request.
+  // The step outcome counted for the request (Decision::outcome).
   Outcome outcome = Outcome::kUnprotected;
+  // The request's method; "CALL" for BeginWithKey (RunOnce).
   std::string_view method;
-  // The route pattern the adapter matched, or the request target.
+  // The route pattern the adapter matched (RequestView::route), else the
+  // target's path without the query; BeginWithKey's `operation`.
   std::string_view route;
-  // The record, when the request got as far as a key (unset for
-  // key_missing, unprotected before the key, key_invalid, ...).
+  // The record, when the request got as far as a key and a fingerprint
+  // (unset for key_missing, key_invalid, too_large, the switch, a
+  // fail-open back-off, ...). The hash the log lines name, never the key.
   std::optional<RecordId> record_id;
   // Time spent in store calls for this decision (claims, including the
   // polls of a lock_wait); zero when the store was not called.
   Duration store_latency{};
-  // From Begin to this decision (includes lock_wait).
+  // From the Begin call to this decision (includes lock_wait).
   Duration elapsed{};
 };
 
 struct FinishEvent {
   RecordId record_id;
+  // kStored, kReleased (also Abandon and a destroyed handle),
+  // kNotStored, kStaleComplete, or kStoreFailed (also Forget).
   FinishResult result;
-  int status = 0;            // The handler's response status.
-  Duration store_latency{};  // The Complete or Release call.
-  // From Begin to the end of Finish.
+  // The handler's response status; 0 without one (Abandon, Forget).
+  int status = 0;
+  // As in DecisionEvent (the request's).
+  std::string_view method;
+  std::string_view route;
+  // The Complete or Release call; zero without one (Forget).
+  Duration store_latency{};
+  // From the Begin call to the end of the claim (handler and store call
+  // included).
   Duration elapsed{};
 };
 

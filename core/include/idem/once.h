@@ -9,10 +9,10 @@
 //   result->stored();           // false: a repeat with this key runs fn again
 //
 // It is the Guard underneath, with the same claim/complete/release rules,
-// lock timeout, ttl, waiting and store-error policy: `fn` runs only when the
-// key is acquired (or, on a fail-open route, when the store is unreachable),
-// its result is stored before RunOnce returns, and if `fn` throws the key is
-// released and the exception propagates.
+// lock timeout, lock renewal, ttl, waiting and store-error policy: `fn` runs
+// only when the key is acquired (or, on a fail-open route, when the store is
+// unreachable), its result is stored before RunOnce returns, and if `fn` throws
+// the key is released and the exception propagates.
 //
 // At most once per key holds while results are stored. When one is not (it
 // is over max_stored_response, storing it failed, the lock had been taken
@@ -42,12 +42,15 @@ enum class OnceStorage {
   kTooLarge,         // Over max_stored_response; the key was released, so a
                      // repeat runs fn again. Warning logged.
   kStatusNotStored,  // The route's stored_statuses exclude 200; released.
-  kStaleComplete,    // fn outlived lock_timeout and another run took the key
+  kStaleComplete,    // fn outlived lock_timeout (unrenewed, or a renewal
+                     // found the claim lost) and another run took the key
                      // over; repeats replay that run's result. Warning logged.
   kStoreFailed,      // Storing failed; repeats get kUnavailable until
                      // lock_timeout, then run fn again. Error logged.
   kFailOpen,         // The store was unreachable and the route fails open: fn
                      // ran unprotected; repeats run fn again.
+  kUnprotected,      // The Guard is switched off (Guard::SetEnabled): fn ran
+                     // unprotected; repeats run fn again.
 };
 
 struct OnceResult {
@@ -102,13 +105,20 @@ Result<OnceResult> RunOnce(
   switch (d.action) {
     case Action::kExecute: {
       Response r;
-      r.body = std::forward<Fn>(fn)();
+      {
+        // With the route's lock_renewal, the claim is renewed while fn runs.
+        detail::RenewWhileRunning renewing(guard, d.claim);
+        r.body = std::forward<Fn>(fn)();
+      }
       const FinishResult finish = d.claim.Finish(r);
       return OnceResult{std::move(r.body), false, OnceStorageOf(finish)};
     }
     case Action::kPassThrough:
-      // BeginWithKey passes through only fail-open.
-      return OnceResult{std::forward<Fn>(fn)(), false, OnceStorage::kFailOpen};
+      // BeginWithKey passes through only fail-open or switched off.
+      return OnceResult{std::forward<Fn>(fn)(), false,
+                        d.outcome == Outcome::kUnprotected
+                            ? OnceStorage::kUnprotected
+                            : OnceStorage::kFailOpen};
     case Action::kRespond:
     case Action::kWait:
       break;

@@ -74,6 +74,16 @@ std::optional<ClaimResult> ClaimBlockedBy(const Record& existing,
 Record NewClaimRecord(const Fingerprint& fp, TimePoint now, Duration ttl,
                       Duration lock_timeout);
 
+// Store::ExtendLock's decision for the record a renewal finds: its new
+// locked_until when `token` holds it (in progress under that token) and it
+// has not expired at `now` — min(now + lock_timeout, expires_at), and never
+// earlier than the current locked_until — or nullopt when the renewal fails
+// and nothing may change. The sum saturates as in NewClaimRecord. Every
+// backend renews with this function.
+std::optional<TimePoint> RenewedLockUntil(const Record& record,
+                                          const Token& token, TimePoint now,
+                                          Duration lock_timeout);
+
 // What OpenStore and the backends' typed Open functions take besides the URI.
 struct StoreOptions {
   // Time source for background work (the sweeper, RocksDB's compaction
@@ -123,6 +133,19 @@ struct StoreStats {
   std::uint64_t in_progress = 0;  // Live, in progress (locked or not).
   std::uint64_t completed = 0;    // Live, completed.
   std::uint64_t expired = 0;      // Past expires_at, not purged yet.
+  // Live records the store cannot read (Revoke removes them). Stores that
+  // count by the columns or fields they keep beside the value see only
+  // those columns' damage (each store's header says which).
+  std::uint64_t damaged = 0;
+
+  // Counts one record of `state` expiring at `expires_at`, as of `now`.
+  void Count(RecordState state, TimePoint expires_at, TimePoint now) {
+    CountRows(expires_at <= now, static_cast<std::int64_t>(state), 1);
+  }
+  // Counts `n` records, expired or not, with the stored state value `state`
+  // (RecordState's integer; any other value is damaged): for stores that
+  // count in a query.
+  void CountRows(bool is_expired, std::int64_t state, std::uint64_t n);
 };
 
 class Store {
@@ -195,12 +218,14 @@ class Store {
   // (released, revoked, taken over, completed, expired, absent): the caller
   // has lost the claim and its Complete will fail too. A holder whose lock
   // has timed out but that nobody took over still holds the record, and
-  // renewing it is allowed. One write per call on every store. Atomic with
+  // renewing it is allowed. At most one write per call on every store (none
+  // when it returns false, or when the lock already ends where it would be
+  // set). Atomic with
   // respect to every other call on the same id. Errors: kUnavailable,
   // kDataLoss (the record cannot be decoded), kInvalidArgument
   // (lock_timeout not positive).
   virtual Result<bool> ExtendLock(const RecordId& id, const Token& token,
-                                  TimePoint now, Duration lock_timeout);
+                                  TimePoint now, Duration lock_timeout) = 0;
 
   // How many records the store holds, by state, as of `now` (for idemctl
   // stats and operators), or nullopt when the store cannot count them

@@ -1,5 +1,7 @@
 #include "idem/asio/guard_calls.h"
 
+#include "renewal_timer.h"
+
 #include <string>
 
 #include <boost/asio/this_coro.hpp>
@@ -32,6 +34,10 @@ class QueueTimeoutStore final : public Store {
     return MakeError(ErrorCode::kUnavailable, message_);
   }
   Result<bool> Revoke(const RecordId&) override {
+    return MakeError(ErrorCode::kUnavailable, message_);
+  }
+  Result<bool> ExtendLock(const RecordId&, const Token&, TimePoint,
+                          Duration) override {
     return MakeError(ErrorCode::kUnavailable, message_);
   }
   Result<std::optional<Record>> Inspect(const RecordId&, TimePoint) override {
@@ -92,6 +98,7 @@ GuardCalls::GuardCalls(std::shared_ptr<Guard> guard, GuardCallOptions options)
       std::shared_ptr<Clock>(std::shared_ptr<void>(), &guard_->clock());
   setup.metrics =
       std::shared_ptr<Metrics>(std::shared_ptr<void>(), &guard_->metrics());
+  setup.observers = guard_->observers();
   setup.log = options_.log;
   auto unavailable = Guard::Create(std::move(setup));
   // The guard's own options were valid, so these are.
@@ -106,7 +113,9 @@ net::awaitable<Decision> GuardCalls::Decide(
     const RequestView& request, std::shared_ptr<const GuardOptions> route) {
   Decision d;
   auto begin = [&] { return guard_->Begin(request, route); };
-  if (pool_) {
+  // Switched off (Guard::SetEnabled), Begin calls no store: inline, so that
+  // a busy pool cannot turn a pass-through into a queue-timeout answer.
+  if (pool_ && guard_->enabled()) {
     std::optional<Decision> begun = co_await OnPool(begin);
     // Not started in time: answered without the store, as step 8.
     d = begun ? std::move(*begun) : unavailable_->Begin(request, route);
@@ -131,6 +140,21 @@ net::awaitable<Decision> GuardCalls::Decide(
     }
   }
   co_return d;
+}
+
+std::shared_ptr<RenewalTimer> GuardCalls::StartRenewal(
+    ClaimHandle& claim, net::any_io_executor executor) {
+  // With the route's lock_renewal, a timer renews the claim while the
+  // handler runs; nothing is scheduled otherwise.
+  if (claim.lock_renewal() <= Duration::zero()) return nullptr;
+  std::optional<net::any_io_executor> store_calls;
+  if (pool_) store_calls = pool_->get_executor();
+  return RenewalTimer::Start(std::move(executor), claim.lease(),
+                             std::move(store_calls));
+}
+
+void GuardCalls::StopRenewal(RenewalTimer* renewal) {
+  if (renewal != nullptr) renewal->Stop();
 }
 
 net::awaitable<FinishResult> GuardCalls::Finish(ClaimHandle& claim,

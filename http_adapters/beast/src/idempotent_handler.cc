@@ -55,6 +55,8 @@ Status IdempotentHandler::Protect(http::verb method, std::string_view pattern,
 
 const Route* IdempotentHandler::BoundedRoute(
     const RequestHeader& header) const {
+  // Switched off, idem bounds no body: the server's own limit applies.
+  if (!guard_->enabled()) return nullptr;
   const Route* route =
       routes_.Match(ToStd(header.method_string()), ToStd(header.target()));
   if (route == nullptr) return nullptr;
@@ -98,6 +100,7 @@ Response IdempotentHandler::TooLarge(const RequestHeader& header) {
     RequestView view;
     view.method = ToStd(header.method_string());
     view.target = target;
+    view.route = route->pattern.text();
     view.headers = headers;
     view.body_too_large = true;
     if (scope) view.scope = *scope;

@@ -436,6 +436,67 @@ TEST_F(PostgresStoreTest, AClaimOfAnotherStoreCanBeCompletedAndReleased) {
   EXPECT_FALSE(*done);
 }
 
+// The claiming store remembers the claim's locked_until for a one-statement
+// Complete; a renewal through another store moved it since. The completed
+// record must still agree with its columns.
+TEST_F(PostgresStoreTest, ACompleteAfterARenewalElsewhereStaysReadable) {
+  auto a = Open();
+  auto b = Open();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  auto claim = a->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(claim.has_value());
+  auto renewed =
+      b->ExtendLock(Id(1), claim->token, kT0 + std::chrono::seconds(5), kLock);
+  ASSERT_TRUE(renewed.has_value() && *renewed);
+  auto done = a->Complete(Id(1), claim->token, Created("renewed"));
+  ASSERT_TRUE(done.has_value()) << done.error().ToString();
+  EXPECT_TRUE(*done);
+  auto replay = b->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
+  ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+  EXPECT_EQ(replay->response->body, "renewed");
+}
+
+// One row update per renewal, counted by a trigger on the table.
+TEST_F(PostgresStoreTest, ARenewalUpdatesOneRow) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(claim.has_value());
+  auto conn = Connect(base_);
+  const std::string t = "\"" + table_ + "\"";
+  const std::string counter = "\"" + table_ + "_writes\"";
+  const std::string fn = "\"" + table_ + "_count\"";
+  ASSERT_TRUE(Exec(conn.get(), "CREATE TABLE " + counter + " (n bigint)"));
+  ASSERT_TRUE(Exec(conn.get(), "INSERT INTO " + counter + " VALUES (0)"));
+  ASSERT_TRUE(Exec(conn.get(), "CREATE FUNCTION " + fn +
+                                   "() RETURNS trigger LANGUAGE plpgsql AS "
+                                   "$$BEGIN UPDATE " +
+                                   counter +
+                                   " SET n = n + 1; RETURN NULL; END$$"));
+  ASSERT_TRUE(Exec(conn.get(),
+                   "CREATE TRIGGER count_writes AFTER INSERT OR "
+                   "UPDATE OR DELETE ON " +
+                       t + " FOR EACH ROW EXECUTE FUNCTION " + fn + "()"));
+  constexpr int kRenewals = 10;
+  for (int i = 1; i <= kRenewals; ++i) {
+    auto renewed = store->ExtendLock(Id(1), claim->token,
+                                     kT0 + std::chrono::seconds(i), kLock);
+    ASSERT_TRUE(renewed.has_value()) << renewed.error().ToString();
+    ASSERT_TRUE(*renewed);
+  }
+  auto lost = store->ExtendLock(Id(1), Token{}, kT0, kLock);
+  ASSERT_TRUE(lost.has_value() && !*lost);
+  PGresult* r = PQexec(conn.get(), ("SELECT n FROM " + counter).c_str());
+  ASSERT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQresultErrorMessage(r);
+  EXPECT_EQ(std::string(PQgetvalue(r, 0, 0)), std::to_string(kRenewals));
+  PQclear(r);
+  // The trigger goes with its function; TearDown drops the table.
+  EXPECT_TRUE(Exec(conn.get(), "DROP FUNCTION " + fn + " CASCADE"));
+  EXPECT_TRUE(Exec(conn.get(), "DROP TABLE " + counter));
+}
+
 TEST_F(PostgresStoreTest, ADamagedRecordIsDataLossNeverAMiss) {
   auto store = Open();
   ASSERT_NE(store, nullptr);
@@ -476,6 +537,9 @@ TEST_F(PostgresStoreTest, ADamagedRecordIsDataLossNeverAMiss) {
     auto done = other->Complete(Id(i), Token{}, Created());
     ASSERT_FALSE(done.has_value());
     EXPECT_EQ(done.error().code(), ErrorCode::kDataLoss);
+    auto extend = store->ExtendLock(Id(i), Token{}, kT0, kLock);
+    ASSERT_FALSE(extend.has_value());
+    EXPECT_EQ(extend.error().code(), ErrorCode::kDataLoss);
   }
   // An operator revokes a damaged row; the key can then run again.
   auto revoked = store->Revoke(Id(0));

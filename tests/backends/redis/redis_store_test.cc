@@ -141,12 +141,47 @@ TEST_F(RedisStoreTest, ADamagedRecordIsDataLossNeverAMiss) {
   claim = store_->Claim(Id(3), Fp(1), kT0, seconds(100), seconds(10));
   ASSERT_FALSE(claim.has_value());
   EXPECT_EQ(claim.error().code(), ErrorCode::kDataLoss);
+  for (int i = 1; i <= 3; ++i) {
+    SCOPED_TRACE(i);
+    auto extend = store_->ExtendLock(Id(i), Token{}, kT0, seconds(10));
+    ASSERT_FALSE(extend.has_value());
+    EXPECT_EQ(extend.error().code(), ErrorCode::kDataLoss);
+  }
+  // Stats reads s and e only: 1 counts by them, 2's e does not read, and
+  // 3 is no hash.
+  auto stats = store_->Stats(kT0);
+  ASSERT_TRUE(stats.has_value()) << stats.error().ToString();
+  ASSERT_TRUE(stats->has_value());
+  EXPECT_EQ((*stats)->in_progress, 1u);
+  EXPECT_EQ((*stats)->damaged, 1u);
 
   // Revoke removes a damaged record.
   ASSERT_TRUE(store_->Revoke(Id(1)).value_or(false));
   auto again = store_->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10));
   ASSERT_TRUE(again.has_value()) << again.error().ToString();
   EXPECT_EQ(again->outcome, ClaimOutcome::kAcquired);
+}
+
+// The claiming store remembers the claim's l for Complete; a renewal
+// through another store moved it since. The fields must still agree.
+TEST_F(RedisStoreTest, ACompleteAfterARenewalElsewhereStaysReadable) {
+  auto other = MustOpen(base_ + "?prefix=" + prefix_);
+  ASSERT_NE(other, nullptr);
+  auto claim = store_->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_TRUE(claim.has_value());
+  const long long pttl =
+      std::stoll(RedisRaw(server_, {"PTTL", Key(Id(1))}).text);
+  auto renewed =
+      other->ExtendLock(Id(1), claim->token, kT0 + seconds(5), seconds(10));
+  ASSERT_TRUE(renewed.has_value() && *renewed);
+  // The key's TTL is the record's expiry, which a renewal keeps.
+  EXPECT_LE(std::stoll(RedisRaw(server_, {"PTTL", Key(Id(1))}).text), pttl);
+  auto done = store_->Complete(Id(1), claim->token, Response{.status = 201});
+  ASSERT_TRUE(done.has_value()) << done.error().ToString();
+  EXPECT_TRUE(*done);
+  auto replay = other->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
+  EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
 }
 
 TEST_F(RedisStoreTest, ScriptsAreLoadedAgainAfterScriptFlush) {
@@ -204,13 +239,66 @@ TEST_F(RedisStoreTest, ScriptsRecogniseTheirOwnResends) {
   ASSERT_FALSE(blocked.elements.empty());
   EXPECT_EQ(blocked.elements[0], "0");
 
-  const std::vector<std::string> complete = {token, "done", "call-1"};
+  // A renewal: written once, its resend answered alike; a renewal that read
+  // an older l reads again (2); another token, or an expired record, 0.
+  const std::vector<std::string> extend = {token, "100", "200", "250", "rec"};
+  EXPECT_EQ(eval(redis::ExtendLockScript(), extend).text, "1");
+  EXPECT_EQ(eval(redis::ExtendLockScript(), extend).text, "1");
+  EXPECT_EQ(RedisRaw(server_, {"HGET", key, "l"}).text, "250");
+  EXPECT_EQ(
+      eval(redis::ExtendLockScript(), {token, "100", "200", "260", "r"}).text,
+      "2");
+  EXPECT_EQ(
+      eval(redis::ExtendLockScript(), {other, "100", "250", "260", "r"}).text,
+      "0");
+  EXPECT_EQ(
+      eval(redis::ExtendLockScript(), {token, "300", "250", "300", "r"}).text,
+      "0");
+  EXPECT_EQ(RedisRaw(server_, {"HGET", key, "l"}).text, "250");
+
+  const std::vector<std::string> complete = {token, "done", "call-1", "250"};
   EXPECT_EQ(eval(redis::CompleteScript(), complete).text, "1");
   EXPECT_EQ(eval(redis::CompleteScript(), complete).text, "1");
-  EXPECT_EQ(eval(redis::CompleteScript(), {token, "done", "call-2"}).text, "0");
-  EXPECT_EQ(eval(redis::CompleteScript(), {other, "done", "call-1"}).text, "0");
+  EXPECT_EQ(
+      eval(redis::CompleteScript(), {token, "done", "call-2", "250"}).text,
+      "0");
+  EXPECT_EQ(
+      eval(redis::CompleteScript(), {other, "done", "call-1", "250"}).text,
+      "0");
   // A completed record is not "held" by its token any more.
   EXPECT_EQ(eval(redis::ClaimScript(), claim).elements[0], "0");
+}
+
+// The calls of `command` the server counted (INFO commandstats).
+long long CommandCalls(const std::string& server, const std::string& command) {
+  const std::string info = RedisRaw(server, {"INFO", "commandstats"}).text;
+  const std::string field = "cmdstat_" + command + ":calls=";
+  const std::size_t at = info.find(field);
+  if (at == std::string::npos) return 0;
+  return std::stoll(info.substr(at + field.size()));
+}
+
+// One write per renewal: on a server of its own, the HSETs the scripts ran
+// (commandstats counts a script's commands too) are one per renewal.
+TEST(RedisPrivateServerTest, ARenewalIsOneWrite) {
+  PrivateRedis redis;
+  ASSERT_TRUE(redis.Start()) << redis.error();
+  auto store = MustOpen(redis.uri());
+  ASSERT_NE(store, nullptr);
+  auto claim = store->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_TRUE(claim.has_value());
+  ASSERT_EQ(RedisRaw(redis.server(), {"CONFIG", "RESETSTAT"}).text, "OK");
+  constexpr int kRenewals = 10;
+  for (int i = 1; i <= kRenewals; ++i) {
+    auto renewed =
+        store->ExtendLock(Id(1), claim->token, kT0 + seconds(i), seconds(10));
+    ASSERT_TRUE(renewed.has_value()) << renewed.error().ToString();
+    ASSERT_TRUE(*renewed);
+  }
+  auto lost = store->ExtendLock(Id(1), Token{}, kT0, seconds(10));
+  ASSERT_TRUE(lost.has_value() && !*lost);
+  EXPECT_EQ(CommandCalls(redis.server(), "hset"), kRenewals);
+  EXPECT_EQ(CommandCalls(redis.server(), "del"), 0);
 }
 
 TEST(RedisPrivateServerTest, WaitMakesWritesWaitForReplicas) {

@@ -255,7 +255,16 @@ TEST_F(RocksdbStoreTest, CorruptedValuesAreDataLossNotMisses) {
     auto release = store->Release(TestId(i), token);
     ASSERT_FALSE(release.has_value());
     EXPECT_EQ(release.error().code(), ErrorCode::kDataLoss);
+    auto extend = store->ExtendLock(TestId(i), token, kT0, kLock);
+    ASSERT_FALSE(extend.has_value());
+    EXPECT_EQ(extend.error().code(), ErrorCode::kDataLoss);
   }
+  // Stats decodes every value: the three live ones count as damaged.
+  auto stats = store->Stats(kT0);
+  ASSERT_TRUE(stats.has_value()) << stats.error().ToString();
+  ASSERT_TRUE(stats->has_value());
+  EXPECT_EQ((*stats)->damaged, 3u);
+  EXPECT_EQ((*stats)->completed + (*stats)->in_progress, 0u);
   // Once expired, a record whose header still reads is deleted like any
   // other (record 1: the flipped bit is in the body, which neither the purge
   // nor the compaction filter checksums). Values without a readable header

@@ -289,6 +289,9 @@ TEST_F(SqliteStoreTest, DamagedRowsAreDataLossNotMisses) {
     auto complete = store->Complete(Id(i), token, SomeResponse());
     ASSERT_FALSE(complete.has_value());
     EXPECT_EQ(complete.error().code(), ErrorCode::kDataLoss);
+    auto extend = store->ExtendLock(Id(i), token, kT0, kLock);
+    ASSERT_FALSE(extend.has_value());
+    EXPECT_EQ(extend.error().code(), ErrorCode::kDataLoss);
   }
   // An operator revokes them: gone, and the key can run again.
   for (int i = 1; i <= 4; ++i) {
@@ -925,4 +928,33 @@ TEST(SqliteFullDiskTest, ClosingOnAFullDiskLosesNothing) {
 }
 
 }  // namespace
+// One row write per renewal: a trigger on the file counts the rows every
+// statement writes (the store's own connections included).
+TEST_F(SqliteStoreTest, ARenewalWritesOneRow) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(claim.has_value());
+  RawDb raw(DbPath());
+  raw.Exec("CREATE TABLE writes (n INTEGER NOT NULL)");
+  raw.Exec("INSERT INTO writes VALUES (0)");
+  for (const char* event : {"INSERT", "UPDATE", "DELETE"}) {
+    raw.Exec(std::string("CREATE TRIGGER count_") + event + " AFTER " + event +
+             " ON idem_records BEGIN UPDATE writes SET n = n + 1; END");
+  }
+  constexpr int kRenewals = 10;
+  for (int i = 1; i <= kRenewals; ++i) {
+    auto renewed = store->ExtendLock(Id(1), claim->token,
+                                     kT0 + std::chrono::seconds(i), kLock);
+    ASSERT_TRUE(renewed.has_value()) << renewed.error().ToString();
+    ASSERT_TRUE(*renewed);
+  }
+  EXPECT_EQ(raw.QueryText("SELECT n FROM writes"), std::to_string(kRenewals));
+  // A renewal that fails writes nothing.
+  auto lost = store->ExtendLock(Id(1), Token{}, kT0, kLock);
+  ASSERT_TRUE(lost.has_value());
+  EXPECT_FALSE(*lost);
+  EXPECT_EQ(raw.QueryText("SELECT n FROM writes"), std::to_string(kRenewals));
+}
+
 }  // namespace idem

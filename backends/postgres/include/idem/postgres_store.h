@@ -44,6 +44,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,9 +53,12 @@
 #include "idem/error.h"
 #include "idem/record.h"
 #include "idem/response.h"
+#include "idem/sql_transaction.h"
 #include "idem/store.h"
 #include "idem/store_uri.h"
 #include "idem/types.h"
+
+typedef struct pg_conn PGconn;
 
 namespace idem {
 
@@ -162,6 +166,17 @@ class PostgresStore final : public Store {
                         const Response& response) override;
   Result<bool> Release(const RecordId& id, const Token& token) override;
   Result<bool> Revoke(const RecordId& id) override;
+  // A SELECT of the row (kDataLoss when it does not decode), then one
+  // conditional UPDATE of locked_until and record, WHERE the row still has
+  // the token, is in progress, not expired, and has the locked_until read
+  // (a renewal of the same claim on another connection in between makes
+  // it read again; kUnavailable after kClaimAttempts such races).
+  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout) override;
+  // One SELECT count(*) ... GROUP BY over the columns (a sequential scan of
+  // the table). Counts by the columns: a damaged record is counted by them,
+  // never as damaged.
+  Result<std::optional<StoreStats>> Stats(TimePoint now) override;
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override;
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
@@ -171,6 +186,43 @@ class PostgresStore final : public Store {
 
   // The table, as given in the options.
   const std::string& table() const;
+
+  // Exactly once (idem/sql_transaction.h; postgres_transaction.h has the
+  // helper): completes the record of `id` with `stored` inside the
+  // transaction open on the caller's connection `conn`, if and only if it is
+  // in_progress with `token` (checked in the UPDATE itself), keeping its
+  // expires_at. kStored: written in the caller's transaction, visible when
+  // it commits. kClaimLost: nothing written; roll back. `stored` is stored
+  // as given: pass ClaimHandle::StorableResponse. One round trip on `conn`
+  // for a claim this store made (two otherwise), blocking (libpq's blocking
+  // mode), bounded by the caller's own timeouts; the updated row stays locked
+  // until the caller's transaction ends, so a duplicate's claim waits for it
+  // (up to statement_timeout): keep the transaction short. The table is named
+  // with the schema the store found it in at Open, whatever `conn`'s
+  // search_path. Errors: kInvalidArgument when `conn` is null, in non-blocking
+  // mode, not inside a transaction block (BEGIN first), in a failed
+  // transaction, or connected to another database than the store's;
+  // kUnavailable for a broken connection and SQLSTATE classes 08, 53, 57, 40 (a
+  // serialization failure under REPEATABLE READ or SERIALIZABLE: roll back and
+  // retry the request) and 55P03; kDataLoss for a record that does not decode;
+  // kInternal otherwise. Messages name the store and table.
+  Result<TransactionCompletion> CompleteInTransaction(PGconn* conn,
+                                                      const RecordId& id,
+                                                      const Token& token,
+                                                      const Response& stored);
+  // Where CompleteInTransaction writes, found at Open: the database the
+  // store is connected to, the schema-qualified quoted table, and the
+  // messages' prefix (for PostgresTransaction).
+  struct TransactionTarget {
+    std::string database;
+    std::string table;
+    std::string prefix;
+    // The record this store's own claim of `token` wrote, if it still
+    // remembers it (idem/claim_memo.h), so that the completion needs no
+    // SELECT; nullopt otherwise.
+    std::function<std::optional<Record>(const RecordId&, const Token&)> recall;
+  };
+  const TransactionTarget& transaction_target() const;
 
   // Test hook (store.h): called inside Claim, on the calling thread, at each
   // ClaimAttemptPoint; every statement before it has committed, so the hook

@@ -155,6 +155,9 @@ class RedisStore final : public Store {
  public:
   // Redirections (-MOVED, -ASK) one cluster call follows.
   static constexpr int kMaxRedirects = 5;
+  // Reads of the record one ExtendLock makes when a renewal of the same
+  // claim elsewhere moves its lock between the read and the write.
+  static constexpr int kExtendAttempts = 4;
 
   // Connects (to one seed node at least, reading the slot map of a
   // cluster) and checks the server (see above). store_options.log gets the
@@ -196,6 +199,18 @@ class RedisStore final : public Store {
                         const Response& response) override;
   Result<bool> Release(const RecordId& id, const Token& token) override;
   Result<bool> Revoke(const RecordId& id) override;
+  // An HMGET of the record (kDataLoss when it does not decode), then the
+  // extend script, which writes the new l and r only if the hash still has
+  // the token, is in progress, not expired, and has the l read (else it
+  // reads again; kUnavailable after kExtendAttempts such races). The
+  // key's TTL is unchanged. Waits for replicas as Claim does.
+  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout) override;
+  // A SCAN of the prefix on every server (every master of a cluster) and an
+  // HMGET of s and e per key: counted by those fields, so a damaged record
+  // whose fields read is counted by them; one whose s or e does not read is
+  // damaged. Keys of other types under the prefix are skipped.
+  Result<std::optional<StoreStats>> Stats(TimePoint now) override;
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override;
   // See above: a SCAN of every master.

@@ -184,6 +184,15 @@ class RocksdbStore final : public Store {
   // one that does not decode; returns whether there was one. Errors:
   // kUnavailable or kInternal when RocksDB fails.
   Result<bool> Revoke(const RecordId& id) override;
+  // A read-modify-write under the id's mutex like Complete: one Put of the
+  // record with its new locked_until. kDataLoss when the value does not
+  // decode.
+  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout) override;
+  // One pass over every value (an iterator's snapshot, no lock held; the
+  // block cache is not filled). A value whose header says expired counts
+  // as expired; a live one that does not decode as damaged.
+  Result<std::optional<StoreStats>> Stats(TimePoint now) override;
 
   // The record of `id` unless absent or expired at `now`. One Get, no lock:
   // the value read is one complete version of the record. Errors: kDataLoss

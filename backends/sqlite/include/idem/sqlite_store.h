@@ -47,9 +47,12 @@
 #include "idem/error.h"
 #include "idem/record.h"
 #include "idem/response.h"
+#include "idem/sql_transaction.h"
 #include "idem/store.h"
 #include "idem/store_uri.h"
 #include "idem/types.h"
+
+struct sqlite3;
 
 namespace idem {
 
@@ -147,6 +150,14 @@ class SqliteStore final : public Store {
                         const Response& response) override;
   Result<bool> Release(const RecordId& id, const Token& token) override;
   Result<bool> Revoke(const RecordId& id) override;
+  // In the writer's transaction: a SELECT of the row (kDataLoss when it
+  // does not decode), then one UPDATE of its locked_until and record.
+  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout) override;
+  // One SELECT count(*) ... GROUP BY over the columns, on a reader
+  // connection (a snapshot of the file; the writer is not held). Counts by
+  // the columns: a damaged record is counted by them, never as damaged.
+  Result<std::optional<StoreStats>> Stats(TimePoint now) override;
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override;
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
@@ -156,6 +167,27 @@ class SqliteStore final : public Store {
 
   // The database file, as given in the options.
   const std::string& path() const;
+
+  // Exactly once (idem/sql_transaction.h; sqlite_transaction.h has the
+  // helper): completes the record of `id` with `stored` inside the
+  // transaction open on the caller's connection `db`, if and only if it is
+  // in_progress with `token` (checked in the UPDATE itself), keeping its
+  // expires_at. kStored: written in the caller's transaction, visible when
+  // it commits. kClaimLost: nothing written; roll back. `stored` is stored
+  // as given: pass ClaimHandle::StorableResponse. Begin the transaction
+  // with BEGIN IMMEDIATE (a deferred one that read before a concurrent
+  // takeover fails with kUnavailable, SQLITE_BUSY_SNAPSHOT). While it is
+  // open, this store's own writes (every claim) wait for it, up to
+  // busy_timeout: keep it short. Errors: kInvalidArgument when `db` is null,
+  // has no transaction open, or its main database is not this store's file
+  // (the record must be in the same file as the business rows; an ATTACHed
+  // database is not atomic with the main one in WAL mode); otherwise as the
+  // store's other calls, on `db`. The caller must not use `db` on another
+  // thread meanwhile.
+  Result<TransactionCompletion> CompleteInTransaction(sqlite3* db,
+                                                      const RecordId& id,
+                                                      const Token& token,
+                                                      const Response& stored);
 
   // Test hook (store.h): called inside Claim, on the thread that runs the
   // write, at each ClaimAttemptPoint. Set it before any claim runs; never in

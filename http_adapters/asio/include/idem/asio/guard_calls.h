@@ -47,6 +47,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -57,6 +58,8 @@
 namespace idem::asio {
 
 namespace net = boost::asio;
+
+class RenewalTimer;  // src/renewal_timer.h
 
 // Where the Guard's store calls run.
 enum class StoreCalls {
@@ -104,11 +107,16 @@ class GuardCalls {
   net::awaitable<Decision> Decide(const RequestView& request,
                                   std::shared_ptr<const GuardOptions> route);
 
-  // Awaits `handler` under the claim of `d` (action kExecute). When it
-  // throws, the key is released (on the pool when there is one) and the
-  // exception propagates to the caller, i.e. the server's error handling.
+  // Awaits `handler` under the claim of `d` (action kExecute). With the
+  // route's lock_renewal, a timer on the caller's executor renews the claim
+  // while `handler` runs (its store calls on the pool when there is one);
+  // nothing is scheduled otherwise. When `handler` throws, the key is
+  // released (on the pool when there is one) and the exception propagates
+  // to the caller, i.e. the server's error handling.
   template <typename R>
   net::awaitable<R> Execute(Decision& d, net::awaitable<R> handler) {
+    std::shared_ptr<RenewalTimer> renewal =
+        StartRenewal(d.claim, co_await net::this_coro::executor);
     std::exception_ptr error;
     std::optional<R> response;
     try {
@@ -116,6 +124,7 @@ class GuardCalls {
     } catch (...) {
       error = std::current_exception();
     }
+    StopRenewal(renewal.get());
     if (error) {
       co_await Abandon(d.claim);
       std::rethrow_exception(error);
@@ -141,6 +150,12 @@ class GuardCalls {
 
  private:
   GuardCalls(std::shared_ptr<Guard> guard, GuardCallOptions options);
+
+  // Execute's renewal timer (src/renewal_timer.h): null when the claim's
+  // route does not renew.
+  std::shared_ptr<RenewalTimer> StartRenewal(ClaimHandle& claim,
+                                             net::any_io_executor executor);
+  static void StopRenewal(RenewalTimer* renewal);
 
   // Runs `fn` (a store call) on the pool and resumes on the caller's
   // executor with its result, or with nullopt when no pool thread started

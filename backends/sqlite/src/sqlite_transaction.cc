@@ -1,0 +1,179 @@
+// Completing a record in the application's own transaction
+// (SqliteStore::CompleteInTransaction) and SqliteTransaction.
+//
+// The completion reads the row and then updates it WHERE id = ? AND token =
+// ? AND state = 1, as Complete does on the store's writer, but on the
+// caller's connection and inside its transaction: the fencing token is
+// checked by the UPDATE, so a takeover committed before it makes the UPDATE
+// change nothing (kClaimLost), and one that comes later waits for the
+// caller's write lock and then finds the record completed.
+//
+// Only the main database of the connection is accepted, and the table is
+// named main.idem_records: SQLite commits an ATTACHed database atomically
+// with the main one only in rollback-journal mode, never in WAL mode, which
+// the store uses; a TEMP table of the same name cannot stand in either.
+
+#include "idem/sqlite_transaction.h"
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include "idem/record_codec.h"
+#include "sqlite_connection.h"
+
+namespace idem {
+namespace {
+
+using sqlite_internal::BindBlob;
+using sqlite_internal::Boundary;
+using sqlite_internal::Prefix;
+
+constexpr const char* kSelectInTransaction =
+    "SELECT state, fingerprint, token, locked_until, expires_at, record "
+    "FROM main.idem_records WHERE id = ?1";
+constexpr const char* kCompleteInTransaction =
+    "UPDATE main.idem_records SET state = 2, record = ?3 "
+    "WHERE id = ?1 AND token = ?2 AND state = 1";
+
+// A statement prepared on the caller's connection, finalized with its scope.
+class Statement {
+ public:
+  ~Statement() { sqlite3_finalize(stmt_); }
+  sqlite3_stmt*& out() { return stmt_; }
+  sqlite3_stmt* get() const { return stmt_; }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+class Completion {
+ public:
+  Completion(const std::string& path, sqlite3* db) : db_(db) {
+    options_.path = path;
+  }
+
+  Error SqlError(const char* op, int rc) const {
+    return sqlite_internal::SqlError(options_, op, db_, rc);
+  }
+
+  Status CheckConnection() const {
+    if (db_ == nullptr) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       Prefix(options_.path) +
+                           "complete in transaction: no connection given");
+    }
+    if (sqlite3_get_autocommit(db_) != 0) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       Prefix(options_.path) +
+                           "complete in transaction: the connection has no "
+                           "transaction open (BEGIN IMMEDIATE first)");
+    }
+    const char* file = sqlite3_db_filename(db_, "main");
+    std::error_code ec;
+    if (file == nullptr || *file == '\0' ||
+        !std::filesystem::equivalent(file, options_.path, ec)) {
+      return MakeError(
+          ErrorCode::kInvalidArgument,
+          Prefix(options_.path) +
+              "complete in transaction: the connection's main database is '" +
+              std::string(file == nullptr ? "" : file) +
+              "', not the store's file; the record must be written in the "
+              "same file as the business rows (an ATTACHed database is not "
+              "atomic with the main one in WAL mode)");
+    }
+    return {};
+  }
+
+  Result<TransactionCompletion> Run(const RecordId& id, const Token& token,
+                                    const Response& stored) {
+    IDEM_RETURN_IF_ERROR(CheckConnection());
+    IDEM_ASSIGN_OR_RETURN(std::optional<Record> record, Select(id));
+    if (!record.has_value() || !record->HeldBy(token)) {
+      return TransactionCompletion::kClaimLost;
+    }
+    record->state = RecordState::kCompleted;
+    // Non-owning: `stored` outlives the encoding below.
+    record->response = std::shared_ptr<const Response>(
+        std::shared_ptr<const Response>(), &stored);
+    const std::string blob = EncodeRecord(*record);
+    Statement update;
+    int rc = sqlite3_prepare_v2(db_, kCompleteInTransaction, -1, &update.out(),
+                                nullptr);
+    if (rc != SQLITE_OK) return tl::unexpected(SqlError("complete", rc));
+    BindBlob(update.get(), 1, id.view());
+    BindBlob(update.get(), 2, token.view());
+    BindBlob(update.get(), 3, blob);
+    rc = sqlite3_step(update.get());
+    if (rc != SQLITE_DONE) return tl::unexpected(SqlError("complete", rc));
+    return sqlite3_changes(db_) == 1 ? TransactionCompletion::kStored
+                                     : TransactionCompletion::kClaimLost;
+  }
+
+ private:
+  Result<std::optional<Record>> Select(const RecordId& id) {
+    Statement select;
+    int rc = sqlite3_prepare_v2(db_, kSelectInTransaction, -1, &select.out(),
+                                nullptr);
+    if (rc != SQLITE_OK) return tl::unexpected(SqlError("complete", rc));
+    sqlite3_stmt* stmt = select.get();
+    BindBlob(stmt, 1, id.view());
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_DONE) return std::optional<Record>();
+    if (rc != SQLITE_ROW) return tl::unexpected(SqlError("complete", rc));
+    IDEM_ASSIGN_OR_RETURN(Record record, sqlite_internal::DecodeSelectedRow(
+                                             stmt, id, options_.path));
+    return std::optional<Record>(std::move(record));
+  }
+
+  SqliteStoreOptions options_;
+  sqlite3* const db_;
+};
+
+Status Exec(const std::string& path, sqlite3* db, const char* sql,
+            const char* op) {
+  if (db == nullptr) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     Prefix(path) + op + ": no connection given");
+  }
+  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+  if (rc == SQLITE_OK) return {};
+  SqliteStoreOptions options;
+  options.path = path;
+  Error e = sqlite_internal::SqlError(options, op, db, rc);
+  // "cannot start a transaction within a transaction" is the caller's.
+  if (rc == SQLITE_ERROR && sqlite3_get_autocommit(db) == 0) {
+    return MakeError(ErrorCode::kInvalidArgument, e.message());
+  }
+  return tl::unexpected(std::move(e));
+}
+
+}  // namespace
+
+Result<TransactionCompletion> SqliteStore::CompleteInTransaction(
+    sqlite3* db, const RecordId& id, const Token& token,
+    const Response& stored) {
+  return Boundary(path(), "complete in transaction", [&] {
+    return Completion(path(), db).Run(id, token, stored);
+  });
+}
+
+Status SqliteTransaction::Begin() {
+  return Exec(store_.path(), db_, "BEGIN IMMEDIATE", "begin");
+}
+
+Status SqliteTransaction::Commit() {
+  return Exec(store_.path(), db_, "COMMIT", "commit");
+}
+
+void SqliteTransaction::Rollback() {
+  if (db_ != nullptr && sqlite3_get_autocommit(db_) == 0) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+}
+
+}  // namespace idem

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# HTTP benchmark of exactly once: idem-demo's POST /transfers (a row in the
+# store's own database) with fresh keys, completing the record after the
+# business commit (as /orders does) and with --exactly-once (inside the
+# business transaction), on SQLite and, when PG_URL is set, PostgreSQL.
+# Interleaved over several rounds; prints a Markdown table of requests/s
+# and p50/p99 latency (medians) with exactly-once against the classic path
+# of the same store.
+#
+#   benchmarks/http/transfers_bench.sh [BUILD_DIR]   # default build/release
+#   PG_URL=postgresql://idem@127.0.0.1:5432/idem benchmarks/http/transfers_bench.sh
+#
+# Environment: PG_URL (a PostgreSQL server; its database gets a `transfers`
+# table and two idem tables), ROUNDS (3), DURATION (10s), THREADS (2),
+# CONNECTIONS (32), SERVER_THREADS (2), RESULTS_JSON (a file to write the
+# figures to as JSON, for benchmarks/report/make_report.py).
+# shellcheck disable=SC2154  # port_<name> are set by start(), by printf -v.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build/release}
+demo=$build/examples/demo/idem-demo
+here=benchmarks/http
+rounds=${ROUNDS:-3}
+duration=${DURATION:-10s}
+threads=${THREADS:-2}
+connections=${CONNECTIONS:-32}
+server_threads=${SERVER_THREADS:-2}
+[[ -x $demo ]] || { echo "transfers_bench.sh: no $demo; build idem-demo first" >&2; exit 1; }
+command -v wrk >/dev/null || { echo "transfers_bench.sh: wrk is not installed" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# shellcheck source=benchmarks/http/lib.sh
+source "$here/lib.sh"
+
+# Loads: <store>_classic and <store>_once, each on a store of its own.
+names=()
+start sqlite_classic --store "sqlite:$tmp/classic.db"
+start sqlite_once --store "sqlite:$tmp/once.db" --exactly-once
+names+=(sqlite_classic sqlite_once)
+if [[ -n ${PG_URL:-} ]]; then
+  tables="bench_tx_$$"
+  start postgres_classic --store "$PG_URL?table=${tables}_classic&connect_timeout_s=30"
+  start postgres_once --store "$PG_URL?table=${tables}_once&connect_timeout_s=30" --exactly-once
+  names+=(postgres_classic postgres_once)
+fi
+
+run() {  # name, round
+  local port_var=port_$1
+  IDEM_BENCH_PATH=/transfers wrk_row "$1" "${!port_var}" fresh_keys.lua "$2"
+}
+
+for round in $(seq "$rounds"); do
+  for name in "${names[@]}"; do run "$name" "$round"; done
+done
+
+echo "| load | requests/s | p50 (ms) | p99 (ms) | vs classic (req/s) | p99 vs classic | non-2xx |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+for name in "${names[@]}"; do
+  classic=${name%_*}_classic
+  errors=$(awk -v n="$name" '$1 == n {s += $5} END {print s + 0}' "$tmp/results")
+  awk -v n="$name" -v r="$(median "$name" 2)" -v a="$(median "$name" 3)" -v b="$(median "$name" 4)" \
+    -v cr="$(median "$classic" 2)" -v cp="$(median "$classic" 4)" -v e="$errors" \
+    'BEGIN { printf "| %s | %.0f | %.2f | %.2f | %.0f%% | %.2fx | %d |\n", n, r, a / 1000, b / 1000, 100 * r / cr, b / cp, e }'
+done
+echo
+echo "POST /transfers, fresh keys: wrk -t$threads -c$connections -d$duration --latency, $rounds rounds (medians), idem-demo --threads $server_threads, $(nproc) cores"
+echo "raw:"
+sort "$tmp/results" | sed 's/^/  /'
+
+if [[ -n ${RESULTS_JSON:-} ]]; then
+  {
+    printf '{\n  "config": {"wrk_threads": %d, "connections": %d, "duration": "%s", "rounds": %d, "server_threads": %d, "cores": %d},\n' \
+      "$threads" "$connections" "$duration" "$rounds" "$server_threads" "$(nproc)"
+    printf '  "loads": [\n'
+    first=1
+    for name in "${names[@]}"; do
+      ((first)) || printf ',\n'
+      first=0
+      errors=$(awk -v n="$name" '$1 == n {s += $5} END {print s + 0}' "$tmp/results")
+      printf '    {"name": "%s", "requests_per_s": %s, "p50_us": %s, "p99_us": %s, "non2xx": %d}' \
+        "$name" "$(median "$name" 2)" "$(median "$name" 3)" "$(median "$name" 4)" "$errors"
+    done
+    printf '\n  ]\n}\n'
+  } >"$RESULTS_JSON"
+fi

@@ -1,0 +1,117 @@
+// Exactly once with a SQL store: the handler's business change and the
+// completion of its idempotency record in one transaction of the
+// application's own connection, so that both happen or neither does
+// (docs/GUIDE.md, "Exactly once").
+//
+// The claim stays outside that transaction (a concurrent duplicate must see
+// it at once); only the completion joins it. The stores' calls
+// (SqliteStore::CompleteInTransaction, PostgresStore::CompleteInTransaction)
+// return a TransactionCompletion; sql::RunInTransaction is the blocking
+// helper that begins, runs the handler's work, completes, commits or rolls
+// back, and tells the ClaimHandle, over a store's transaction type
+// (SqliteTransaction in idem/sqlite_transaction.h, PostgresTransaction in
+// idem/postgres_transaction.h).
+//
+// Thread-safety: as the connection the transaction runs on (one thread at a
+// time).
+
+#ifndef IDEM_SQL_TRANSACTION_H_
+#define IDEM_SQL_TRANSACTION_H_
+
+#include <exception>
+#include <optional>
+#include <utility>
+
+#include "idem/error.h"
+#include "idem/guard.h"
+#include "idem/problem.h"
+#include "idem/response.h"
+
+namespace idem {
+
+// What completing a claim inside the caller's transaction did.
+enum class TransactionCompletion {
+  // The record is completed in the caller's transaction: it becomes visible
+  // when, and only if, that transaction commits.
+  kStored,
+  // The claim is no longer the caller's: its lock timed out and another
+  // request took the key over (or it was released, revoked, purged, or
+  // completed already). Nothing was written; the caller must roll back,
+  // since the other request is doing the same work.
+  kClaimLost,
+};
+
+namespace sql {
+
+// The answer RunInTransaction gives when the claim was lost: 409
+// idempotency_request_in_progress with Retry-After 1 (a retry replays the
+// request that took the key over, once it finished). Nothing was changed.
+inline Response ClaimLostResponse() {
+  Problem problem;
+  problem.status = 409;
+  problem.code = problem_code::kInProgress;
+  problem.detail =
+      "Another request took this idempotency key over while this one ran; "
+      "nothing was changed. Retry to get that request's response.";
+  problem.retry_after = std::chrono::seconds(1);
+  return MakeProblemResponse(problem);
+}
+
+// Runs `work(tx)` (returning Response) in one transaction of `tx`, and
+// completes `claim`'s record in that transaction when the Guard would store
+// the response (ClaimHandle::StorableResponse):
+//   1. tx.Begin(); an error is returned, nothing ran.
+//   2. response = work(tx). If it throws: tx.Rollback() and the exception
+//      propagates (the Guard releases the key).
+//   3. Storable and the claim active: tx.Complete(claim, stored).
+//      kClaimLost: tx.Rollback(), the claim is told
+//      (MarkClaimLostInTransaction) and ClaimLostResponse() is returned. An
+//      error: tx.Rollback() and the error is returned.
+//   4. tx.Commit(). An error: tx.Rollback() and the error is returned (the
+//      claim is finished as usual then: a commit whose outcome is unknown
+//      leaves either a completed record or one the Guard releases).
+//   5. Completed in the transaction: claim.MarkCommittedInTransaction(), so
+//      that Finish makes no store call. Returns the response.
+// A response the Guard would not store (a status not stored, a body over
+// max_stored_response), or an inactive claim (the request runs
+// unprotected), commits the work alone, and Finish then does what it always
+// does. The work rolls back by throwing.
+//
+// `Tx` provides: Status Begin(); Status Commit(); void Rollback() (never
+// throws, best effort); Result<TransactionCompletion> Complete(const
+// ClaimHandle&, const Response& stored).
+template <typename Tx, typename Work>
+Result<Response> RunInTransaction(Tx& tx, ClaimHandle& claim, Work&& work) {
+  IDEM_RETURN_IF_ERROR(tx.Begin());
+  std::optional<Response> response;
+  try {
+    response.emplace(work(tx));
+  } catch (...) {
+    tx.Rollback();
+    throw;
+  }
+  const std::optional<Response> stored = claim.StorableResponse(*response);
+  if (stored.has_value()) {
+    auto completed = tx.Complete(claim, *stored);
+    if (!completed) {
+      tx.Rollback();
+      return tl::unexpected(std::move(completed).error());
+    }
+    if (*completed == TransactionCompletion::kClaimLost) {
+      tx.Rollback();
+      claim.MarkClaimLostInTransaction();
+      return ClaimLostResponse();
+    }
+  }
+  if (auto committed = tx.Commit(); !committed) {
+    tx.Rollback();
+    return tl::unexpected(std::move(committed).error());
+  }
+  if (stored.has_value()) claim.MarkCommittedInTransaction();
+  return std::move(*response);
+}
+
+}  // namespace sql
+}  // namespace idem
+
+#endif  // IDEM_SQL_TRANSACTION_H_

@@ -1,0 +1,176 @@
+#include "renewal.h"
+
+#include <chrono>
+#include <utility>
+
+#include "idem/guard.h"
+
+namespace idem {
+
+// ---------------------------------------------------------------------------
+// ClaimLease
+
+ClaimLease::ClaimLease(Guard& guard, const RecordId& id, const Token& token,
+                       Duration lock_timeout, Duration interval)
+    : guard_(guard),
+      id_(id),
+      token_(token),
+      lock_timeout_(lock_timeout),
+      interval_(interval) {}
+
+RenewResult ClaimLease::Renew() {
+  if (ended()) return RenewResult::kEnded;
+  if (lost_.load(std::memory_order_acquire)) return RenewResult::kLost;
+  const TimePoint now = guard_.clock().Now();
+  const auto start = std::chrono::steady_clock::now();
+  Result<bool> extended =
+      guard_.store().ExtendLock(id_, token_, now, lock_timeout_);
+  RenewalEvent event;
+  event.record_id = id_;
+  event.store_latency = std::chrono::steady_clock::now() - start;
+  // Finish (or Abandon, Forget) ended the lease while the call ran: a false
+  // is the completed or released record, not a lost claim, and a renewal
+  // after the end is no news to anyone.
+  if (ended()) return RenewResult::kEnded;
+  const std::string record = ", record " + id_.ToHex().substr(0, 16);
+  RenewResult result;
+  if (!extended) {
+    // The lock may still hold (it was renewed before, or lock_timeout has not
+    // passed); the next renewal tries again, so the claim is kept.
+    event.store_failed = true;
+    result = RenewResult::kStoreFailed;
+    detail::GuardRenewal::Log(guard_, LogLevel::kError,
+                              "renewing a lock failed (" +
+                                  extended.error().ToString() +
+                                  "); the claim is kept and renewed again "
+                                  "later" +
+                                  record);
+  } else if (*extended) {
+    event.renewed = true;
+    result = RenewResult::kRenewed;
+  } else {
+    event.lost = true;
+    result = RenewResult::kLost;
+    lost_.store(true, std::memory_order_release);
+    guard_.metrics().Count(Outcome::kRenewalLost);
+    detail::GuardRenewal::Log(
+        guard_, LogLevel::kWarning,
+        "lock renewal found the claim lost (the lock timed out and another "
+        "request took the key over, or the record was revoked); the "
+        "handler's response will not be stored" +
+            record);
+  }
+  detail::GuardRenewal::Notify(guard_, event);
+  return result;
+}
+
+std::shared_ptr<ClaimLease> ClaimHandle::lease() {
+  if (lock_renewal() <= Duration::zero()) return nullptr;
+  if (!lease_) {
+    lease_ = std::make_shared<ClaimLease>(
+        *guard_, id_, token_, options_->lock_timeout, options_->lock_renewal);
+  }
+  return lease_;
+}
+
+namespace detail {
+
+// ---------------------------------------------------------------------------
+// RenewWhileRunning
+
+RenewWhileRunning::RenewWhileRunning(Guard& guard, ClaimHandle& claim) {
+  // The common case, renewal off: not even the lease is made.
+  if (claim.lock_renewal() <= Duration::zero()) return;
+  renewer_ = &GuardRenewal::RenewerOf(guard);
+  ticket_ = renewer_->Add(claim.lease());
+}
+
+RenewWhileRunning::~RenewWhileRunning() {
+  if (renewer_ != nullptr) renewer_->Remove(ticket_);
+}
+
+// ---------------------------------------------------------------------------
+// Renewer
+
+Renewer& GuardRenewal::RenewerOf(Guard& guard) {
+  std::call_once(guard.renewer_once_, [&] {
+    guard.renewer_ = std::make_shared<Renewer>(guard.clock());
+  });
+  return *guard.renewer_;
+}
+
+Renewer::Renewer(Clock& clock)
+    : clock_(clock), waiter_(clock.NewWaiter()), thread_([this] { Loop(); }) {}
+
+Renewer::~Renewer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  waiter_->Wake();
+  thread_.join();
+}
+
+std::uint64_t Renewer::Add(std::shared_ptr<ClaimLease> lease) {
+  std::uint64_t ticket;
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ticket = next_ticket_++;
+    const TimePoint due = clock_.Now() + lease->interval();
+    entries_.emplace(ticket, Entry{std::move(lease), due});
+    // Only a lease due before the time the thread waits for needs it awake:
+    // with one interval for every route that is the first lease after an
+    // idle spell, not one wake-up per request.
+    wake = due < waiting_until_;
+    if (wake) waiting_until_ = due;
+  }
+  if (wake) waiter_->Wake();
+  return ticket;
+}
+
+void Renewer::Remove(std::uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A renewal of it in flight ends on its own: the lease is ended by then
+  // (Finish, Abandon) or its result is ignored.
+  entries_.erase(ticket);
+}
+
+void Renewer::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    const TimePoint now = clock_.Now();
+    // Linear: one entry per handler running under Run or RunOnce right now.
+    auto next = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (next == entries_.end() || it->second.due < next->second.due) {
+        next = it;
+      }
+    }
+    if (next != entries_.end() && next->second.due <= now) {
+      const std::uint64_t ticket = next->first;
+      std::shared_ptr<ClaimLease> lease = next->second.lease;
+      // The next renewal is one interval after this one starts, so a slow
+      // store call does not push the lock closer to its timeout.
+      next->second.due = now + lease->interval();
+      lock.unlock();
+      const RenewResult result = lease->Renew();
+      lock.lock();
+      if (result == RenewResult::kLost || result == RenewResult::kEnded) {
+        entries_.erase(ticket);
+      }
+      continue;
+    }
+    waiting_until_ =
+        next != entries_.end() ? next->second.due : TimePoint::max();
+    const TimePoint deadline = waiting_until_;
+    lock.unlock();
+    waiter_->WaitUntil(deadline);
+    lock.lock();
+    // Awake: an Add must not count on the wait above any more.
+    waiting_until_ = TimePoint::min();
+  }
+}
+
+}  // namespace detail
+}  // namespace idem

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# The package stage of scripts/test.sh: makes the .deb packages of a built
+# tree (cpack), checks what each holds and depends on, and builds and runs
+# tests/install_consumer against them the way a user would, once per store
+# with CMake's find_package and once with pkg-config, each time on a scratch
+# root holding only libidem-dev and that store's package (dpkg -x: no root
+# needed, nothing installed on the machine).
+#
+#   scripts/packages.sh BUILD_DIR WORK_DIR
+#
+# BUILD_DIR: a configured and built tree (build/main). WORK_DIR: scratch
+# roots and one consumer build tree per store, reused between runs.
+# Environment: IDEM_TEST_POSTGRES_URI and IDEM_TEST_REDIS_URI, the servers
+# the postgres and redis consumers run against; without one that consumer
+# is built but not run, and under CI (CI set) that fails the stage.
+set -euo pipefail
+build=$(realpath "$1")
+mkdir -p "$2"
+work=$(realpath "$2")
+root=$(realpath "$(dirname "$0")/..")
+consumer_src=$root/tests/install_consumer
+fail() { echo "packages.sh: $*" >&2; exit 1; }
+
+# 1. The packages.
+rm -rf "$build/packages"
+(cd "$build" && cpack -G DEB >"$work/cpack.log" 2>&1) || { cat "$work/cpack.log"; fail "cpack failed"; }
+declare -A deb=()  # package name -> .deb file
+for f in "$build"/packages/*.deb; do
+  deb[$(dpkg-deb -f "$f" Package)]=$f
+done
+version=$(dpkg-deb -f "${deb[libidem-dev]:?no libidem-dev package}" Version)
+
+# The packages this build must have made: one per store and adapter it
+# built, idem-demo with the Beast adapter, idemctl when it is built.
+expected=(libidem-dev libidem-stores-dev)
+built() { [[ -n $(find "$build" -name "$1" -type f -print -quit) ]]; }
+for part in rocksdb sqlite postgres redis asio beast restinio; do
+  if built "libidem_$part.a"; then expected+=("libidem-$part-dev"); fi
+done
+if built idem-demo; then expected+=(idem-demo); fi
+if built idemctl; then expected+=(idemctl); fi
+made=$(printf '%s ' "${!deb[@]}" | tr ' ' '\n' | sort | xargs)
+wanted=$(printf '%s ' "${expected[@]}" | tr ' ' '\n' | sort | xargs)
+[[ $made == "$wanted" ]] || fail "packages made: $made; expected: $wanted"
+
+# 2. What each package holds: every file in one package only (a store's
+# package does not carry core headers again), and the files a user needs
+# where they belong.
+listing=$work/listing
+: >"$listing"
+for p in "${!deb[@]}"; do
+  dpkg-deb -c "${deb[$p]}" | awk -v p="$p" '$1 !~ /^d/ {sub(/^\.\//, "", $6); print p, $6}' >>"$listing"
+done
+! grep -E ' usr/include/.*\.in$' "$listing" || fail "header templates (*.in) packaged"
+dups=$(awk '{print $2}' "$listing" | sort | uniq -d)
+[[ -z $dups ]] || fail "files in more than one package: $dups"
+holds() {  # package, path...
+  local p=$1; shift
+  for path in "$@"; do
+    grep -qxF "$p $path" "$listing" || fail "$p does not hold $path"
+  done
+}
+lib=usr/lib cmake=usr/lib/cmake/idem pc=usr/lib/pkgconfig
+holds libidem-dev usr/include/idem/guard.h usr/include/idem/version.h usr/include/idem/memory_store.h \
+  $lib/libidem_core.a $lib/libidem_memory.a \
+  $cmake/idemConfig.cmake $cmake/idemConfigVersion.cmake $cmake/idem-core-targets.cmake $cmake/idem-memory-targets.cmake \
+  $pc/idem.pc $pc/idem-memory.pc
+holds libidem-stores-dev usr/include/idem/open_store.h $lib/libidem_stores.a $cmake/idem-stores-targets.cmake $pc/idem-stores.pc
+for store in rocksdb sqlite postgres redis; do
+  [[ -n ${deb[libidem-$store-dev]:-} ]] || continue
+  holds "libidem-$store-dev" "usr/include/idem/${store}_store.h" "$lib/libidem_$store.a" \
+    "$cmake/idem-$store-targets.cmake" "$pc/idem-$store.pc"
+  [[ $(grep -c "^libidem-$store-dev usr/include/" "$listing") == 1 ]] || fail "libidem-$store-dev holds other headers than its own"
+done
+[[ -z ${deb[idem-demo]:-} ]] || holds idem-demo usr/bin/idem-demo
+[[ -z ${deb[idemctl]:-} ]] || holds idemctl usr/bin/idemctl
+
+# 3. Each package's synopsis and version, and what it depends on: libidem-dev at this very version for
+# every other library package, and every other dependency a Debian package
+# installed here at a version that satisfies it (so the names are right:
+# scripts/deps.sh installs them all).
+for p in "${!deb[@]}"; do
+  synopsis=$(dpkg-deb -f "${deb[$p]}" Description | sed -n 1p)
+  [[ -n $synopsis && $synopsis != *"built using CMake"* ]] || fail "$p: no synopsis of its own: $synopsis"
+  [[ $(dpkg-deb -f "${deb[$p]}" Version) == "$version" ]] || fail "$p: another version than libidem-dev's $version"
+  depends=$(dpkg-deb -f "${deb[$p]}" Depends)
+  if [[ $p == libidem-*-dev ]]; then
+    [[ ", $depends," == *", libidem-dev (= $version),"* ]] || fail "$p: Depends lacks libidem-dev (= $version): $depends"
+  fi
+  [[ $p != idem-demo && $p != idemctl ]] || [[ $depends == *libc6* ]] || fail "$p: no shared library dependencies (dpkg-shlibdeps): $depends"
+  IFS=',' read -ra clauses <<<"$depends"
+  for clause in "${clauses[@]}"; do
+    satisfied=
+    IFS='|' read -ra alternatives <<<"$clause"
+    for alt in "${alternatives[@]}"; do
+      read -r name op want <<<"$(echo "$alt" | tr -d '()')"
+      [[ $name == libidem-* ]] && { satisfied=1; break; }
+      have=$(dpkg-query -W -f='${Version}' "$name" 2>/dev/null) || continue
+      [[ -z $op ]] || dpkg --compare-versions "$have" "$op" "$want" || continue
+      satisfied=1; break
+    done
+    [[ -n $satisfied ]] || fail "$p: dependency '$clause' is not an installed Debian package here"
+  done
+done
+
+# 4. The programs run from their unpacked packages (their shared libraries
+# are the Debian ones their Depends name).
+for p in idem-demo idemctl; do
+  [[ -n ${deb[$p]:-} ]] || continue
+  rm -rf "$work/root-$p"
+  dpkg -x "${deb[$p]}" "$work/root-$p"
+  "$work/root-$p/usr/bin/$p" --help >"$work/$p-help.log" 2>&1 || { cat "$work/$p-help.log"; fail "$p --help fails when unpacked"; }
+done
+
+# 5. The consumer against each store's packages.
+run_uri() {  # store -> the URI its consumer opens ("" = no server)
+  case $1 in
+    memory) echo "memory:?capacity=10" ;;
+    rocksdb) echo "rocksdb:$work/data/rocksdb" ;;
+    sqlite) echo "sqlite:$work/data/consumer.db" ;;
+    postgres) echo "${IDEM_TEST_POSTGRES_URI:-}" ;;
+    redis) echo "${IDEM_TEST_REDIS_URI:-}" ;;
+  esac
+}
+results=()
+for store in memory rocksdb sqlite postgres redis; do
+  packages=(libidem-dev)
+  if [[ $store != memory ]]; then
+    [[ -n ${deb[libidem-$store-dev]:-} ]] || continue
+    packages+=("libidem-$store-dev")
+  fi
+  scratch=$work/root-$store out=$work/consumer-$store
+  rm -rf "$scratch" "$work/data"
+  mkdir -p "$scratch" "$out" "$work/data"
+  for p in "${packages[@]}"; do dpkg -x "${deb[$p]}" "$scratch"; done
+  # CMake: the installed package config, component $store.
+  cmake -S "$consumer_src" -B "$out/cmake" -DCMAKE_PREFIX_PATH="$scratch/usr" \
+    -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON -DCMAKE_CXX_COMPILER_LAUNCHER="$(command -v ccache || true)" \
+    -DIDEM_CONSUMER_STORE=$store >"$out/cmake.log" 2>&1 || { cat "$out/cmake.log"; fail "$store: find_package(idem COMPONENTS $store) failed"; }
+  grep -q "$scratch/usr/lib/cmake/idem" "$out/cmake/CMakeCache.txt" || fail "$store: CMake found another idem than the unpacked one"
+  cmake --build "$out/cmake" >"$out/build.log" 2>&1 || { cat "$out/build.log"; fail "$store: the CMake consumer does not build"; }
+  # pkg-config: the store's module (memory's is idem-memory), which
+  # requires idem; a plain --libs is a complete link line.
+  export PKG_CONFIG_PATH=$scratch/usr/lib/pkgconfig
+  pkg-config --cflags --libs idem >/dev/null || fail "pkg-config idem fails on the unpacked tree"
+  flags=$(pkg-config --cflags --libs "idem-$store") || fail "pkg-config idem-$store fails on the unpacked tree"
+  [[ $flags == *"-I$scratch/usr/lib/pkgconfig/../../include"* ]] || fail "pkg-config idem-$store: not the unpacked tree: $flags"
+  # shellcheck disable=SC2086  # $flags is a list of flags.
+  $(command -v ccache || true) g++ -std=c++20 -DIDEM_CONSUMER_${store^^}=1 -o "$out/consumer-pkg-config" "$consumer_src/main.cc" $flags ||
+    fail "$store: the pkg-config consumer does not build"
+  unset PKG_CONFIG_PATH
+  if [[ $store == memory && -n ${deb[libidem-sqlite-dev]:-} ]]; then
+    # libidem-dev alone: a store's component is missing, and says so.
+    if cmake -S "$consumer_src" -B "$work/consumer-missing" -DCMAKE_PREFIX_PATH="$scratch/usr" \
+      -DIDEM_CONSUMER_STORE=sqlite >"$work/consumer-missing.log" 2>&1; then
+      fail "find_package(idem COMPONENTS sqlite) succeeds without libidem-sqlite-dev"
+    fi
+    grep -q "idem component sqlite is not installed" "$work/consumer-missing.log" ||
+      { cat "$work/consumer-missing.log"; fail "find_package(idem COMPONENTS sqlite) without its package: no clear message"; }
+  fi
+  uri=$(run_uri "$store")
+  if [[ -z $uri ]]; then
+    [[ -z ${CI:-} ]] || fail "$store: no server to run the consumer against (CI is set)"
+    results+=("$store: built with find_package and pkg-config (not run: no server)")
+    continue
+  fi
+  "$out/cmake/consumer" "$uri" >/dev/null || fail "$store: the CMake consumer failed on $store"
+  "$out/consumer-pkg-config" "$uri" >/dev/null || fail "$store: the pkg-config consumer failed on $store"
+  results+=("$store: find_package and pkg-config consumers ran")
+done
+echo "packages.sh: ${#deb[@]} packages of idem $version checked (files, Depends); $(printf '%s; ' "${results[@]}" | sed 's/; $//')"

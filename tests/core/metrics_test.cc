@@ -1,0 +1,80 @@
+// Metrics' histograms as Prometheus text: where an observation lands, the
+// cumulative buckets, the sum and count, and which outcomes have a request
+// histogram (the step outcomes only).
+
+#include "idem/metrics.h"
+
+#include <chrono>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace idem {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string Line(std::string_view outcome, std::string_view le,
+                 std::uint64_t value) {
+  return "idem_request_duration_seconds_bucket{outcome=\"" +
+         std::string(outcome) + "\",le=\"" + std::string(le) + "\"} " +
+         std::to_string(value) + "\n";
+}
+
+TEST(MetricsTest, RequestLatencyLandsInItsBucketCumulatively) {
+  Metrics m;
+  m.ObserveRequest(Outcome::kReplayed, microseconds(300));  // le=0.0005
+  m.ObserveRequest(Outcome::kReplayed, milliseconds(3));    // le=0.005
+  m.ObserveRequest(Outcome::kReplayed, milliseconds(20));   // le=0.05
+  const std::string text = m.RenderPrometheus();
+  EXPECT_THAT(text, HasSubstr(Line("replayed", "0.0001", 0)));
+  EXPECT_THAT(text, HasSubstr(Line("replayed", "0.0005", 1)));
+  EXPECT_THAT(text, HasSubstr(Line("replayed", "0.0025", 1)));
+  EXPECT_THAT(text, HasSubstr(Line("replayed", "0.005", 2)));
+  EXPECT_THAT(text, HasSubstr(Line("replayed", "0.05", 3)));
+  EXPECT_THAT(text, HasSubstr(Line("replayed", "+Inf", 3)));
+  EXPECT_THAT(text, HasSubstr("idem_request_duration_seconds_sum{outcome="
+                              "\"replayed\"} 0.023300000\n"));
+  EXPECT_THAT(text, HasSubstr("idem_request_duration_seconds_count{outcome="
+                              "\"replayed\"} 3\n"));
+  EXPECT_EQ(m.RequestLatencyCount(Outcome::kReplayed), 3u);
+  // Other outcomes are rendered, empty.
+  EXPECT_THAT(text, HasSubstr(Line("executed", "+Inf", 0)));
+}
+
+TEST(MetricsTest, RequestHistogramsUseTheStoreHistogramsBuckets) {
+  Metrics m;
+  const std::string text = m.RenderPrometheus();
+  for (double bound : Metrics::kLatencyBuckets) {
+    char le[32];
+    std::snprintf(le, sizeof le, "%g", bound);
+    EXPECT_THAT(text, HasSubstr(Line("executed", le, 0)));
+    EXPECT_THAT(text, HasSubstr("idem_store_operation_duration_seconds_bucket{"
+                                "operation=\"claim\",le=\"" +
+                                std::string(le) + "\"} 0\n"));
+  }
+}
+
+TEST(MetricsTest, FollowUpsHaveNoRequestHistogram) {
+  Metrics m;
+  m.ObserveRequest(Outcome::kReleased, milliseconds(1));
+  m.ObserveRequest(Outcome::kRenewalLost, milliseconds(1));
+  EXPECT_EQ(m.RequestLatencyCount(Outcome::kReleased), 0u);
+  const std::string text = m.RenderPrometheus();
+  EXPECT_THAT(text, Not(HasSubstr("outcome=\"released\",le=")));
+  EXPECT_THAT(text, Not(HasSubstr("outcome=\"takeover\",le=")));
+  // Every step outcome has one.
+  for (int i = 0; i <= static_cast<int>(kLastStepOutcome); ++i) {
+    EXPECT_THAT(text,
+                HasSubstr("idem_request_duration_seconds_count{outcome=\"" +
+                          std::string(OutcomeName(static_cast<Outcome>(i))) +
+                          "\"} 0\n"));
+  }
+}
+
+}  // namespace
+}  // namespace idem
