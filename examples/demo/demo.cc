@@ -125,6 +125,27 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
       options.instance, [g] { return g->metrics().RenderPrometheus(); });
   DemoApp* app = demo->app_.get();
 
+  // The demo does no authentication: the bearer token's text is the scope.
+  const beast::ScopeResolver beast_scope =
+      [](const beast::RequestHeader& header) -> std::optional<std::string> {
+    auto it = header.find(boost::beast::http::field::authorization);
+    if (it == header.end()) return std::nullopt;
+    return BearerScope(beast::ToStd(it->value()));
+  };
+  // POST /transfers and GET /transfers/count, on either server: not behind
+  // the adapter (Guard::Run on a pool of their own).
+  Transfers::Options transfer_options;
+  transfer_options.instance = options.instance;
+  transfer_options.exactly_once = options.exactly_once;
+  transfer_options.scope = beast_scope;
+  transfer_options.count_run = [app] { app->CountHandlerRun(); };
+  transfer_options.log = log;
+  auto transfers = Transfers::Create(demo->guard_, options.store_uri,
+                                     std::move(transfer_options), sql_store);
+  if (!transfers) return tl::unexpected(transfers.error());
+  demo->transfers_ = std::move(*transfers);
+  Transfers* t = demo->transfers_.get();
+
 #if IDEM_DEMO_WITH_RESTINIO
   if (options.http == HttpFramework::kRestinio) {
     restinio::IdempotentHandlerOptions restinio_handler_options;
@@ -145,14 +166,18 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
         std::move(restinio_handler_options));
     if (!handler) return tl::unexpected(handler.error());
     demo->restinio_handler_ = std::move(*handler);
-    if (auto ok = demo->restinio_handler_->Protect(
-            ::restinio::http_method_post(), "/orders",
-            [app](restinio::RequestHandle r) {
-              return RestinioServer::Serve(app, std::move(r));
-            });
-        !ok) {
-      return tl::unexpected(ok.error());
+    // Both with the guard's options: the same protection, one id space.
+    for (const char* path : {"/orders", "/payments"}) {
+      if (auto ok = demo->restinio_handler_->Protect(
+              ::restinio::http_method_post(), path,
+              [app](restinio::RequestHandle r) {
+                return RestinioServer::Serve(app, std::move(r));
+              });
+          !ok) {
+        return tl::unexpected(ok.error());
+      }
     }
+    demo->restinio_server_->set_transfers(t);
     demo->restinio_server_->set_body_limit(
         demo->restinio_handler_->BodyLimit());
     return demo;
@@ -163,23 +188,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   handler_options.store_threads = options.store_threads;
   handler_options.store_calls = options.store_calls;
   handler_options.log = log;
-  // The demo does no authentication: the bearer token's text is the scope.
-  handler_options.scope =
-      [](const beast::RequestHeader& header) -> std::optional<std::string> {
-    auto it = header.find(boost::beast::http::field::authorization);
-    if (it == header.end()) return std::nullopt;
-    return BearerScope(beast::ToStd(it->value()));
-  };
-  Transfers::Options transfer_options;
-  transfer_options.instance = options.instance;
-  transfer_options.exactly_once = options.exactly_once;
-  transfer_options.scope = handler_options.scope;
-  transfer_options.count_run = [app] { app->CountHandlerRun(); };
-  transfer_options.log = log;
-  auto transfers = Transfers::Create(demo->guard_, options.store_uri,
-                                     std::move(transfer_options), sql_store);
-  if (!transfers) return tl::unexpected(transfers.error());
-  demo->transfers_ = std::move(*transfers);
+  handler_options.scope = beast_scope;
   auto handler = beast::IdempotentHandler::Create(
       demo->guard_,
       [app](beast::Request r) { return app->Handle(std::move(r)); },
@@ -203,7 +212,6 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
     return h->TooLarge(header);
   };
   server_options.body_limit = h->BodyLimit(beast::RequestHeader());
-  Transfers* t = demo->transfers_.get();
   demo->server_ = std::make_unique<HttpServer>(
       server_options,
       [h, t](beast::Request r) {

@@ -46,6 +46,16 @@ boost::asio::awaitable<idem::Response> RestinioServer::Serve(
   co_return beast::FromBeast(co_await app->Handle(ToBeastRequest(*request)));
 }
 
+boost::asio::awaitable<idem::Response> RestinioServer::ServeRest(
+    DemoApp* app, Transfers* transfers, idem::restinio::RequestHandle request) {
+  beast::Request converted = ToBeastRequest(*request);
+  if (transfers != nullptr && Transfers::Matches(converted)) {
+    co_return beast::FromBeast(
+        co_await transfers->Handle(std::move(converted)));
+  }
+  co_return beast::FromBeast(co_await app->Handle(std::move(converted)));
+}
+
 RestinioServer::RestinioServer(RestinioServerOptions options, DemoApp* app)
     : options_(std::move(options)), app_(app) {}
 
@@ -55,12 +65,12 @@ RestinioServer::~RestinioServer() {
 }
 
 Status RestinioServer::Start(restinio::IdempotentHandler* idem) {
-  // Whatever idem did not answer: DemoApp, as a coroutine on the I/O
-  // context, answering from there.
-  auto rest = [app = app_,
+  // Whatever idem did not answer: /transfers (set_transfers) or DemoApp,
+  // as a coroutine on the I/O context, answering from there.
+  auto rest = [app = app_, transfers = transfers_,
                &ioc = ioc_](const idem::restinio::RequestHandle& request) {
     boost::asio::co_spawn(
-        ioc, Serve(app, request),
+        ioc, ServeRest(app, transfers, request),
         [request](std::exception_ptr error, idem::Response response) {
           if (!error) {
             idem::restinio::Send(*request, response);

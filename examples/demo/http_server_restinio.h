@@ -36,6 +36,7 @@
 #include "demo_app.h"
 #include "idem/error.h"
 #include "idem/restinio/idempotent_handler.h"
+#include "transfers.h"
 
 namespace idem::demo {
 
@@ -71,6 +72,11 @@ class RestinioServer {
   // RestinioServerOptions::body_limit, before Start.
   void set_body_limit(std::uint64_t limit) { options_.body_limit = limit; }
 
+  // POST /transfers and GET /transfers/count (Transfers::Matches) go to
+  // `transfers` (which must outlive the server) rather than DemoApp, as on
+  // the Beast server. Before Start. Default: none.
+  void set_transfers(Transfers* transfers) { transfers_ = transfers; }
+
   // The I/O context the server runs on (the adapter's executor).
   boost::asio::io_context& io_context() { return ioc_; }
 
@@ -90,16 +96,21 @@ class RestinioServer {
   // Blocks until every server thread has returned (after Shutdown).
   void Wait();
 
-  // DemoApp behind RESTinio: the chain's handler for whatever idem did not
-  // answer, and the protected routes' handler.
+  // DemoApp behind RESTinio: the protected routes' handler.
   static boost::asio::awaitable<idem::Response> Serve(
       DemoApp* app, idem::restinio::RequestHandle request);
 
  private:
   struct Impl;
 
+  // The chain's handler for whatever idem did not answer.
+  static boost::asio::awaitable<idem::Response> ServeRest(
+      DemoApp* app, Transfers* transfers,
+      idem::restinio::RequestHandle request);
+
   RestinioServerOptions options_;
   DemoApp* app_;
+  Transfers* transfers_ = nullptr;
   boost::asio::io_context ioc_;
   std::optional<
       boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>

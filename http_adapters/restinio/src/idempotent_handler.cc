@@ -42,6 +42,18 @@ void SendHandlerFailed(::restinio::request_t& request) {
               /*close=*/true);
 }
 
+// A 413 when `request`'s body is over `limit`, the server's default limit.
+bool TooLargeForServer(::restinio::request_t& request, std::uint64_t limit) {
+  // RESTinio's own limit is the largest a protected route accepts; the
+  // rest keep the default.
+  if (request.body().size() <= limit) return false;
+  SendProblem(request, 413, problem_code::kRequestTooLarge,
+              "The request body is larger than the " + std::to_string(limit) +
+                  " bytes this server accepts.",
+              /*close=*/true);
+  return true;
+}
+
 // Framing and credentials (idem/asio/request_checks.h): true when `request`
 // was answered 400 with Connection: close. RESTinio's parser has already
 // framed the body its way; closing keeps what followed from being read as
@@ -133,16 +145,8 @@ ChainHandlerFn IdempotentHandler::ChainHandler() {
     if (Rejected(*request, HeaderViews(*request))) {
       return ::restinio::request_accepted();
     }
-    // RESTinio's own limit is the largest a protected route accepts; the
-    // rest keep the default.
-    if (request->body().size() > options_.default_body_limit) {
-      SendProblem(*request, 413, problem_code::kRequestTooLarge,
-                  "The request body is larger than the " +
-                      std::to_string(options_.default_body_limit) +
-                      " bytes this server accepts.",
-                  /*close=*/true);
+    if (TooLargeForServer(*request, options_.default_body_limit))
       return ::restinio::request_accepted();
-    }
     return ::restinio::request_not_handled();
   };
 }
@@ -188,6 +192,12 @@ Status IdempotentHandler::CheckRequestTimeout(
     const RequestHandle& request, const Entry& entry) {
   std::vector<HeaderView> headers = HeaderViews(*request);
   if (Rejected(*request, headers)) return ::restinio::request_accepted();
+  // Switched off (Guard::SetEnabled), idem bounds no body: the server's
+  // default limit applies, as on a route idem does not protect.
+  if (!guard_->enabled() &&
+      TooLargeForServer(*request, options_.default_body_limit)) {
+    return ::restinio::request_accepted();
+  }
   const bool straight = calls_->store_calls_inline() &&
                         entry.handler.synchronous() &&
                         entry.options->lock_wait.count() == 0;
