@@ -11,7 +11,9 @@
 #                                 export file and .pc
 #   stores   libidem-stores-dev   idem::stores (OpenStore over every store
 #                                 this build has, so it depends on them all)
+#   asio     libidem-asio-dev     idem::asio, what the Asio adapters share
 #   beast    libidem-beast-dev    the Boost.Beast adapter
+#   restinio libidem-restinio-dev the RESTinio adapter
 #   demo     idem-demo            the demo server
 #   idemctl  idemctl              the operator's tool (tools/idemctl installs
 #                                 into this component when it is built)
@@ -40,7 +42,10 @@ set(IDEM_PC_REQUIRES_rocksdb "idem ${_idem_v}, rocksdb >= 7")
 set(IDEM_PC_REQUIRES_sqlite "idem ${_idem_v}, sqlite3 >= 3.35")
 set(IDEM_PC_REQUIRES_postgres "idem ${_idem_v}, libpq >= 12")
 set(IDEM_PC_REQUIRES_redis "idem ${_idem_v}, hiredis >= 0.14, libcrypto >= 3")
-set(IDEM_PC_REQUIRES_beast "idem ${_idem_v}")  # Boost ships no .pc: headers only.
+set(IDEM_PC_REQUIRES_asio "idem ${_idem_v}")  # Boost ships no .pc: headers only.
+set(IDEM_PC_REQUIRES_beast "idem ${_idem_v}, idem-asio ${_idem_v}")
+# RESTinio ships no .pc (headers only); it links fmt.
+set(IDEM_PC_REQUIRES_restinio "idem ${_idem_v}, idem-asio ${_idem_v}, fmt")
 
 # The Debian packages a library's -dev package depends on (Debian 12 names;
 # the minimum versions are the ones the top-level find_package calls ask
@@ -51,7 +56,12 @@ set(IDEM_DEB_DEPENDS_rocksdb "librocksdb-dev (>= 7)")
 set(IDEM_DEB_DEPENDS_sqlite "libsqlite3-dev (>= 3.35)")
 set(IDEM_DEB_DEPENDS_postgres "libpq-dev (>= 12)")
 set(IDEM_DEB_DEPENDS_redis "libhiredis-dev (>= 0.14), pkg-config")  # cmake/Findhiredis.cmake
+set(IDEM_DEB_DEPENDS_asio "libboost-dev (>= 1.74)")
 set(IDEM_DEB_DEPENDS_beast "libboost-dev (>= 1.74)")
+set(IDEM_DEB_DEPENDS_restinio "librestinio-dev, libfmt-dev")
+# The idem packages a component's libraries link besides libidem-dev.
+set(IDEM_DEB_IDEM_DEPENDS_beast asio)
+set(IDEM_DEB_IDEM_DEPENDS_restinio asio)
 
 set(IDEM_DEB_SUMMARY_dev "core, memory store, CMake and pkg-config files")
 set(IDEM_DEB_SUMMARY_rocksdb "embedded RocksDB store")
@@ -59,7 +69,9 @@ set(IDEM_DEB_SUMMARY_sqlite "embedded SQLite store")
 set(IDEM_DEB_SUMMARY_postgres "PostgreSQL store")
 set(IDEM_DEB_SUMMARY_redis "Redis and Redis Cluster store")
 set(IDEM_DEB_SUMMARY_stores "OpenStore over every store")
+set(IDEM_DEB_SUMMARY_asio "the Asio adapters' shared layer")
 set(IDEM_DEB_SUMMARY_beast "Boost.Beast adapter")
+set(IDEM_DEB_SUMMARY_restinio "RESTinio adapter")
 
 # idem_pkg_config(<library>): idem.pc for core, idem-<library>.pc otherwise,
 # in ${CMAKE_INSTALL_LIBDIR}/pkgconfig, installed with the library's
@@ -188,6 +200,9 @@ function(idem_cpack)
       if(IDEM_DEB_DEPENDS_${component})
         string(APPEND depends ", ${IDEM_DEB_DEPENDS_${component}}")
       endif()
+      foreach(c IN LISTS IDEM_DEB_IDEM_DEPENDS_${component})
+        string(APPEND depends ", libidem-${c}-dev ${v}")
+      endforeach()
     endif()
     if(component STREQUAL "stores")
       foreach(b IN LISTS backends)

@@ -34,7 +34,7 @@ version=$(dpkg-deb -f "${deb[libidem-dev]:?no libidem-dev package}" Version)
 # built, idem-demo with the Beast adapter, idemctl when it is built.
 expected=(libidem-dev libidem-stores-dev)
 built() { [[ -n $(find "$build" -name "$1" -type f -print -quit) ]]; }
-for part in rocksdb sqlite postgres redis beast; do
+for part in rocksdb sqlite postgres redis asio beast restinio; do
   if built "libidem_$part.a"; then expected+=("libidem-$part-dev"); fi
 done
 if built idem-demo; then expected+=(idem-demo); fi
@@ -70,7 +70,14 @@ for store in rocksdb sqlite postgres redis; do
   [[ -n ${deb[libidem-$store-dev]:-} ]] || continue
   holds "libidem-$store-dev" "usr/include/idem/${store}_store.h" "$lib/libidem_$store.a" \
     "$cmake/idem-$store-targets.cmake" "$pc/idem-$store.pc"
-  [[ $(grep -c "^libidem-$store-dev usr/include/" "$listing") == 1 ]] || fail "libidem-$store-dev holds other headers than its own"
+  # Its own headers only: idem/<store>_*.h (the store, its transaction).
+  ! grep "^libidem-$store-dev usr/include/" "$listing" | grep -qv " usr/include/idem/${store}_" ||
+    fail "libidem-$store-dev holds other headers than its own"
+done
+for adapter in asio beast restinio; do
+  [[ -n ${deb[libidem-$adapter-dev]:-} ]] || continue
+  holds "libidem-$adapter-dev" "usr/include/idem/$adapter/handler.h" "$lib/libidem_$adapter.a" \
+    "$cmake/idem-$adapter-targets.cmake" "$pc/idem-$adapter.pc"
 done
 [[ -z ${deb[idem-demo]:-} ]] || holds idem-demo usr/bin/idem-demo
 [[ -z ${deb[idemctl]:-} ]] || holds idemctl usr/bin/idemctl

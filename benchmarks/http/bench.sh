@@ -15,7 +15,8 @@
 # "--store-calls inline"), RESULTS_JSON (a file to write the same figures
 # to as JSON, for benchmarks/report/make_report.py: the configuration, the
 # medians per load and every round's raw figures; the Markdown is printed
-# as well).
+# as well), RESTINIO (1: also the same loads on idem-demo --http restinio,
+# see below; default 1 when idem-demo has --http restinio, else 0).
 # shellcheck disable=SC2154  # port_<name> are set by start(), by printf -v.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -55,9 +56,39 @@ for i in "${!stores[@]}"; do
   start "s$i" --store "${stores[$i]//\{tmp\}/$tmp}" ${DEMO_FLAGS:-}
 done
 start plain --no-idem
+
+# --- RESTinio: the same handler on idem-demo --http restinio, against its
+# own plain server (--http restinio --no-idem), on the memory and RocksDB
+# stores of STORES; loads named restinio:<load>, a table of their own.
+restinio=${RESTINIO:-auto}
+if [[ $restinio == auto ]]; then
+  restinio=0
+  "$demo" --help 2>/dev/null | tr -s ' \n' ' ' | grep -q 'restinio (RESTinio)' && restinio=1
+fi
+restinio_stores=()
+if ((restinio)); then
+  for i in "${!stores[@]}"; do
+    case ${stores[$i]} in memory:* | rocksdb:*) restinio_stores+=("$i") ;; esac
+  done
+  for i in "${restinio_stores[@]}"; do
+    store=${stores[$i]//\{tmp\}/$tmp}
+    # A directory store cannot be opened twice: RocksDB gets its own.
+    [[ $store == rocksdb:* ]] && store=$store-restinio
+    # shellcheck disable=SC2086  # DEMO_FLAGS is a list of flags.
+    start "r$i" --http restinio --store "$store" ${DEMO_FLAGS:-}
+  done
+  start rplain --http restinio --no-idem
+fi
+# --- end RESTinio
+
 key="bench-replay-$$"
 curl -fsS -o /dev/null -X POST "http://127.0.0.1:$port_s0/orders" \
   -H "Idempotency-Key: $key" -H 'Content-Type: application/json' -d '{"item":"book","qty":1}'
+if ((restinio)) && ((${#restinio_stores[@]})); then
+  port_var=port_r${restinio_stores[0]}
+  curl -fsS -o /dev/null -X POST "http://127.0.0.1:${!port_var}/orders" \
+    -H "Idempotency-Key: $key" -H 'Content-Type: application/json' -d '{"item":"book","qty":1}'
+fi
 
 run() {  # name, port, script, round
   IDEM_BENCH_KEY=$key wrk_row "$@"
@@ -70,6 +101,17 @@ for round in $(seq "$rounds"); do
     run "fresh:${labels[$i]}" "${!port_var}" fresh_keys.lua "$round"
   done
   run "replay:${labels[0]}" "$port_s0" replays.lua "$round"
+  if ((restinio)); then
+    run restinio:plain "$port_rplain" fresh_keys.lua "$round"
+    for i in "${restinio_stores[@]}"; do
+      port_var=port_r$i
+      run "restinio:fresh:${labels[$i]}" "${!port_var}" fresh_keys.lua "$round"
+    done
+    if ((${#restinio_stores[@]})); then
+      port_var=port_r${restinio_stores[0]}
+      run "restinio:replay:${labels[${restinio_stores[0]}]}" "${!port_var}" replays.lua "$round"
+    fi
+  fi
 done
 
 plain_rps=$(median plain 2)
@@ -86,6 +128,23 @@ for name in "${names[@]}"; do
   awk -v n="$name" -v r="$rps" -v a="$p50" -v b="$p99" -v pr="$plain_rps" -v pp="$plain_p99" -v fr="$first_rps" -v e="$errors" \
     'BEGIN { printf "| %s | %.0f | %.2f | %.2f | %.0f%% | %.2fx | %.0f%% | %d |\n", n, r, a / 1000, b / 1000, 100 * r / pr, b / pp, 100 * r / fr, e }'
 done
+if ((restinio)); then
+  rnames=(restinio:plain)
+  for i in "${restinio_stores[@]}"; do rnames+=("restinio:fresh:${labels[$i]}"); done
+  ((${#restinio_stores[@]})) && rnames+=("restinio:replay:${labels[${restinio_stores[0]}]}")
+  rplain_rps=$(median restinio:plain 2)
+  rplain_p99=$(median restinio:plain 4)
+  echo
+  echo "| load (idem-demo --http restinio) | requests/s | p50 (ms) | p99 (ms) | vs restinio:plain (req/s) | p99 vs restinio:plain | non-2xx |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  for name in "${rnames[@]}"; do
+    rps=$(median "$name" 2); p50=$(median "$name" 3); p99=$(median "$name" 4)
+    errors=$(awk -v n="$name" '$1 == n {s += $5} END {print s + 0}' "$tmp/results")
+    awk -v n="$name" -v r="$rps" -v a="$p50" -v b="$p99" -v pr="$rplain_rps" -v pp="$rplain_p99" -v e="$errors" \
+      'BEGIN { printf "| %s | %.0f | %.2f | %.2f | %.0f%% | %.2fx | %d |\n", n, r, a / 1000, b / 1000, 100 * r / pr, b / pp, e }'
+  done
+  names+=("${rnames[@]}")
+fi
 echo
 echo "wrk -t$threads -c$connections -d$duration --latency, $rounds rounds (medians), idem-demo --threads $server_threads, $(nproc) cores"
 for i in "${!stores[@]}"; do echo "${labels[$i]}: ${stores[$i]}"; done

@@ -550,6 +550,8 @@ def section_http(http, plots):
     plain = loads.get("plain")
     out = []
     for l in http["loads"]:
+        if l["name"].startswith(RESTINIO_PREFIX):
+            continue  # section_http_restinio, against its own plain server.
         rps, p99 = l["requests_per_s"], l["p99_us"]
         out.append([
             f"`{l['name']}`",
@@ -565,6 +567,52 @@ def section_http(http, plots):
     if plots:
         lines += ["![HTTP requests/s and p99 per store](bench/http.png)", ""]
     return lines
+
+
+# --- RESTinio: idem-demo --http restinio against its own plain server
+# (benchmarks/http/bench.sh, loads named restinio:<load>), the Beast
+# figures beside, with the targets of the RESTinio adapter.
+RESTINIO_PREFIX = "restinio:"
+RESTINIO_FRESH_TARGET = 0.90  # fresh keys on memory: >= 90% of plain.
+
+
+def section_http_restinio(http):
+    loads = {l["name"]: l for l in http["loads"]} if http else {}
+    rplain = loads.get(RESTINIO_PREFIX + "plain")
+    lines = ["## HTTP on RESTinio: idem-demo --http restinio against the "
+             "plain RESTinio server", ""]
+    if not rplain:
+        return lines + ["Not run (no restinio: loads in http.json).", ""]
+    lines += [
+        "`restinio:plain` is `idem-demo --http restinio --no-idem` (the same "
+        "handler behind RESTinio, no idem); the other rows run idem's "
+        "RESTinio adapter, in the same run as the Beast rows above (beside "
+        "them here). Targets: fresh keys on the memory store >= "
+        f"{100 * RESTINIO_FRESH_TARGET:.0f}% of the plain RESTinio server's "
+        "requests/s; replays >= 100%.", ""]
+    out = []
+    for name, l in loads.items():
+        if not name.startswith(RESTINIO_PREFIX):
+            continue
+        load = name[len(RESTINIO_PREFIX):]
+        share = l["requests_per_s"] / rplain["requests_per_s"]
+        target = ""
+        if load.startswith("fresh:memory"):
+            target = "met" if share >= RESTINIO_FRESH_TARGET else "MISSED"
+        elif load.startswith("replay:"):
+            target = "met" if share >= 1.0 else "MISSED"
+        beast = loads.get(load)
+        out.append([
+            f"`{name}`", f"{100 * share:.0f}%",
+            ratio(l["p99_us"] / rplain["p99_us"]),
+            f"{l['requests_per_s']:,.0f}", f"{l['p99_us'] / 1000:.2f}",
+            f"{beast['requests_per_s']:,.0f}" if beast else "–",
+            target or "–", str(l["non2xx"])])
+    lines.append(table(["load", "req/s vs restinio:plain",
+                        "p99 vs restinio:plain", "requests/s", "p99 (ms)",
+                        "Beast requests/s", "target", "non-2xx"], out))
+    return lines + [""]
+# --- end RESTinio
 
 
 def section_idemctl(ctl):
@@ -1024,6 +1072,7 @@ def report(args):
     else:
         doc += ["No idem-bench results (no idem-bench.json).", ""]
     doc += section_http(http, plots)
+    doc += section_http_restinio(http)
     doc += section_idemctl(ctl)
     doc += section_transfers(transfers)
     doc += section_scale(mem, lat, disk)

@@ -72,6 +72,19 @@ class MakeReportTest(unittest.TestCase):
                       "keeps expiring"):
             self.assertIn("\n" + title, self.page)
 
+    def test_restinio_rows_against_their_own_plain_server(self):
+        section = self.page[self.page.index("## HTTP on RESTinio"):]
+        section = section[:section.index("\n## ", 1)]
+        # 28000 / 30000 = 93%: met; replays 27000 / 30000 = 90%: missed;
+        # the Beast figure of the same load beside it.
+        self.assertRegex(section, r"`restinio:fresh:memory` \| 93% \|.*"
+                                  r"\| 40,000 \| met \|")
+        self.assertRegex(section, r"`restinio:replay:memory` \| 90% \|.*"
+                                  r"\| MISSED \|")
+        http = self.page[self.page.index("## HTTP: idem-demo"):]
+        http = http[:http.index("\n## ", 1)]
+        self.assertNotIn("restinio:", http)
+
     def test_ratios_to_baselines(self):
         # Memory ClaimComplete 1 thread: 1271.3 ns / sharded 807.x ns.
         self.assertRegex(self.page, r"\| `memory` \| ClaimComplete \| "

@@ -5,8 +5,39 @@
 
 #include "idem/beast/convert.h"
 #include "idem/open_store.h"
+#if IDEM_DEMO_WITH_RESTINIO
+#include "http_server_restinio.h"
+#include "idem/restinio/idempotent_handler.h"
+#endif
 
 namespace idem::demo {
+namespace {
+
+// The demo does no authentication: the bearer token's text is the scope.
+std::optional<std::string> BearerScope(std::string_view authorization) {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.size() <= kBearer.size() ||
+      !HeaderNameEquals(authorization.substr(0, kBearer.size()), kBearer)) {
+    return std::nullopt;
+  }
+  return std::string(authorization.substr(kBearer.size()));
+}
+
+}  // namespace
+
+Result<HttpFramework> ParseHttpFlag(std::string_view text) {
+  if (text == "beast") return HttpFramework::kBeast;
+#if IDEM_DEMO_WITH_RESTINIO
+  if (text == "restinio") return HttpFramework::kRestinio;
+  constexpr std::string_view kChoices = "beast or restinio";
+#else
+  constexpr std::string_view kChoices =
+      "beast (this build has no RESTinio: IDEM_WITH_RESTINIO)";
+#endif
+  return MakeError(ErrorCode::kInvalidArgument,
+                   "--http wants " + std::string(kChoices) + ", got '" +
+                       std::string(text) + "'");
+}
 
 std::string ResolveStoreUri(const std::optional<std::string>& flag) {
   if (flag) return *flag;
@@ -31,9 +62,30 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
       };
   server_options.log = log;
 
+#if IDEM_DEMO_WITH_RESTINIO
+  RestinioServerOptions restinio_options;
+  restinio_options.host = options.host;
+  restinio_options.port = options.port;
+  restinio_options.threads = options.threads;
+  restinio_options.max_connections = options.max_connections;
+  // Long enough for the longest delay_ms the demo honours, after lock_wait.
+  restinio_options.handle_request_timeout =
+      std::chrono::milliseconds(DemoApp::kMaxDelayMs) +
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          server_options.io_timeout) +
+      options.lock_wait;
+#endif
+
   if (!options.idem) {
     demo->app_ = std::make_unique<DemoApp>(options.instance, nullptr);
     DemoApp* app = demo->app_.get();
+#if IDEM_DEMO_WITH_RESTINIO
+    if (options.http == HttpFramework::kRestinio) {
+      demo->restinio_server_ =
+          std::make_shared<RestinioServer>(restinio_options, app);
+      return demo;
+    }
+#endif
     demo->server_ = std::make_unique<HttpServer>(
         server_options,
         [app](beast::Request r) { return app->Handle(std::move(r)); });
@@ -73,33 +125,70 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
       options.instance, [g] { return g->metrics().RenderPrometheus(); });
   DemoApp* app = demo->app_.get();
 
-  beast::IdempotentHandlerOptions handler_options;
-  handler_options.store_threads = options.store_threads;
-  handler_options.store_calls = options.store_calls;
-  handler_options.log = log;
   // The demo does no authentication: the bearer token's text is the scope.
-  handler_options.scope =
+  const beast::ScopeResolver beast_scope =
       [](const beast::RequestHeader& header) -> std::optional<std::string> {
     auto it = header.find(boost::beast::http::field::authorization);
     if (it == header.end()) return std::nullopt;
-    const std::string_view value = beast::ToStd(it->value());
-    constexpr std::string_view kBearer = "Bearer ";
-    if (value.size() <= kBearer.size() ||
-        !HeaderNameEquals(value.substr(0, kBearer.size()), kBearer)) {
-      return std::nullopt;
-    }
-    return std::string(value.substr(kBearer.size()));
+    return BearerScope(beast::ToStd(it->value()));
   };
+  // POST /transfers and GET /transfers/count, on either server: not behind
+  // the adapter (Guard::Run on a pool of their own).
   Transfers::Options transfer_options;
   transfer_options.instance = options.instance;
   transfer_options.exactly_once = options.exactly_once;
-  transfer_options.scope = handler_options.scope;
+  transfer_options.scope = beast_scope;
   transfer_options.count_run = [app] { app->CountHandlerRun(); };
   transfer_options.log = log;
   auto transfers = Transfers::Create(demo->guard_, options.store_uri,
                                      std::move(transfer_options), sql_store);
   if (!transfers) return tl::unexpected(transfers.error());
   demo->transfers_ = std::move(*transfers);
+  Transfers* t = demo->transfers_.get();
+
+#if IDEM_DEMO_WITH_RESTINIO
+  if (options.http == HttpFramework::kRestinio) {
+    restinio::IdempotentHandlerOptions restinio_handler_options;
+    restinio_handler_options.store_threads = options.store_threads;
+    restinio_handler_options.store_calls = options.store_calls;
+    restinio_handler_options.log = log;
+    restinio_handler_options.scope =
+        [](const ::restinio::request_t& request) -> std::optional<std::string> {
+      const auto value =
+          request.header().opt_value_of(::restinio::http_field::authorization);
+      if (!value) return std::nullopt;
+      return BearerScope({value->data(), value->size()});
+    };
+    demo->restinio_server_ =
+        std::make_shared<RestinioServer>(restinio_options, app);
+    auto handler = restinio::IdempotentHandler::Create(
+        demo->guard_, demo->restinio_server_->io_context().get_executor(),
+        std::move(restinio_handler_options));
+    if (!handler) return tl::unexpected(handler.error());
+    demo->restinio_handler_ = std::move(*handler);
+    // Both with the guard's options: the same protection, one id space.
+    for (const char* path : {"/orders", "/payments"}) {
+      if (auto ok = demo->restinio_handler_->Protect(
+              ::restinio::http_method_post(), path,
+              [app](restinio::RequestHandle r) {
+                return RestinioServer::Serve(app, std::move(r));
+              });
+          !ok) {
+        return tl::unexpected(ok.error());
+      }
+    }
+    demo->restinio_server_->set_transfers(t);
+    demo->restinio_server_->set_body_limit(
+        demo->restinio_handler_->BodyLimit());
+    return demo;
+  }
+#endif
+
+  beast::IdempotentHandlerOptions handler_options;
+  handler_options.store_threads = options.store_threads;
+  handler_options.store_calls = options.store_calls;
+  handler_options.log = log;
+  handler_options.scope = beast_scope;
   auto handler = beast::IdempotentHandler::Create(
       demo->guard_,
       [app](beast::Request r) { return app->Handle(std::move(r)); },
@@ -123,7 +212,6 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
     return h->TooLarge(header);
   };
   server_options.body_limit = h->BodyLimit(beast::RequestHeader());
-  Transfers* t = demo->transfers_.get();
   demo->server_ = std::make_unique<HttpServer>(
       server_options,
       [h, t](beast::Request r) {
@@ -133,5 +221,50 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
       std::move(hooks));
   return demo;
 }
+
+}  // namespace idem::demo
+
+namespace idem::demo {
+
+#if IDEM_DEMO_WITH_RESTINIO
+// Stops the RESTinio server (and its I/O context) before the adapter goes.
+Demo::~Demo() { restinio_server_.reset(); }
+
+Status Demo::Start() {
+  if (restinio_server_) return restinio_server_->Start(restinio_handler_.get());
+  return server_->Start();
+}
+
+std::uint16_t Demo::port() const {
+  return restinio_server_ ? restinio_server_->port() : server_->port();
+}
+
+const std::string& Demo::host() const {
+  return restinio_server_ ? restinio_server_->host() : server_->host();
+}
+
+void Demo::Shutdown() {
+  if (restinio_server_) {
+    restinio_server_->Shutdown();
+  } else {
+    server_->Shutdown();
+  }
+}
+
+void Demo::Wait() {
+  if (restinio_server_) {
+    restinio_server_->Wait();
+  } else {
+    server_->Wait();
+  }
+}
+#else
+Demo::~Demo() = default;
+Status Demo::Start() { return server_->Start(); }
+std::uint16_t Demo::port() const { return server_->port(); }
+const std::string& Demo::host() const { return server_->host(); }
+void Demo::Shutdown() { server_->Shutdown(); }
+void Demo::Wait() { server_->Wait(); }
+#endif
 
 }  // namespace idem::demo

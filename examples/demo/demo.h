@@ -23,9 +23,24 @@
 #include "idem/store.h"
 #include "transfers.h"
 
+namespace idem::restinio {
+class IdempotentHandler;  // idem/restinio/idempotent_handler.h
+}  // namespace idem::restinio
+
 namespace idem::demo {
 
+class RestinioServer;  // http_server_restinio.h, built with RESTinio only.
+
+// The HTTP server idem-demo runs on (--http): the same endpoints and flags
+// on either.
+enum class HttpFramework {
+  kBeast,     // HttpServer and idem::beast. The default.
+  kRestinio,  // RestinioServer and idem::restinio.
+};
+
 struct DemoOptions {
+  // Default: kBeast.
+  HttpFramework http = HttpFramework::kBeast;
   std::string host = "127.0.0.1";
   std::uint16_t port = 8080;
   // The store to open; see ResolveStoreUri.
@@ -76,6 +91,10 @@ struct DemoOptions {
 // path; give it its own --store.
 inline constexpr std::string_view kDefaultStoreUri = "rocksdb:./var/idem";
 
+// --http: "beast" or "restinio" (when built with RESTinio);
+// kInvalidArgument naming the choices otherwise.
+Result<HttpFramework> ParseHttpFlag(std::string_view text);
+
 // --store when given, else $IDEM_STORE when set and non-empty, else
 // kDefaultStoreUri.
 std::string ResolveStoreUri(const std::optional<std::string>& flag);
@@ -87,25 +106,41 @@ class Demo {
   static Result<std::unique_ptr<Demo>> Create(
       DemoOptions options, std::shared_ptr<Store> store = nullptr);
 
-  Status Start() { return server_->Start(); }
-  std::uint16_t port() const { return server_->port(); }
-  const std::string& host() const { return server_->host(); }
-  void Shutdown() { server_->Shutdown(); }
-  void Wait() { server_->Wait(); }
+  Status Start();
+  std::uint16_t port() const;
+  const std::string& host() const;
+  void Shutdown();
+  void Wait();
 
   DemoApp& app() { return *app_; }
   // Null with idem = false.
   Guard* guard() { return guard_.get(); }
+  // Null with idem = false or on RESTinio.
   beast::IdempotentHandler* idempotent_handler() { return handler_.get(); }
+  // Null with idem = false or on Beast.
+  restinio::IdempotentHandler* restinio_handler() {
+    return restinio_handler_.get();
+  }
+  // The Beast server; only with http = kBeast.
   HttpServer& server() { return *server_; }
 
  private:
   Demo() = default;
+  // Stops the RESTinio server before its adapter goes.
+ public:
+  ~Demo();
 
+ private:
   std::shared_ptr<Guard> guard_;
   std::unique_ptr<DemoApp> app_;
   std::unique_ptr<beast::IdempotentHandler> handler_;
   std::unique_ptr<Transfers> transfers_;
+  // One of the two servers runs. RESTinio's server owns the I/O context the
+  // RESTinio adapter runs its requests on, so it is declared before the
+  // adapter and stopped (Shutdown, Wait) before the adapter goes.
+  // shared_ptr: a build without RESTinio has no definitions of them.
+  std::shared_ptr<RestinioServer> restinio_server_;
+  std::shared_ptr<restinio::IdempotentHandler> restinio_handler_;
   // Declared last: destroyed first, so no request runs into a dead handler.
   std::unique_ptr<HttpServer> server_;
 };

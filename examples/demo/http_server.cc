@@ -57,6 +57,8 @@ bool IsResourceError(const error_code& ec) {
 
 constexpr std::size_t kMaxDefaultConnections = 10'000;
 
+}  // namespace
+
 std::size_t DefaultMaxConnections() {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 ||
@@ -66,8 +68,6 @@ std::size_t DefaultMaxConnections() {
   return std::clamp<std::size_t>(static_cast<std::size_t>(limit.rlim_cur / 2),
                                  1, kMaxDefaultConnections);
 }
-
-}  // namespace
 
 struct HttpServer::Connection {
   // The session's strand.

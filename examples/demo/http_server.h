@@ -74,6 +74,10 @@ struct HttpServerOptions {
   LogSink log;
 };
 
+// The default connection bound: half the soft RLIMIT_NOFILE, at most 10000
+// (the rest of the descriptors are the store's).
+std::size_t DefaultMaxConnections();
+
 // What the server asks the layer that knows the routes.
 struct BodyLimitHooks {
   // After the header is read: sets the parser's body limit; returns

@@ -9,6 +9,7 @@
 //             [--instance NAME] [--sweep-interval SECONDS]
 //             [--key-per-operation]
 //             [--exactly-once]
+//             [--http beast|restinio]
 //
 // Prints "listening on HOST:PORT" once it accepts connections and exits
 // cleanly (in-flight requests answered) on SIGINT or SIGTERM. The store is
@@ -39,6 +40,16 @@ namespace {
 namespace po = boost::program_options;
 
 constexpr int kExitBadFlags = 2;
+
+#if IDEM_DEMO_WITH_RESTINIO
+constexpr char kHttpHelp[] =
+    "the HTTP server: beast (Boost.Beast) or restinio (RESTinio); the same "
+    "endpoints on either (default beast)";
+#else
+constexpr char kHttpHelp[] =
+    "the HTTP server: beast (Boost.Beast; this build has no RESTinio) "
+    "(default beast)";
+#endif
 
 // "HOST:PORT" (the host may be a bracketed IPv6 address).
 bool ParseListen(const std::string& listen, std::string& host,
@@ -80,6 +91,7 @@ int main(int argc, char** argv) {
   int store_threads = 0;
   long long max_connections = 0;
   std::string sweep_interval = "60";
+  std::string http = "beast";
 
   const std::string store_help =
       "idempotency store URI (default: $IDEM_STORE, else " +
@@ -131,6 +143,7 @@ int main(int argc, char** argv) {
        "second answers 422)")
       ("exactly-once", "POST /transfers completes the idempotency record in "
        "its own SQL transaction (sqlite: and postgresql: stores only)")
+      ("http", po::value(&http)->value_name("SERVER"), kHttpHelp)
       ("no-idem", "serve without idem (the benchmark baseline)");
   // clang-format on
   po::variables_map vm;
@@ -192,6 +205,9 @@ int main(int argc, char** argv) {
     return BadFlags("--store-calls wants auto, inline or pool, got '" +
                     store_calls + "'");
   }
+  auto framework = idem::demo::ParseHttpFlag(http);
+  if (!framework) return BadFlags(framework.error().message());
+  options.http = *framework;
   options.ttl = std::chrono::duration_cast<std::chrono::seconds>(*ttl_value);
   options.lock_timeout = *lock_timeout_value;
   options.lock_renewal = *lock_renewal_value;

@@ -32,10 +32,12 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "support/demo_http_flags.h"
 #include "support/demo_process.h"
 #ifdef IDEM_CRASH_TEST_POSTGRES
 #include "postgres_test_util.h"
@@ -100,29 +102,33 @@ std::string RedisUri(const std::filesystem::path&) {
 }
 #endif
 
-class CrashTest : public ::testing::TestWithParam<StoreCase> {
+// (store, idem-demo --http)
+class CrashTest
+    : public ::testing::TestWithParam<std::tuple<StoreCase, std::string>> {
  protected:
+  static const StoreCase& Store() { return std::get<0>(GetParam()); }
+  static const std::string& Http() { return std::get<1>(GetParam()); }
   void SetUp() override {
 #ifdef IDEM_CRASH_TEST_POSTGRES
-    if (std::string_view(GetParam().name) == "postgres") {
+    if (std::string_view(Store().name) == "postgres") {
       IDEM_REQUIRE_TEST_POSTGRES();
     }
 #endif
 #ifdef IDEM_CRASH_TEST_REDIS
-    if (std::string_view(GetParam().name) == "redis") {
+    if (std::string_view(Store().name) == "redis") {
       IDEM_REQUIRE_TEST_REDIS();
     }
 #endif
   }
   void TearDown() override {
 #ifdef IDEM_CRASH_TEST_POSTGRES
-    if (std::string_view(GetParam().name) == "postgres" && !uri_.empty()) {
+    if (std::string_view(Store().name) == "postgres" && !uri_.empty()) {
       const std::string table = uri_.substr(uri_.rfind("table=") + 6);
       idem::testing::DropPostgresTable(uri_, table);
     }
 #endif
 #ifdef IDEM_CRASH_TEST_REDIS
-    if (std::string_view(GetParam().name) == "redis" && !uri_.empty()) {
+    if (std::string_view(Store().name) == "redis" && !uri_.empty()) {
       idem::testing::DeleteRedisKeys(uri_,
                                      uri_.substr(uri_.rfind("prefix=") + 7));
     }
@@ -140,7 +146,7 @@ struct Completed {
 
 TEST_P(CrashTest, KillNineKeepsEveryCompletedRecordAndEveryLock) {
   TempDir dir;
-  const std::string uri = uri_ = GetParam().uri(dir.path());
+  const std::string uri = uri_ = Store().uri(dir.path());
   const std::filesystem::path log = dir.path() / "demo.log";
   std::vector<Completed> completed;
   // The slow request of the previous round, killed mid-handler, and when it
@@ -155,7 +161,7 @@ TEST_P(CrashTest, KillNineKeepsEveryCompletedRecordAndEveryLock) {
     SCOPED_TRACE("round " + std::to_string(round));
     DemoProcess demo(IDEM_DEMO_PATH, uri, log,
                      {"--lock-timeout", std::to_string(kLockTimeoutSeconds),
-                      "--instance", "crash"});
+                      "--instance", "crash", "--http", Http()});
     const std::uint16_t port = demo.WaitListening();
     ASSERT_NE(port, 0) << "idem-demo did not start; its stderr:\n"
                        << ReadFile(log);
@@ -261,7 +267,7 @@ TEST_P(CrashTest, KillNineKeepsEveryCompletedRecordAndEveryLock) {
   RecordProperty("rounds_with_a_409", rounds_with_a_409);
   RecordProperty("rounds_that_had_to_see_a_409", rounds_checked_409);
   std::printf("%s: %d of %d retried rounds saw 409 before the takeover\n",
-              GetParam().name, rounds_with_a_409, kRounds - 1);
+              Store().name, rounds_with_a_409, kRounds - 1);
 }
 
 const StoreCase kStoreCases[] = {
@@ -275,9 +281,13 @@ const StoreCase kStoreCases[] = {
 #endif
 };
 
-INSTANTIATE_TEST_SUITE_P(Stores, CrashTest, ::testing::ValuesIn(kStoreCases),
-                         [](const ::testing::TestParamInfo<StoreCase>& info) {
-                           return std::string(info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Stores, CrashTest,
+    ::testing::Combine(::testing::ValuesIn(kStoreCases),
+                       ::testing::ValuesIn(idem::testing::DemoHttpFlags())),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param).name) + "_" +
+             std::get<1>(info.param);
+    });
 
 }  // namespace

@@ -28,10 +28,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "support/demo_http_flags.h"
 #include "support/demo_process.h"
 #ifdef IDEM_CRASH_TEST_POSTGRES
 #include "postgres_test_util.h"
@@ -86,13 +88,15 @@ struct StoreCase {
   const char* name;
 };
 
-class TransfersCrashTest : public ::testing::TestWithParam<StoreCase> {
+// Each store on each --http server the build has (DemoHttpFlags).
+class TransfersCrashTest
+    : public ::testing::TestWithParam<std::tuple<StoreCase, std::string>> {
  protected:
   void SetUp() override {
     // abort() is the crash: no core files.
     const rlimit no_core{0, 0};
     setrlimit(RLIMIT_CORE, &no_core);
-    if (std::string_view(GetParam().name) == "sqlite") {
+    if (std::string_view(StoreParam().name) == "sqlite") {
       uri_ = "sqlite:" + (dir_.path() / "idem.db").string();
       return;
     }
@@ -115,7 +119,8 @@ class TransfersCrashTest : public ::testing::TestWithParam<StoreCase> {
   // A fresh demo on the case's store; its port, 0 when it did not start.
   std::uint16_t Start(bool exactly_once) {
     demo_.reset();
-    std::vector<std::string> args = {"--lock-timeout", "0.5"};
+    std::vector<std::string> args = {"--lock-timeout", "0.5", "--http",
+                                     std::get<1>(GetParam())};
     if (exactly_once) args.push_back("--exactly-once");
     demo_.emplace(IDEM_DEMO_PATH, uri_, dir_.path() / "demo.log", args);
     const std::uint16_t port = demo_->WaitListening();
@@ -150,7 +155,7 @@ class TransfersCrashTest : public ::testing::TestWithParam<StoreCase> {
     if (port == 0) return round;
     const long long before = TransferCount(port);
     const std::string key =
-        "\"" + std::string(GetParam().name) + "-" + std::string(crash) + "-" +
+        "\"" + std::string(StoreParam().name) + "-" + std::string(crash) + "-" +
         (exactly_once ? "x" : "c") + "-" + std::to_string(n) + "-" +
         std::to_string(::getpid()) + "\"";
     const auto crashed = PostTransfer(port, key, crash);
@@ -163,6 +168,8 @@ class TransfersCrashTest : public ::testing::TestWithParam<StoreCase> {
     round.rows = TransferCount(port) - before;
     return round;
   }
+
+  const StoreCase& StoreParam() const { return std::get<0>(GetParam()); }
 
   TempDir dir_{"idem-transfers-crash"};
   std::string uri_;
@@ -217,9 +224,13 @@ TEST_P(TransfersCrashTest, WithoutExactlyOnceCrashAfterCommitRunsTwice) {
 
 const StoreCase kCases[] = {{"sqlite"}, {"postgres"}};
 
-INSTANTIATE_TEST_SUITE_P(Stores, TransfersCrashTest,
-                         ::testing::ValuesIn(kCases), [](const auto& info) {
-                           return std::string(info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Stores, TransfersCrashTest,
+    ::testing::Combine(::testing::ValuesIn(kCases),
+                       ::testing::ValuesIn(idem::testing::DemoHttpFlags())),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param).name) + "_" +
+             std::get<1>(info.param);
+    });
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -105,13 +106,22 @@ void ExpectRetryReplays(std::uint16_t port, const std::string& key,
   }
 }
 
-class BurstTest : public ::testing::TestWithParam<int> {};
+// (server, spacing in ms)
+class BurstTest
+    : public ::testing::TestWithParam<std::tuple<demo::HttpFramework, int>> {
+ protected:
+  static demo::DemoOptions On(demo::DemoOptions options = {}) {
+    options.http = std::get<0>(GetParam());
+    return options;
+  }
+  static int Spacing() { return std::get<1>(GetParam()); }
+};
 
 TEST_P(BurstTest, HandlerRunsOnceWithoutLockWait) {
-  DemoServer server;
-  const std::string key = "burst-" + std::to_string(GetParam());
+  DemoServer server(On());
+  const std::string key = "burst-" + std::to_string(Spacing());
   const auto answers =
-      Burst(server.port(), key, std::chrono::milliseconds(GetParam()));
+      Burst(server.port(), key, std::chrono::milliseconds(Spacing()));
   const Tally tally = Check(answers);
   EXPECT_EQ(server.handler_runs(), 1u);
   EXPECT_EQ(tally.created, 1);
@@ -124,10 +134,10 @@ TEST_P(BurstTest, HandlerRunsOnceWithoutLockWait) {
 TEST_P(BurstTest, LockWaitTurnsConflictsIntoReplays) {
   demo::DemoOptions options;
   options.lock_wait = std::chrono::seconds(2);
-  DemoServer server(options);
-  const std::string key = "burst-wait-" + std::to_string(GetParam());
+  DemoServer server(On(options));
+  const std::string key = "burst-wait-" + std::to_string(Spacing());
   const auto answers =
-      Burst(server.port(), key, std::chrono::milliseconds(GetParam()));
+      Burst(server.port(), key, std::chrono::milliseconds(Spacing()));
   const Tally tally = Check(answers);
   EXPECT_EQ(server.handler_runs(), 1u);
   EXPECT_EQ(tally.created, 1);
@@ -138,10 +148,14 @@ TEST_P(BurstTest, LockWaitTurnsConflictsIntoReplays) {
 }
 
 // 0: all at once; 10: one every 10 ms.
-INSTANTIATE_TEST_SUITE_P(Spacing, BurstTest, ::testing::Values(0, 10),
+INSTANTIATE_TEST_SUITE_P(Spacing, BurstTest,
+                         ::testing::Combine(::testing::ValuesIn(HttpServers()),
+                                            ::testing::Values(0, 10)),
                          [](const auto& info) {
-                           return info.param == 0 ? std::string("AllAtOnce")
-                                                  : std::string("Every10ms");
+                           return HttpServerName(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) == 0
+                                       ? std::string("AllAtOnce")
+                                       : std::string("Every10ms"));
                          });
 
 }  // namespace

@@ -28,8 +28,14 @@ demo::DemoOptions PerOperation() {
   return options;
 }
 
-TEST(DemoPaymentsTest, SameKeyOnOrdersAndPaymentsIsA422ByDefault) {
-  DemoServer server;
+// On each of idem-demo's servers (HttpServers()).
+class DemoPaymentsTest : public HttpServerTest {};
+INSTANTIATE_TEST_SUITE_P(Servers, DemoPaymentsTest,
+                         ::testing::ValuesIn(HttpServers()),
+                         HttpServerParamName);
+
+TEST_P(DemoPaymentsTest, SameKeyOnOrdersAndPaymentsIsA422ByDefault) {
+  DemoServer server(On());
   EXPECT_EQ(SendOnce(server.port(), Post("/orders", kBody, "k")).result_int(),
             201u);
   EXPECT_EQ(
@@ -39,8 +45,8 @@ TEST(DemoPaymentsTest, SameKeyOnOrdersAndPaymentsIsA422ByDefault) {
   EXPECT_EQ(server.handler_runs(), 1u);
 }
 
-TEST(DemoPaymentsTest, SameKeyOnOrdersAndPaymentsIsTwoOperationsWithTheFlag) {
-  DemoServer server(PerOperation());
+TEST_P(DemoPaymentsTest, SameKeyOnOrdersAndPaymentsIsTwoOperationsWithTheFlag) {
+  DemoServer server(On(PerOperation()));
   const Response order = SendOnce(server.port(), Post("/orders", kBody, "k"));
   const Response payment =
       SendOnce(server.port(), Post("/payments", kBody, "k"));
@@ -57,8 +63,8 @@ TEST(DemoPaymentsTest, SameKeyOnOrdersAndPaymentsIsTwoOperationsWithTheFlag) {
   EXPECT_EQ(server.handler_runs(), 2u);
 }
 
-TEST(DemoPaymentsTest, PaymentsAreProtectedLikeOrders) {
-  DemoServer server;
+TEST_P(DemoPaymentsTest, PaymentsAreProtectedLikeOrders) {
+  DemoServer server(On());
   const auto port = server.port();
   const Response first = SendOnce(port, Post("/payments", kBody, "p"));
   ASSERT_EQ(first.result_int(), 201u);

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 #include <boost/asio/awaitable.hpp>
+#include <boost/system/system_error.hpp>
 
 #include "http_test_util.h"
 #include "support/status_matchers.h"
@@ -33,20 +34,30 @@ std::string ChunkedPost(std::string_view extra_headers,
 }
 
 // The answer is a 400 problem and the connection closes: what followed the
-// header is never parsed as a request.
+// header is never parsed as a request. On RESTinio a request its parser
+// (http-parser) rejects itself gets no answer: the connection just closes.
 void ExpectRejectedAndClosed(DemoServer& server, const std::string& bytes,
-                             std::string_view code, const std::string& what) {
+                             std::string_view code, const std::string& what,
+                             bool answer_optional = false) {
   TestClient client(server.port());
   // A smuggled request rides after the body.
   client.Write(bytes + Serialize(Post("/orders", kBody, "smuggled")));
-  const Response res = client.Read();
+  Response res;
+  try {
+    res = client.Read();
+  } catch (const boost::system::system_error&) {
+    if (answer_optional) return;  // Closed without an answer.
+    throw;
+  }
   EXPECT_EQ(ProblemMismatch(res, 400, code), "") << what;
   EXPECT_FALSE(res.keep_alive()) << what;
   EXPECT_TRUE(client.ReadsEof()) << what;
 }
 
-TEST(FramingTest, TransferEncodingOtherThanOneChunkedGets400AndCloses) {
-  DemoServer server;
+class FramingTest : public HttpServerTest {};
+
+TEST_P(FramingTest, TransferEncodingOtherThanOneChunkedGets400AndCloses) {
+  DemoServer server(On());
   for (const char* te :
        {"xchunked", "chunked, identity", "chunked, chunked", "chunked,chunked",
         "identity", "gzip, chunked", "chunked;q=1", ""}) {
@@ -54,21 +65,22 @@ TEST(FramingTest, TransferEncodingOtherThanOneChunkedGets400AndCloses) {
         server,
         ChunkedPost("Idempotency-Key: te\r\nTransfer-Encoding: " +
                     std::string(te) + "\r\n"),
-        "bad_request", std::string("Transfer-Encoding: ") + te);
+        "bad_request", std::string("Transfer-Encoding: ") + te, restinio());
   }
   // Twice, as two fields.
   ExpectRejectedAndClosed(server,
                           ChunkedPost("Idempotency-Key: te\r\n"
                                       "Transfer-Encoding: chunked\r\n"
                                       "Transfer-Encoding: chunked\r\n"),
-                          "bad_request", "two Transfer-Encoding fields");
+                          "bad_request", "two Transfer-Encoding fields",
+                          restinio());
   // With Content-Length.
   ExpectRejectedAndClosed(server,
                           ChunkedPost("Idempotency-Key: te\r\n"
                                       "Transfer-Encoding: chunked\r\n"
                                       "Content-Length: 5\r\n"),
-                          "bad_request",
-                          "Transfer-Encoding and Content-Length");
+                          "bad_request", "Transfer-Encoding and Content-Length",
+                          restinio());
   EXPECT_EQ(server.handler_runs(), 0u);
 
   // One `chunked` (any case) is served, and keeps the connection.
@@ -82,8 +94,8 @@ TEST(FramingTest, TransferEncodingOtherThanOneChunkedGets400AndCloses) {
   EXPECT_EQ(server.handler_runs(), 1u);
 }
 
-TEST(FramingTest, AKeyInATrailerIsNotAKey) {
-  DemoServer server;
+TEST_P(FramingTest, AKeyInATrailerIsNotAKey) {
+  DemoServer server(On());
   TestClient client(server.port());
   client.Write(ChunkedPost("Transfer-Encoding: chunked\r\n",
                            "Idempotency-Key: in-trailer\r\n"));
@@ -91,8 +103,8 @@ TEST(FramingTest, AKeyInATrailerIsNotAKey) {
   EXPECT_EQ(server.handler_runs(), 0u);
 }
 
-TEST(FramingTest, AnAuthorizationInATrailerIsNotTheScope) {
-  DemoServer server;
+TEST_P(FramingTest, AnAuthorizationInATrailerIsNotTheScope) {
+  DemoServer server(On());
   TestClient client(server.port());
   client.Write(
       ChunkedPost("Idempotency-Key: k\r\nTransfer-Encoding: chunked\r\n",
@@ -110,8 +122,8 @@ TEST(FramingTest, AnAuthorizationInATrailerIsNotTheScope) {
   EXPECT_EQ(server.handler_runs(), 2u);
 }
 
-TEST(FramingTest, TwoAuthorizationHeadersGet400) {
-  DemoServer server;
+TEST_P(FramingTest, TwoAuthorizationHeadersGet400) {
+  DemoServer server(On());
   TestClient client(server.port());
   client.Write(Serialize(Post(
       "/orders", kBody, "two-auth",
@@ -167,8 +179,10 @@ TEST(ShutdownTest, AHalfSentBodyDoesNotHoldShutdown) {
   EXPECT_EQ(server->handler_runs(), 1u);
 }
 
-TEST(DemoStatusTest, BodilessStatusesAreStoredAndReplayedWithoutABody) {
-  DemoServer server;
+class DemoStatusTest : public HttpServerTest {};
+
+TEST_P(DemoStatusTest, BodilessStatusesAreStoredAndReplayedWithoutABody) {
+  DemoServer server(On());
   for (unsigned status : {204u, 304u}) {
     const std::string key = "bodiless-" + std::to_string(status);
     const std::string target = "/orders?status=" + std::to_string(status);
@@ -177,7 +191,13 @@ TEST(DemoStatusTest, BodilessStatusesAreStoredAndReplayedWithoutABody) {
       const Response res = client.Send(Post(target, kBody, key));
       EXPECT_EQ(res.result_int(), status) << res.body();
       EXPECT_TRUE(res.body().empty());
-      EXPECT_FALSE(HasHeader(res, "Content-Length")) << status;
+      // RESTinio writes Content-Length on every response it frames (RFC
+      // 9110 §8.6 forbids it on a 204): "0" at least says no body follows.
+      if (restinio()) {
+        EXPECT_EQ(HeaderOf(res, "Content-Length"), "0") << status;
+      } else {
+        EXPECT_FALSE(HasHeader(res, "Content-Length")) << status;
+      }
       EXPECT_FALSE(HasHeader(res, "Content-Type")) << status;
       EXPECT_EQ(IsReplay(res), attempt == 1) << status;
       EXPECT_TRUE(res.keep_alive());
@@ -207,6 +227,13 @@ TEST(HandlerErrorTest, ANonStdExceptionGets500AndReleasesTheKey) {
   EXPECT_EQ(runs.load(), 2);
   EXPECT_EQ(server.guard().metrics().Get(Outcome::kReleased), 2u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Servers, FramingTest,
+                         ::testing::ValuesIn(HttpServers()),
+                         HttpServerParamName);
+INSTANTIATE_TEST_SUITE_P(Servers, DemoStatusTest,
+                         ::testing::ValuesIn(HttpServers()),
+                         HttpServerParamName);
 
 }  // namespace
 }  // namespace idem::testing

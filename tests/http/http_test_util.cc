@@ -1,5 +1,6 @@
 #include "http_test_util.h"
 
+#include <cctype>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -159,6 +160,22 @@ std::string ProblemMismatch(const Response& response, unsigned status,
     why << "no instance; ";
   }
   return why.str();
+}
+
+std::string HttpServerName(demo::HttpFramework http) {
+  switch (http) {
+    case demo::HttpFramework::kBeast:
+      return "Beast";
+    case demo::HttpFramework::kRestinio:
+      return "Restinio";
+  }
+  return "Unknown";
+}
+
+std::string HttpFlag(demo::HttpFramework http) {
+  std::string name = HttpServerName(http);
+  for (char& c : name) c = static_cast<char>(std::tolower(c));
+  return name;
 }
 
 std::shared_ptr<Store> OpenMemoryStore(std::string_view uri) {

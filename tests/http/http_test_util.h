@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -95,6 +96,39 @@ bool IsReplay(const Response& response);
 // rejection, which has no path).
 std::string ProblemMismatch(const Response& response, unsigned status,
                             std::string_view code);
+
+// The servers the HTTP conformance suite runs against: idem-demo on each of
+// its HTTP frameworks, each with its idem adapter. A third adapter is one
+// line here (and its server in the demo).
+inline std::vector<demo::HttpFramework> HttpServers() {
+  return {
+    demo::HttpFramework::kBeast,
+#if IDEM_DEMO_WITH_RESTINIO
+        demo::HttpFramework::kRestinio,
+#endif
+  };
+}
+// "Beast", "Restinio": test name suffixes, and idem-demo's --http value in
+// lower case (HttpFlag).
+std::string HttpServerName(demo::HttpFramework http);
+std::string HttpFlag(demo::HttpFramework http);
+inline std::string HttpServerParamName(
+    const ::testing::TestParamInfo<demo::HttpFramework>& info) {
+  return HttpServerName(info.param);
+}
+
+// A suite over every server of HttpServers(): TEST_P(Fixture, ...) with
+// INSTANTIATE_TEST_SUITE_P(Servers, Fixture, ::testing::ValuesIn(
+// HttpServers()), HttpServerParamName).
+class HttpServerTest : public ::testing::TestWithParam<demo::HttpFramework> {
+ protected:
+  // `options` on this test's server.
+  demo::DemoOptions On(demo::DemoOptions options = {}) const {
+    options.http = GetParam();
+    return options;
+  }
+  bool restinio() const { return GetParam() == demo::HttpFramework::kRestinio; }
+};
 
 // idem-demo in this process, on 127.0.0.1:0.
 class DemoServer {

@@ -102,9 +102,15 @@ demo::DemoOptions RenewingDemo(beast::StoreCalls calls) {
   return options;
 }
 
-TEST(RenewalHttpTest, AdapterRenewsInlineStoreCalls) {
+// Each adapter renews through the shared Asio layer (idem::asio).
+class RenewalHttpTest : public HttpServerTest {};
+INSTANTIATE_TEST_SUITE_P(Servers, RenewalHttpTest,
+                         ::testing::ValuesIn(HttpServers()),
+                         HttpServerParamName);
+
+TEST_P(RenewalHttpTest, AdapterRenewsInlineStoreCalls) {
   auto store = std::make_shared<RenewalTestStore>();
-  DemoServer server(RenewingDemo(beast::StoreCalls::kInline), store);
+  DemoServer server(On(RenewingDemo(beast::StoreCalls::kInline)), store);
   ExpectNoTakeover(server.port(),
                    [&] { return static_cast<int>(server.handler_runs()); });
   // About one renewal per 0.3 s of the 3.5 s handler.
@@ -113,18 +119,18 @@ TEST(RenewalHttpTest, AdapterRenewsInlineStoreCalls) {
   EXPECT_EQ(server.Count(Outcome::kRenewalLost), 0u);
 }
 
-TEST(RenewalHttpTest, AdapterRenewsOnTheStoreCallPool) {
+TEST_P(RenewalHttpTest, AdapterRenewsOnTheStoreCallPool) {
   auto store = std::make_shared<RenewalTestStore>();
-  DemoServer server(RenewingDemo(beast::StoreCalls::kPool), store);
+  DemoServer server(On(RenewingDemo(beast::StoreCalls::kPool)), store);
   ExpectNoTakeover(server.port(),
                    [&] { return static_cast<int>(server.handler_runs()); });
   EXPECT_GE(store->Extends(), 3);
   EXPECT_EQ(server.Count(Outcome::kTakeover), 0u);
 }
 
-TEST(RenewalHttpTest, AdapterSchedulesNothingWhenOff) {
+TEST_P(RenewalHttpTest, AdapterSchedulesNothingWhenOff) {
   auto store = std::make_shared<RenewalTestStore>();
-  demo::DemoOptions options = RenewingDemo(beast::StoreCalls::kInline);
+  demo::DemoOptions options = On(RenewingDemo(beast::StoreCalls::kInline));
   options.lock_renewal = Duration::zero();
   DemoServer server(options, store);
   auto r =
@@ -134,10 +140,12 @@ TEST(RenewalHttpTest, AdapterSchedulesNothingWhenOff) {
   EXPECT_EQ(store->Extends(), 0);
 }
 
-// The real idem-demo process over its memory store.
-class RenewalProcessTest : public ::testing::Test {
+// The real idem-demo process over its memory store, on each --http server.
+class RenewalProcessTest : public HttpServerTest {
  protected:
-  std::uint16_t Start(const std::vector<std::string>& args) {
+  std::uint16_t Start(std::vector<std::string> args) {
+    args.push_back("--http");
+    args.push_back(HttpFlag(GetParam()));
     demo_.emplace(IDEM_DEMO_PATH, "memory:", dir_.path() / "demo.log", args);
     return demo_->WaitListening();
   }
@@ -147,7 +155,11 @@ class RenewalProcessTest : public ::testing::Test {
   std::optional<proc::DemoProcess> demo_;
 };
 
-TEST_F(RenewalProcessTest, RenewedHandlerIsNeverTakenOver) {
+INSTANTIATE_TEST_SUITE_P(Servers, RenewalProcessTest,
+                         ::testing::ValuesIn(HttpServers()),
+                         HttpServerParamName);
+
+TEST_P(RenewalProcessTest, RenewedHandlerIsNeverTakenOver) {
   const std::uint16_t port =
       Start({"--lock-timeout", "1", "--lock-renewal", "0.3"});
   ASSERT_NE(port, 0) << Log();
@@ -155,7 +167,7 @@ TEST_F(RenewalProcessTest, RenewedHandlerIsNeverTakenOver) {
   EXPECT_THAT(Log(), ::testing::Not(HasSubstr("renew"))) << Log();
 }
 
-TEST_F(RenewalProcessTest, WithoutRenewalTheSlowHandlerIsTakenOver) {
+TEST_P(RenewalProcessTest, WithoutRenewalTheSlowHandlerIsTakenOver) {
   const std::uint16_t port = Start({"--lock-timeout", "1"});
   ASSERT_NE(port, 0) << Log();
   SlowRun run = RunSlowWithRetries(port, "unrenewed",

@@ -1,10 +1,12 @@
 // Every row of SEMANTICS.md ("What a protected request gets", "What happens
 // to the handler's response") over real HTTP, against idem-demo running in
-// this process: status, problem body and code, replay header, which headers
-// a replay carries, Content-Length.
+// this process on each of its servers (HttpServers(): Beast, RESTinio):
+// status, problem body and code, replay header, which headers a replay
+// carries, Content-Length.
 
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -17,13 +19,13 @@ namespace {
 
 constexpr char kBody[] = R"({"item":"book","qty":1})";
 
-class SemanticsHttpTest : public ::testing::Test {
+class SemanticsHttpTest : public HttpServerTest {
  protected:
-  DemoServer server_;
+  DemoServer server_{On()};
   std::uint16_t port() const { return server_.port(); }
 };
 
-TEST_F(SemanticsHttpTest, FirstRequestRunsTheHandler) {
+TEST_P(SemanticsHttpTest, FirstRequestRunsTheHandler) {
   const Response res = SendOnce(port(), Post("/orders", kBody, "k-first"));
   EXPECT_EQ(res.result_int(), 201u);
   EXPECT_EQ(HeaderOf(res, "Content-Type"), "application/json");
@@ -47,7 +49,7 @@ TEST_F(SemanticsHttpTest, FirstRequestRunsTheHandler) {
   EXPECT_EQ(SendOnce(port(), Get("/orders/nope")).result_int(), 404u);
 }
 
-TEST_F(SemanticsHttpTest, ReplayCarriesOnlyStoredHeaders) {
+TEST_P(SemanticsHttpTest, ReplayCarriesOnlyStoredHeaders) {
   const Response first = SendOnce(port(), Post("/orders", kBody, "k-replay"));
   ASSERT_EQ(first.result_int(), 201u);
   const Response replay = SendOnce(port(), Post("/orders", kBody, "k-replay"));
@@ -64,14 +66,14 @@ TEST_F(SemanticsHttpTest, ReplayCarriesOnlyStoredHeaders) {
   EXPECT_EQ(server_.Count(Outcome::kReplayed), 1u);
 }
 
-TEST_F(SemanticsHttpTest, KeyMissing) {
+TEST_P(SemanticsHttpTest, KeyMissing) {
   const Response res = SendOnce(port(), Post("/orders", kBody, std::nullopt));
   EXPECT_EQ(ProblemMismatch(res, 400, "idempotency_key_missing"), "");
   EXPECT_EQ(server_.handler_runs(), 0u);
   EXPECT_EQ(server_.Count(Outcome::kKeyMissing), 1u);
 }
 
-TEST_F(SemanticsHttpTest, KeyInvalid) {
+TEST_P(SemanticsHttpTest, KeyInvalid) {
   const std::string too_long(256, 'k');
   for (const std::string& key :
        {std::string(""), too_long, std::string("\"unterminated"),
@@ -96,7 +98,7 @@ TEST_F(SemanticsHttpTest, KeyInvalid) {
   EXPECT_EQ(server_.handler_runs(), 1u);
 }
 
-TEST_F(SemanticsHttpTest, BodyOverTheLimitIs413) {
+TEST_P(SemanticsHttpTest, BodyOverTheLimitIs413) {
   const std::string big((std::size_t{1} << 20) + 1, 'x');
   TestClient client(port());
   const Response res = client.Send(Post("/orders", big, "k-big"));
@@ -110,7 +112,7 @@ TEST_F(SemanticsHttpTest, BodyOverTheLimitIs413) {
   EXPECT_EQ(SendOnce(port(), Post("/orders", max, "k-max")).result_int(), 201u);
 }
 
-TEST_F(SemanticsHttpTest, ChunkedBodyOverTheLimitIs413) {
+TEST_P(SemanticsHttpTest, ChunkedBodyOverTheLimitIs413) {
   TestClient client(port());
   std::string wire =
       "POST /orders HTTP/1.1\r\nHost: x\r\nIdempotency-Key: k-chunked\r\n"
@@ -126,7 +128,7 @@ TEST_F(SemanticsHttpTest, ChunkedBodyOverTheLimitIs413) {
   EXPECT_EQ(server_.handler_runs(), 0u);
 }
 
-TEST_F(SemanticsHttpTest, KeyReusedWithAnotherRequestIs422) {
+TEST_P(SemanticsHttpTest, KeyReusedWithAnotherRequestIs422) {
   ASSERT_EQ(SendOnce(port(), Post("/orders", kBody, "k-reuse")).result_int(),
             201u);
   const Response res =
@@ -140,7 +142,7 @@ TEST_F(SemanticsHttpTest, KeyReusedWithAnotherRequestIs422) {
   EXPECT_EQ(server_.Count(Outcome::kMismatch), 2u);
 }
 
-TEST_F(SemanticsHttpTest, InProgressIs409WithRetryAfter) {
+TEST_P(SemanticsHttpTest, InProgressIs409WithRetryAfter) {
   std::optional<Response> first;
   std::thread slow([&] {
     first = SendOnce(port(), Post("/orders?delay_ms=1500", kBody, "k-busy"));
@@ -157,7 +159,7 @@ TEST_F(SemanticsHttpTest, InProgressIs409WithRetryAfter) {
   EXPECT_EQ(server_.Count(Outcome::kConflict), 1u);
 }
 
-TEST_F(SemanticsHttpTest, ScopesKeepKeysApart) {
+TEST_P(SemanticsHttpTest, ScopesKeepKeysApart) {
   const Response a =
       SendOnce(port(), Post("/orders", kBody, "k-shared",
                             Headers{{"Authorization", "Bearer a"}}));
@@ -187,11 +189,19 @@ struct StatusCase {
   bool stored;
 };
 
-class HandlerStatusTest : public SemanticsHttpTest,
-                          public ::testing::WithParamInterface<StatusCase> {};
+class HandlerStatusTest : public ::testing::TestWithParam<
+                              std::tuple<demo::HttpFramework, StatusCase>> {
+ protected:
+  DemoServer server_{[] {
+    demo::DemoOptions options;
+    options.http = std::get<0>(GetParam());
+    return options;
+  }()};
+  std::uint16_t port() const { return server_.port(); }
+};
 
 TEST_P(HandlerStatusTest, StoredOrReleased) {
-  const StatusCase c = GetParam();
+  const StatusCase c = std::get<1>(GetParam());
   const std::string target = "/orders?status=" + std::to_string(c.status);
   const std::string key = "k-status-" + std::to_string(c.status);
   const Response first = SendOnce(port(), Post(target, kBody, key));
@@ -212,14 +222,19 @@ TEST_P(HandlerStatusTest, StoredOrReleased) {
 
 INSTANTIATE_TEST_SUITE_P(
     Statuses, HandlerStatusTest,
-    ::testing::Values(StatusCase{200, true}, StatusCase{302, true},
-                      StatusCase{400, true}, StatusCase{404, true},
-                      StatusCase{408, false}, StatusCase{425, false},
-                      StatusCase{429, false}, StatusCase{500, false},
-                      StatusCase{503, false}),
-    [](const auto& info) { return std::to_string(info.param.status); });
+    ::testing::Combine(
+        ::testing::ValuesIn(HttpServers()),
+        ::testing::Values(StatusCase{200, true}, StatusCase{302, true},
+                          StatusCase{400, true}, StatusCase{404, true},
+                          StatusCase{408, false}, StatusCase{425, false},
+                          StatusCase{429, false}, StatusCase{500, false},
+                          StatusCase{503, false})),
+    [](const auto& info) {
+      return HttpServerName(std::get<0>(info.param)) +
+             std::to_string(std::get<1>(info.param).status);
+    });
 
-TEST_F(SemanticsHttpTest, HandlerExceptionReleasesTheKey) {
+TEST_P(SemanticsHttpTest, HandlerExceptionReleasesTheKey) {
   const Response first =
       SendOnce(port(), Post("/orders?fail=throw", kBody, "k-throw"));
   // The server's own error handling answers; idem stored nothing.
@@ -232,7 +247,7 @@ TEST_F(SemanticsHttpTest, HandlerExceptionReleasesTheKey) {
   EXPECT_EQ(server_.Count(Outcome::kReleased), 2u);
 }
 
-TEST_F(SemanticsHttpTest, StatsAndMetrics) {
+TEST_P(SemanticsHttpTest, StatsAndMetrics) {
   SendOnce(port(), Post("/orders", kBody, "k-m"));
   SendOnce(port(), Post("/orders", kBody, "k-m"));
   const Response stats = SendOnce(port(), Get("/stats"));
@@ -247,8 +262,10 @@ TEST_F(SemanticsHttpTest, StatsAndMetrics) {
             std::string::npos);
 }
 
-TEST(SemanticsHttpStoreTest, StoreFullIs503) {
-  DemoServer server({}, OpenMemoryStore("memory:?capacity=1"));
+class SemanticsHttpStoreTest : public HttpServerTest {};
+
+TEST_P(SemanticsHttpStoreTest, StoreFullIs503) {
+  DemoServer server(On(), OpenMemoryStore("memory:?capacity=1"));
   ASSERT_EQ(SendOnce(server.port(), Post("/orders", kBody, "k-1")).result_int(),
             201u);
   const Response res = SendOnce(server.port(), Post("/orders", kBody, "k-2"));
@@ -258,14 +275,21 @@ TEST(SemanticsHttpStoreTest, StoreFullIs503) {
   EXPECT_EQ(server.Count(Outcome::kStoreFull), 1u);
 }
 
-TEST(SemanticsHttpStoreTest, StoreDownIs503FailClosed) {
-  DemoServer server({}, std::make_shared<DownStore>());
+TEST_P(SemanticsHttpStoreTest, StoreDownIs503FailClosed) {
+  DemoServer server(On(), std::make_shared<DownStore>());
   const Response res = SendOnce(server.port(), Post("/orders", kBody, "k-1"));
   EXPECT_EQ(ProblemMismatch(res, 503, "idempotency_store_unavailable"), "");
   EXPECT_EQ(HeaderOf(res, "Retry-After"), "1");
   EXPECT_EQ(server.handler_runs(), 0u);
   EXPECT_EQ(server.Count(Outcome::kStoreError), 1u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Servers, SemanticsHttpTest,
+                         ::testing::ValuesIn(HttpServers()),
+                         HttpServerParamName);
+INSTANTIATE_TEST_SUITE_P(Servers, SemanticsHttpStoreTest,
+                         ::testing::ValuesIn(HttpServers()),
+                         HttpServerParamName);
 
 }  // namespace
 }  // namespace idem::testing

@@ -30,6 +30,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/demo_http_flags.h"
 #include "support/demo_process.h"
 #include "support/temp_dir.h"
 #ifdef IDEM_MULTI_INSTANCE_POSTGRES
@@ -62,6 +63,7 @@ enum class SharedStore { kPostgres, kSqlite, kRedis, kRedisCluster };
 struct Case {
   SharedStore store;
   Spacing spacing;
+  std::string http = "beast";  // idem-demo --http
 };
 
 class MultiInstanceTest : public ::testing::TestWithParam<Case> {
@@ -121,10 +123,12 @@ TEST_P(MultiInstanceTest, OneKeyOnTwoInstancesRunsTheHandlerOnce) {
   const auto log_a = dir_.path() / "a.log";
   const auto log_b = dir_.path() / "b.log";
   // The first instance creates the table (or file); the second finds it.
-  DemoProcess a(IDEM_DEMO_PATH, uri_, log_a, {"--instance", "a"});
+  DemoProcess a(IDEM_DEMO_PATH, uri_, log_a,
+                {"--instance", "a", "--http", GetParam().http});
   const std::uint16_t port_a = a.WaitListening();
   ASSERT_NE(port_a, 0) << ReadFile(log_a);
-  DemoProcess b(IDEM_DEMO_PATH, uri_, log_b, {"--instance", "b"});
+  DemoProcess b(IDEM_DEMO_PATH, uri_, log_b,
+                {"--instance", "b", "--http", GetParam().http});
   const std::uint16_t port_b = b.WaitListening();
   ASSERT_NE(port_b, 0) << ReadFile(log_b);
   const std::uint16_t ports[2] = {port_a, port_b};
@@ -205,20 +209,27 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
                                            "RedisCluster"};
   return std::string(kNames[static_cast<int>(info.param.store)]) +
          (info.param.spacing == Spacing::kAllAtOnce ? "AllAtOnce"
-                                                    : "TenMsApart");
+                                                    : "TenMsApart") +
+         "_" + info.param.http;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Stores, MultiInstanceTest,
-    ::testing::Values(Case{SharedStore::kPostgres, Spacing::kAllAtOnce},
-                      Case{SharedStore::kPostgres, Spacing::kTenMsApart},
-                      Case{SharedStore::kSqlite, Spacing::kAllAtOnce},
-                      Case{SharedStore::kSqlite, Spacing::kTenMsApart},
-                      Case{SharedStore::kRedis, Spacing::kAllAtOnce},
-                      Case{SharedStore::kRedis, Spacing::kTenMsApart},
-                      Case{SharedStore::kRedisCluster, Spacing::kAllAtOnce},
-                      Case{SharedStore::kRedisCluster, Spacing::kTenMsApart}),
-    CaseName);
+// Every shared store, both spacings, on every server of the demo.
+std::vector<Case> AllCases() {
+  std::vector<Case> cases;
+  for (const std::string& http : DemoHttpFlags()) {
+    for (SharedStore store :
+         {SharedStore::kPostgres, SharedStore::kSqlite, SharedStore::kRedis,
+          SharedStore::kRedisCluster}) {
+      for (Spacing spacing : {Spacing::kAllAtOnce, Spacing::kTenMsApart}) {
+        cases.push_back(Case{store, spacing, http});
+      }
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, MultiInstanceTest,
+                         ::testing::ValuesIn(AllCases()), CaseName);
 
 #ifdef IDEM_MULTI_INSTANCE_SQLITE
 

@@ -37,9 +37,11 @@
 namespace idem {
 namespace {
 
+using postgres_internal::BigEndian64;
 using postgres_internal::Cell;
 using postgres_internal::IntCell;
 using postgres_internal::PgResult;
+using postgres_internal::View;
 
 // `name` as a quoted identifier, for names the server gave us (any
 // characters): embedded quotes are doubled.
@@ -163,15 +165,13 @@ class Caller {
                                "locked_until = $5 "
                                "WHERE id = $1 AND token = $2 AND state = 1 "
                                "AND current_database() = $4";
-    const auto locked_until =
-        postgres_internal::BigEndian64(ToUnixNanos(record->locked_until));
-    IDEM_ASSIGN_OR_RETURN(
-        const PgResult updated,
-        Exec(update,
-             std::array<std::string_view, 5>{
-                 id.view(), token.view(), blob, target_.database,
-                 postgres_internal::View(locked_until)},
-             PGRES_COMMAND_OK, kOp));
+    const auto locked_until = BigEndian64(ToUnixNanos(record->locked_until));
+    IDEM_ASSIGN_OR_RETURN(const PgResult updated,
+                          Exec(update,
+                               std::array<std::string_view, 5>{
+                                   id.view(), token.view(), blob,
+                                   target_.database, View(locked_until)},
+                               PGRES_COMMAND_OK, kOp));
     return std::string_view(PQcmdTuples(updated.get())) == "1"
                ? TransactionCompletion::kStored
                : TransactionCompletion::kClaimLost;

@@ -1,67 +1,13 @@
 #include "idem/beast/idempotent_handler.h"
 
-#include <chrono>
-#include <exception>
-#include <memory>
-#include <optional>
 #include <vector>
-
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
 
 #include "idem/beast/convert.h"
 #include "idem/beast/request_checks.h"
 #include "idem/idempotency_key.h"
 #include "idem/problem.h"
-#include "renewal_timer.h"
 
 namespace idem::beast {
-namespace {
-
-constexpr std::size_t kDefaultStoreThreads = 4;
-constexpr std::chrono::milliseconds kDefaultQueueTimeout{5000};
-
-// The store of IdempotentHandler::unavailable_: every call fails at once
-// with kUnavailable, saying why. Never blocks.
-class QueueTimeoutStore final : public Store {
- public:
-  explicit QueueTimeoutStore(std::chrono::milliseconds timeout)
-      : message_(
-            "no store-call thread was free within the store-call queue "
-            "timeout (" +
-            std::to_string(timeout.count()) +
-            " ms); the store was not called") {}
-  Result<ClaimResult> Claim(const RecordId&, const Fingerprint&, TimePoint,
-                            Duration, Duration) override {
-    return MakeError(ErrorCode::kUnavailable, message_);
-  }
-  Result<bool> Complete(const RecordId&, const Token&,
-                        const idem::Response&) override {
-    return MakeError(ErrorCode::kUnavailable, message_);
-  }
-  Result<bool> Release(const RecordId&, const Token&) override {
-    return MakeError(ErrorCode::kUnavailable, message_);
-  }
-  Result<bool> Revoke(const RecordId&) override {
-    return MakeError(ErrorCode::kUnavailable, message_);
-  }
-  Result<bool> ExtendLock(const RecordId&, const Token&, TimePoint,
-                          Duration) override {
-    return MakeError(ErrorCode::kUnavailable, message_);
-  }
-  Result<std::optional<Record>> Inspect(const RecordId&, TimePoint) override {
-    return MakeError(ErrorCode::kUnavailable, message_);
-  }
-  Result<std::size_t> PurgeExpired(TimePoint, std::size_t) override {
-    return MakeError(ErrorCode::kUnavailable, message_);
-  }
-  StoreInfo Info() const override { return StoreInfo{.name = "unavailable"}; }
-
- private:
-  const std::string message_;
-};
-
-}  // namespace
 
 Result<std::unique_ptr<IdempotentHandler>> IdempotentHandler::Create(
     std::shared_ptr<Guard> guard, Handler handler,
@@ -74,59 +20,23 @@ Result<std::unique_ptr<IdempotentHandler>> IdempotentHandler::Create(
     return MakeError(ErrorCode::kInvalidArgument,
                      "IdempotentHandler needs a request handler");
   }
-  if (options.store_queue_timeout.count() < 0) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "IdempotentHandler's store_queue_timeout must not be "
-                     "negative");
-  }
-  return std::unique_ptr<IdempotentHandler>(new IdempotentHandler(
-      std::move(guard), std::move(handler), std::move(options)));
+  IDEM_ASSIGN_OR_RETURN(std::unique_ptr<::idem::asio::GuardCalls> calls,
+                        ::idem::asio::GuardCalls::Create(guard, options));
+  return std::unique_ptr<IdempotentHandler>(
+      new IdempotentHandler(std::move(guard), std::move(handler),
+                            std::move(options), std::move(calls)));
 }
 
-IdempotentHandler::IdempotentHandler(std::shared_ptr<Guard> guard,
-                                     Handler handler,
-                                     IdempotentHandlerOptions options)
+IdempotentHandler::IdempotentHandler(
+    std::shared_ptr<Guard> guard, Handler handler,
+    IdempotentHandlerOptions options,
+    std::unique_ptr<::idem::asio::GuardCalls> calls)
     : guard_(std::move(guard)),
       handler_(std::move(handler)),
-      options_(std::move(options)) {
-  // A store that never blocks is called inline: a hop to the pool and back
-  // would only add latency.
-  const bool pool = options_.store_calls == StoreCalls::kPool ||
-                    (options_.store_calls == StoreCalls::kAuto &&
-                     guard_->store().Info().calls_may_block);
-  if (!pool) return;
-  const StoreInfo info = guard_->store().Info();
-  std::size_t threads = options_.store_threads;
-  if (threads == 0) {
-    threads = info.max_concurrent_calls > 0 ? info.max_concurrent_calls
-                                            : kDefaultStoreThreads;
-  }
-  queue_timeout_ = options_.store_queue_timeout;
-  if (queue_timeout_.count() == 0) {
-    queue_timeout_ = info.acquire_timeout.count() > 0 ? info.acquire_timeout
-                                                      : kDefaultQueueTimeout;
-  }
-  pool_threads_ = threads;
-  pool_ = std::make_unique<asio::thread_pool>(threads);
-  // Shares the guard's options, metrics and clock (non-owning: guard_
-  // outlives it), so its answers are counted where the guard's are.
-  GuardSetup setup;
-  setup.store = std::make_shared<QueueTimeoutStore>(queue_timeout_);
-  setup.options = guard_->options();
-  setup.clock =
-      std::shared_ptr<Clock>(std::shared_ptr<void>(), &guard_->clock());
-  setup.metrics =
-      std::shared_ptr<Metrics>(std::shared_ptr<void>(), &guard_->metrics());
-  setup.observers = guard_->observers();
-  setup.log = options_.log;
-  auto unavailable = Guard::Create(std::move(setup));
-  // The guard's own options were valid, so these are.
-  if (unavailable) unavailable_ = std::move(*unavailable);
-}
+      options_(std::move(options)),
+      calls_(std::move(calls)) {}
 
-IdempotentHandler::~IdempotentHandler() {
-  if (pool_) pool_->join();
-}
+IdempotentHandler::~IdempotentHandler() = default;
 
 Status IdempotentHandler::Protect(http::verb method, std::string_view pattern,
                                   std::shared_ptr<const GuardOptions> options) {
@@ -229,40 +139,8 @@ asio::awaitable<Response> IdempotentHandler::HandleProtected(const Route& route,
     view.headers = headers;
     view.body = request.body();
     if (scope) view.scope = *scope;
-    auto begin = [&] { return guard_->Begin(view, route.options); };
-    // Switched off, Begin calls no store: inline, so that a busy pool cannot
-    // turn a pass-through into a queue-timeout answer.
-    if (pool_ && guard_->enabled()) {
-      std::optional<Decision> begun = co_await OnPool(begin);
-      if (begun) {
-        d = std::move(*begun);
-      } else {
-        // Not started in time: answered without the store, as step 8.
-        d = unavailable_->Begin(view, route.options);
-      }
-    } else {
-      d = begin();
-    }
+    d = co_await calls_->Decide(view, route.options);
   }
-
-  if (d.action == Action::kWait) {
-    // Polls on a timer: the connection's thread is free while it waits.
-    asio::steady_timer timer(co_await asio::this_coro::executor);
-    while (d.action == Action::kWait) {
-      timer.expires_after(
-          std::chrono::duration_cast<asio::steady_timer::duration>(d.retry_in));
-      co_await timer.async_wait(asio::use_awaitable);
-      auto resume = [&] { return guard_->Resume(std::move(d)); };
-      if (pool_) {
-        std::optional<Decision> resumed = co_await OnPool(resume);
-        // `d` is untouched when the call did not start in time.
-        d = resumed ? std::move(*resumed) : unavailable_->Resume(std::move(d));
-      } else {
-        d = resume();
-      }
-    }
-  }
-
   switch (d.action) {
     case Action::kRespond:
       co_return ToBeast(d.response, version, keep_alive);
@@ -272,63 +150,15 @@ asio::awaitable<Response> IdempotentHandler::HandleProtected(const Route& route,
     case Action::kWait:
       break;
   }
-
-  // With the route's lock_renewal, a timer renews the claim while the
-  // handler runs; nothing is scheduled otherwise.
-  std::shared_ptr<RenewalTimer> renewal;
-  if (d.claim.lock_renewal() > Duration::zero()) {
-    std::optional<asio::any_io_executor> store_calls;
-    if (pool_) store_calls = pool_->get_executor();
-    renewal = RenewalTimer::Start(co_await asio::this_coro::executor,
-                                  d.claim.lease(), std::move(store_calls));
-  }
-  Response response;
-  std::exception_ptr error;
-  try {
-    response = co_await handler_(std::move(request));
-  } catch (...) {
-    error = std::current_exception();
-  }
-  if (renewal) renewal->Stop();
-  if (error) {
-    // Released here rather than by the ClaimHandle's destructor so that the
-    // store call happens off the I/O thread; then the server's own error
-    // handling gets the exception.
-    auto abandon = [&] {
-      d.claim.Abandon();
-      return true;
-    };
-    if (pool_) {
-      if (!co_await OnPool(abandon)) {
-        d.claim.Forget(
-            "releasing a key was not started within the "
-            "store-call queue timeout (" +
-            std::to_string(queue_timeout_.count()) + " ms)");
-      }
-    } else {
-      abandon();
-    }
-    std::rethrow_exception(error);
-  }
+  Response response = co_await calls_->Execute(d, handler_(std::move(request)));
   if (!response.has_content_length() && !response.chunked()) {
     PreparePayload(response);
   }
   // Stored before it is returned: a client that disconnects after this point
   // gets the replay when it retries. Only the headers the route stores are
   // copied.
-  const idem::Response stored =
-      FromBeast(response, route.options->stored_headers);
-  auto finish = [&] { return d.claim.Finish(stored); };
-  if (pool_) {
-    if (!co_await OnPool(finish)) {
-      d.claim.Forget(
-          "storing the response was not started within the "
-          "store-call queue timeout (" +
-          std::to_string(queue_timeout_.count()) + " ms); sent unstored");
-    }
-  } else {
-    finish();
-  }
+  co_await calls_->Finish(d.claim,
+                          FromBeast(response, route.options->stored_headers));
   co_return response;
 }
 

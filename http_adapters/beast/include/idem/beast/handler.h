@@ -10,8 +10,8 @@
 //                            exactly once, from any thread)
 //
 // `Request` may also be taken as `Request&&` (the adapter keeps the request
-// alive until the handler completes). Handler (below) detects the
-// form from the callable's signature. A synchronous handler runs on the
+// alive until the handler completes). Handler (below; the shared
+// idem::asio::BasicHandler) detects the form from the callable's signature. A synchronous handler runs on the
 // thread that called the adapter (an I/O thread): it must not block; use a
 // coroutine or a completion handler for anything slow.
 //
@@ -21,24 +21,13 @@
 #ifndef IDEM_BEAST_HANDLER_H_
 #define IDEM_BEAST_HANDLER_H_
 
-// Boost 1.74's Asio coroutine headers use std::exchange without including
-// <utility>; GCC 12's standard library no longer includes it transitively.
-#include <utility>
+#include <utility>  // Before Asio's coroutine headers; see idem/asio/handler.h.
 
-#include <exception>
-#include <functional>
-#include <memory>
-#include <stdexcept>
-#include <type_traits>
-
-#include <boost/asio/associated_executor.hpp>
-#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
+
+#include "idem/asio/handler.h"
 
 namespace idem::beast {
 
@@ -52,139 +41,14 @@ using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 using RequestHeader = http::request_header<>;
 
-// The completion of a completion-handler-form handler. Move-only; call
-// exactly once. Destroying it uncalled completes the request with an error
-// (std::runtime_error), so a lost Responder cannot hang a connection.
-class Responder {
- public:
-  Responder() = default;
-  template <typename CompletionHandler>
-  explicit Responder(CompletionHandler handler)
-      : impl_(std::make_unique<Impl<CompletionHandler>>(std::move(handler))) {}
-  Responder(Responder&&) = default;
-  Responder& operator=(Responder&& other) noexcept {
-    if (this != &other) {
-      Drop();
-      impl_ = std::move(other.impl_);
-    }
-    return *this;
-  }
-  ~Responder() { Drop(); }
-
-  // Completes the request with `response`.
-  void operator()(Response response) {
-    if (auto impl = std::move(impl_))
-      impl->Complete(nullptr, std::move(response));
-  }
-  // Completes the request with an error: the adapter releases the key, and
-  // rethrows `error` to the server's own error handling.
-  void Fail(std::exception_ptr error) {
-    if (auto impl = std::move(impl_)) impl->Complete(error, Response());
-  }
-
- private:
-  struct Base {
-    virtual ~Base() = default;
-    virtual void Complete(std::exception_ptr error, Response response) = 0;
-  };
-  template <typename H>
-  struct Impl final : Base {
-    explicit Impl(H h)
-        : handler(std::move(h)), work(asio::get_associated_executor(handler)) {}
-    void Complete(std::exception_ptr error, Response response) override {
-      // Posted, not called: the handler may be called from the initiating
-      // function itself or from a foreign thread, and the caller's coroutine
-      // must resume on its own executor either way.
-      auto ex = work.get_executor();
-      asio::post(
-          ex, [h = std::move(handler), error,
-               r = std::move(response)]() mutable { h(error, std::move(r)); });
-      work.reset();
-    }
-    H handler;
-    asio::executor_work_guard<asio::associated_executor_t<H>> work;
-  };
-
-  void Drop() {
-    if (impl_) {
-      Fail(std::make_exception_ptr(
-          std::runtime_error("request handler dropped its Responder")));
-    }
-  }
-
-  std::unique_ptr<Base> impl_;
-};
+// The completion of a completion-handler-form handler (idem/asio/handler.h):
+// move-only; call exactly once. Destroying it uncalled completes the request
+// with an error (std::runtime_error), so a lost Responder cannot hang a
+// connection.
+using Responder = ::idem::asio::BasicResponder<Response>;
 
 // Any of the three forms, type-erased.
-class Handler {
- public:
-  Handler() = default;
-
-  template <typename F>
-  requires(!std::is_same_v<std::remove_cvref_t<F>, Handler>) Handler(
-      F f) {  // NOLINT(google-explicit-constructor): a handler is a handler.
-    using Fn = std::remove_cvref_t<F>;
-    // The forwarding lambdas are not coroutines themselves: the coroutines
-    // are the functions below, which own what they use as parameters
-    // (GCC 12 mishandles captures of coroutine lambdas).
-    if constexpr (std::is_invocable_v<Fn&, Request&&, Responder&&>) {
-      auto shared = std::make_shared<Fn>(std::move(f));
-      async_ = [shared](Request req) {
-        return CallCompletionForm(shared, std::move(req));
-      };
-    } else if constexpr (std::is_invocable_r_v<asio::awaitable<Response>, Fn&,
-                                               Request&&>) {
-      auto shared = std::make_shared<Fn>(std::move(f));
-      async_ = [shared](Request req) {
-        return CallCoroutineForm(shared, std::move(req));
-      };
-    } else {
-      static_assert(std::is_invocable_r_v<Response, Fn&, Request&&>,
-                    "a handler is Response(Request), "
-                    "asio::awaitable<Response>(Request) or "
-                    "void(Request, Responder)");
-      sync_ = std::move(f);
-    }
-  }
-
-  explicit operator bool() const { return sync_ || async_; }
-  bool synchronous() const { return static_cast<bool>(sync_); }
-
-  // Runs the handler; a synchronous one runs inline. Not a coroutine itself,
-  // so an asynchronous handler costs no extra frame.
-  asio::awaitable<Response> operator()(Request req) const {
-    if (sync_) return RunSync(&sync_, std::move(req));
-    return async_(std::move(req));
-  }
-
- private:
-  static asio::awaitable<Response> RunSync(
-      const std::function<Response(Request&&)>* fn, Request req) {
-    co_return (*fn)(std::move(req));
-  }
-
-  template <typename Fn>
-  static asio::awaitable<Response> CallCompletionForm(std::shared_ptr<Fn> fn,
-                                                      Request req) {
-    co_return co_await asio::async_initiate<const asio::use_awaitable_t<>,
-                                            void(std::exception_ptr, Response)>(
-        [&fn, &req](auto handler) {
-          (*fn)(std::move(req), Responder(std::move(handler)));
-        },
-        asio::use_awaitable);
-  }
-
-  // The frame owns the request for as long as the handler's coroutine runs,
-  // so a handler taking `Request&&` cannot dangle.
-  template <typename Fn>
-  static asio::awaitable<Response> CallCoroutineForm(std::shared_ptr<Fn> fn,
-                                                     Request req) {
-    co_return co_await (*fn)(std::move(req));
-  }
-
-  std::function<Response(Request&&)> sync_;
-  std::function<asio::awaitable<Response>(Request)> async_;
-};
+using Handler = ::idem::asio::BasicHandler<Request, Response>;
 
 }  // namespace idem::beast
 

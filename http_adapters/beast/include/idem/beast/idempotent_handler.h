@@ -46,7 +46,6 @@
 
 #include <utility>  // Before Asio's coroutine headers; see handler.h.
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -58,19 +57,13 @@
 #include <string_view>
 #include <type_traits>
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/execution/outstanding_work.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/prefer.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/parser.hpp>
 
+#include "idem/asio/guard_calls.h"
 #include "idem/beast/handler.h"
 #include "idem/beast/route.h"
 #include "idem/error.h"
@@ -85,35 +78,12 @@ namespace idem::beast {
 using ScopeResolver =
     std::function<std::optional<std::string>(const RequestHeader&)>;
 
-// Where the Guard's store calls run.
-enum class StoreCalls {
-  kAuto,    // Inline when the store's Info().calls_may_block is false, else
-            // the pool.
-  kInline,  // On the caller's thread (only for stores that never block).
-  kPool,    // Always on the pool.
-};
+// Where the Guard's store calls run (guard_calls.h).
+using StoreCalls = ::idem::asio::StoreCalls;
 
-struct IdempotentHandlerOptions {
-  // Threads of the pool that runs store calls; started only when store calls
-  // go to the pool. 0: the store's Info().max_concurrent_calls (PostgreSQL:
-  // its `pool`), or 4 when the store names none. More threads than the store
-  // serves at once would only wait inside the store. Default: 0.
-  std::size_t store_threads = 0;
-  // How long a store call may wait on the pool's queue before it starts: the
-  // deadline of every store call includes its wait in the queue. A claim
-  // not started within it is answered as if the store were unreachable
-  // (step 8: 503 `idempotency_store_unavailable` on a fail-closed route,
-  // unprotected on a fail-open one) without calling the store; a Finish or
-  // release not started within it is not made: logged, counted
-  // `store_failed`, and the record stays in_progress until its lock
-  // timeout. 0: the store's Info().acquire_timeout, or 5 s when the store
-  // names none. Default: 0.
-  std::chrono::milliseconds store_queue_timeout{0};
-  // Where the adapter's own errors go (store calls it could not make in
-  // time). Default: none.
-  LogSink log;
-  // Default: kAuto.
-  StoreCalls store_calls = StoreCalls::kAuto;
+// The store-call fields (store_threads, store_queue_timeout, log,
+// store_calls) are GuardCallOptions' (guard_calls.h).
+struct IdempotentHandlerOptions : ::idem::asio::GuardCallOptions {
   // Default: every request is anonymous.
   ScopeResolver scope;
   // The body limit for requests whose body idem does not bound (routes that
@@ -188,13 +158,14 @@ class IdempotentHandler {
   Guard& guard() { return *guard_; }
   const RouteTable& routes() const { return routes_; }
   // Whether store calls run inline (see StoreCalls).
-  bool store_calls_inline() const { return !pool_; }
+  bool store_calls_inline() const { return calls_->store_calls_inline(); }
   // Threads of the store-call pool (0 when store calls run inline).
-  std::size_t store_threads() const { return pool_ ? pool_threads_ : 0; }
+  std::size_t store_threads() const { return calls_->store_threads(); }
 
  private:
   IdempotentHandler(std::shared_ptr<Guard> guard, Handler handler,
-                    IdempotentHandlerOptions options);
+                    IdempotentHandlerOptions options,
+                    std::unique_ptr<::idem::asio::GuardCalls> calls);
 
   // The route of a request with `header` when the Guard holds its body to
   // the route's max_request_body (Guard::BodyIsBounded), else nullptr.
@@ -203,81 +174,13 @@ class IdempotentHandler {
   asio::awaitable<Response> HandleProtected(const Route& route,
                                             Request request);
 
-  // Runs `fn` (a store call) on the pool and resumes on the caller's
-  // executor with its result, or with nullopt when no pool thread started
-  // it within the queue timeout (then `fn` never runs). Callers run `fn`
-  // inline instead when there is no pool. One post to the pool and one
-  // back, with the coroutine's own handler, and a timer on the caller's
-  // executor for the queue deadline: whichever of the pool thread and the
-  // timer comes first takes the call. `fn` lives in this frame, which stays
-  // suspended until the handler resumes it, and only the pool thread that
-  // took the call touches it.
-  template <typename Fn>
-  asio::awaitable<std::optional<std::invoke_result_t<Fn&>>> OnPool(Fn fn) {
-    using Value = std::invoke_result_t<Fn&>;
-    using Out = std::optional<Value>;
-    co_return co_await asio::async_initiate<const asio::use_awaitable_t<>,
-                                            void(std::exception_ptr, Out)>(
-        [this, &fn](auto handler) {
-          using H = decltype(handler);
-          // Keeps the caller's context running until the result is back.
-          using Home =
-              decltype(asio::prefer(asio::get_associated_executor(handler),
-                                    asio::execution::outstanding_work.tracked));
-          struct Call {
-            Call(H h, asio::any_io_executor ex)
-                : handler(std::move(h)),
-                  home(asio::prefer(asio::get_associated_executor(handler),
-                                    asio::execution::outstanding_work.tracked)),
-                  timer(std::move(ex)) {}
-            std::atomic<bool> taken{false};
-            H handler;
-            std::optional<Home> home;  // Reset by the timer when it wins.
-            asio::steady_timer timer;
-          };
-          asio::any_io_executor ex = asio::get_associated_executor(handler);
-          auto call = std::make_shared<Call>(std::move(handler), std::move(ex));
-          call->timer.expires_after(queue_timeout_);
-          call->timer.async_wait([call](const boost::system::error_code& ec) {
-            if (ec || call->taken.exchange(true)) return;
-            Home home = std::move(*call->home);
-            call->home.reset();
-            asio::post(home, [call] {
-              std::move(call->handler)(std::exception_ptr(), Out());
-            });
-          });
-          asio::post(pool_->get_executor(), [&fn, call]() mutable {
-            if (call->taken.exchange(true)) return;  // Timed out in the queue.
-            std::exception_ptr error;
-            Out result;
-            try {
-              result.emplace(fn());
-            } catch (...) {
-              error = std::current_exception();
-            }
-            Home home = std::move(*call->home);
-            asio::post(home,
-                       [call, error, result = std::move(result)]() mutable {
-                         call->timer.cancel();
-                         std::move(call->handler)(error, std::move(result));
-                       });
-          });
-        },
-        asio::use_awaitable);
-  }
-
   std::shared_ptr<Guard> guard_;
   Handler handler_;
   IdempotentHandlerOptions options_;
   RouteTable routes_;
-  std::unique_ptr<asio::thread_pool> pool_;  // Null: store calls inline.
-  std::size_t pool_threads_ = 0;
-  std::chrono::milliseconds queue_timeout_{0};
-  // Answers the requests whose claim did not start in time: the same
-  // options, metrics and clock over a store that fails every call at once,
-  // so that steps 1-3 and the route's on_store_error apply as they would
-  // to an unreachable store.
-  std::unique_ptr<Guard> unavailable_;
+  // Store calls, lock_wait and a throwing handler: the Asio adapters'
+  // shared part.
+  std::unique_ptr<::idem::asio::GuardCalls> calls_;
 };
 
 }  // namespace idem::beast

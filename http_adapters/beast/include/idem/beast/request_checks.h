@@ -30,16 +30,13 @@
 #include <optional>
 #include <string>
 
+#include "idem/asio/request_checks.h"
 #include "idem/beast/handler.h"
 
 namespace idem::beast {
 
-// Why a request header cannot be served: the problem code and a sentence for
-// the 400 problem's detail.
-struct HeaderRejection {
-  std::string code;  // "bad_request" (framing) or "authorization_ambiguous".
-  std::string detail;
-};
+// Why a request header cannot be served (idem/asio/request_checks.h).
+using HeaderRejection = ::idem::asio::HeaderRejection;
 
 // The first reason (framing, then credentials) a request with `header`
 // must get 400 and have its connection closed, or nullopt.

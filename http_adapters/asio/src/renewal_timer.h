@@ -9,8 +9,8 @@
 // Thread-safety: Start and Stop from any thread; the timer itself lives on
 // a strand of the given executor.
 
-#ifndef IDEM_BEAST_SRC_RENEWAL_TIMER_H_
-#define IDEM_BEAST_SRC_RENEWAL_TIMER_H_
+#ifndef IDEM_ASIO_SRC_RENEWAL_TIMER_H_
+#define IDEM_ASIO_SRC_RENEWAL_TIMER_H_
 
 #include <atomic>
 #include <memory>
@@ -22,7 +22,7 @@
 
 #include "idem/claim_lease.h"
 
-namespace idem::beast {
+namespace idem::asio {
 
 class RenewalTimer : public std::enable_shared_from_this<RenewalTimer> {
  public:
@@ -54,6 +54,6 @@ class RenewalTimer : public std::enable_shared_from_this<RenewalTimer> {
   std::atomic<bool> stopped_{false};
 };
 
-}  // namespace idem::beast
+}  // namespace idem::asio
 
-#endif  // IDEM_BEAST_SRC_RENEWAL_TIMER_H_
+#endif  // IDEM_ASIO_SRC_RENEWAL_TIMER_H_

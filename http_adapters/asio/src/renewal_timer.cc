@@ -7,23 +7,23 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 
-namespace idem::beast {
+namespace idem::asio {
 
-namespace asio = boost::asio;
+namespace net = boost::asio;
 
 std::shared_ptr<RenewalTimer> RenewalTimer::Start(
-    asio::any_io_executor executor, std::shared_ptr<ClaimLease> lease,
-    std::optional<asio::any_io_executor> store_calls) {
+    net::any_io_executor executor, std::shared_ptr<ClaimLease> lease,
+    std::optional<net::any_io_executor> store_calls) {
   auto timer = std::make_shared<RenewalTimer>(
       std::move(executor), std::move(lease), std::move(store_calls));
-  asio::post(timer->strand_, [timer] { timer->Arm(); });
+  net::post(timer->strand_, [timer] { timer->Arm(); });
   return timer;
 }
 
-RenewalTimer::RenewalTimer(asio::any_io_executor executor,
+RenewalTimer::RenewalTimer(net::any_io_executor executor,
                            std::shared_ptr<ClaimLease> lease,
-                           std::optional<asio::any_io_executor> store_calls)
-    : strand_(asio::make_strand(std::move(executor))),
+                           std::optional<net::any_io_executor> store_calls)
+    : strand_(net::make_strand(std::move(executor))),
       timer_(strand_),
       lease_(std::move(lease)),
       store_calls_(std::move(store_calls)) {}
@@ -32,12 +32,12 @@ void RenewalTimer::Stop() {
   stopped_.store(true);
   // The timer is the strand's to touch; the pending wait holds a reference,
   // so this object lives until the cancelled wait has run.
-  asio::post(strand_, [self = shared_from_this()] { self->timer_.cancel(); });
+  net::post(strand_, [self = shared_from_this()] { self->timer_.cancel(); });
 }
 
 void RenewalTimer::Arm() {
   if (stopped_.load()) return;
-  timer_.expires_after(std::chrono::duration_cast<asio::steady_timer::duration>(
+  timer_.expires_after(std::chrono::duration_cast<net::steady_timer::duration>(
       lease_->interval()));
   timer_.async_wait([self = shared_from_this()](
                         const boost::system::error_code& ec) {
@@ -52,11 +52,11 @@ void RenewalTimer::Arm() {
     // strand (a server that stops waits for it), as with the adapter's
     // other calls on the pool.
     auto home =
-        asio::prefer(self->strand_, asio::execution::outstanding_work.tracked);
-    asio::post(*self->store_calls_, [self, home] {
+        net::prefer(self->strand_, net::execution::outstanding_work.tracked);
+    net::post(*self->store_calls_, [self, home] {
       const RenewResult result =
           self->stopped_.load() ? RenewResult::kEnded : self->lease_->Renew();
-      asio::post(home, [self, result] { self->Renewed(result); });
+      net::post(home, [self, result] { self->Renewed(result); });
     });
   });
 }
@@ -68,4 +68,4 @@ void RenewalTimer::Renewed(RenewResult result) {
   Arm();
 }
 
-}  // namespace idem::beast
+}  // namespace idem::asio

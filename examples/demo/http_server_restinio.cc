@@ -1,0 +1,155 @@
+#include "http_server_restinio.h"
+
+#include <exception>
+#include <future>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <restinio/all.hpp>
+#include <restinio/sync_chain/fixed_size.hpp>
+
+#include "http_server.h"
+#include "idem/beast/convert.h"
+#include "idem/restinio/convert.h"
+
+namespace idem::demo {
+namespace {
+
+using Chain = ::restinio::sync_chain::fixed_size_chain_t<2>;
+
+struct Traits : ::restinio::traits_t<::restinio::asio_timer_manager_t,
+                                     ::restinio::null_logger_t, Chain> {
+  static constexpr bool use_connection_count_limiter = true;
+};
+
+// A RESTinio request as the Beast request DemoApp reads.
+beast::Request ToBeastRequest(const ::restinio::request_t& request) {
+  const auto& header = request.header();
+  beast::Request out;
+  out.method_string(header.method().c_str());
+  out.target(header.request_target());
+  out.version(header.http_major() * 10 + header.http_minor());
+  for (const auto& field : header) out.insert(field.name(), field.value());
+  out.keep_alive(header.should_keep_alive());
+  out.body() = request.body();
+  return out;
+}
+
+}  // namespace
+
+struct RestinioServer::Impl {
+  std::unique_ptr<::restinio::http_server_t<Traits>> server;
+};
+
+boost::asio::awaitable<idem::Response> RestinioServer::Serve(
+    DemoApp* app, idem::restinio::RequestHandle request) {
+  co_return beast::FromBeast(co_await app->Handle(ToBeastRequest(*request)));
+}
+
+boost::asio::awaitable<idem::Response> RestinioServer::ServeRest(
+    DemoApp* app, Transfers* transfers, idem::restinio::RequestHandle request) {
+  beast::Request converted = ToBeastRequest(*request);
+  if (transfers != nullptr && Transfers::Matches(converted)) {
+    co_return beast::FromBeast(
+        co_await transfers->Handle(std::move(converted)));
+  }
+  co_return beast::FromBeast(co_await app->Handle(std::move(converted)));
+}
+
+RestinioServer::RestinioServer(RestinioServerOptions options, DemoApp* app)
+    : options_(std::move(options)), app_(app) {}
+
+RestinioServer::~RestinioServer() {
+  Shutdown();
+  Wait();
+}
+
+Status RestinioServer::Start(restinio::IdempotentHandler* idem) {
+  // Whatever idem did not answer: /transfers (set_transfers) or DemoApp,
+  // as a coroutine on the I/O context, answering from there.
+  auto rest = [app = app_, transfers = transfers_,
+               &ioc = ioc_](const idem::restinio::RequestHandle& request) {
+    boost::asio::co_spawn(
+        ioc, ServeRest(app, transfers, request),
+        [request](std::exception_ptr error, idem::Response response) {
+          if (!error) {
+            idem::restinio::Send(*request, response);
+            return;
+          }
+          idem::restinio::SendProblem(*request, 500, "internal_error",
+                                      "The request handler failed.",
+                                      /*close=*/true);
+        });
+    return ::restinio::request_accepted();
+  };
+  idem::restinio::ChainHandlerFn first =
+      idem ? idem->ChainHandler()
+           : idem::restinio::ChainHandlerFn(
+                 [](const idem::restinio::RequestHandle&) {
+                   return ::restinio::request_not_handled();
+                 });
+  const std::size_t max_connections = options_.max_connections > 0
+                                          ? options_.max_connections
+                                          : DefaultMaxConnections();
+  ::restinio::server_settings_t<Traits> settings;
+  settings.port(options_.port)
+      .address(options_.host)
+      .max_parallel_connections(max_connections)
+      .incoming_http_msg_limits(
+          ::restinio::incoming_http_msg_limits_t{}.max_body_size(
+              options_.body_limit))
+      .handle_request_timeout(options_.handle_request_timeout)
+      .read_next_http_message_timelimit(options_.io_timeout)
+      .write_http_response_timelimit(options_.io_timeout)
+      .acceptor_post_bind_hook(
+          [this](boost::asio::ip::tcp::acceptor& acceptor) {
+            port_.store(acceptor.local_endpoint().port());
+          })
+      .request_handler(std::move(first), std::move(rest));
+  if (idem) {
+    IDEM_RETURN_IF_ERROR(
+        idem->CheckRequestTimeout(options_.handle_request_timeout));
+  }
+  impl_ = std::make_unique<Impl>();
+  impl_->server = std::make_unique<::restinio::http_server_t<Traits>>(
+      ::restinio::external_io_context(ioc_), std::move(settings));
+  try {
+    // The I/O threads are not running yet: opened on this thread.
+    impl_->server->open_sync();
+  } catch (const std::exception& e) {
+    impl_->server.reset();
+    return MakeError(ErrorCode::kUnavailable,
+                     "cannot listen on " + options_.host + ":" +
+                         std::to_string(options_.port) + ": " + e.what());
+  }
+  work_.emplace(ioc_.get_executor());
+  for (int i = 0; i < options_.threads; ++i) {
+    threads_.emplace_back([this] { ioc_.run(); });
+  }
+  return {};
+}
+
+void RestinioServer::Shutdown() {
+  if (shut_down_.exchange(true)) return;
+  if (!impl_ || !impl_->server) return;
+  if (threads_.empty()) {
+    impl_->server->close_sync();
+  } else {
+    // close_sync belongs on the server's own executor.
+    std::promise<void> closed;
+    impl_->server->close_async(
+        [&closed] { closed.set_value(); },
+        [&closed](std::exception_ptr) { closed.set_value(); });
+    closed.get_future().wait();
+  }
+  work_.reset();
+  ioc_.stop();
+}
+
+void RestinioServer::Wait() {
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+}  // namespace idem::demo

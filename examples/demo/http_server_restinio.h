@@ -1,0 +1,126 @@
+// RestinioServer: idem-demo's server on RESTinio 0.6 (`--http restinio`),
+// beside HttpServer (Beast, the default). The same endpoints and flags; the
+// request handling is a RESTinio handler chain: idem::restinio's chain
+// handler for the protected routes, then DemoApp for everything else.
+//
+// DemoApp speaks Beast messages; this server converts at its edge (a
+// RESTinio request to a Beast request, DemoApp's Beast response to an
+// idem::Response), so DemoApp's routes stay one set of functions.
+//
+// Differences from HttpServer, which are RESTinio's: a request its parser
+// rejects (bad framing, a body over max_body_size) gets no 400 or 413, the
+// connection is closed; Shutdown closes open connections without waiting
+// for requests in flight (their responses are stored before they are sent,
+// so a retry gets the replay).
+//
+// Thread-safety: Start once; Shutdown and the accessors from any thread.
+
+#ifndef IDEM_DEMO_HTTP_SERVER_RESTINIO_H_
+#define IDEM_DEMO_HTTP_SERVER_RESTINIO_H_
+
+#include <utility>  // Before Asio's coroutine headers; see handler.h.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "demo_app.h"
+#include "idem/error.h"
+#include "idem/restinio/idempotent_handler.h"
+#include "transfers.h"
+
+namespace idem::demo {
+
+struct RestinioServerOptions {
+  std::string host = "127.0.0.1";
+  // 0 picks a free port; port() tells which.
+  std::uint16_t port = 8080;
+  // Threads running the I/O context. Default: 2.
+  int threads = 2;
+  // Most connections open at once (RESTinio's connection count limiter).
+  // 0: half the soft RLIMIT_NOFILE, at most 10000. Default: 0.
+  std::size_t max_connections = 0;
+  // RESTinio's max_body_size: idem::restinio::IdempotentHandler::BodyLimit()
+  // when idem protects routes. Default: 8 MiB.
+  std::uint64_t body_limit = std::uint64_t{8} << 20;
+  // RESTinio's handle_request_timeout: how long a request may take from its
+  // last byte read to its answer. Default: 60 s.
+  std::chrono::milliseconds handle_request_timeout{60'000};
+  // RESTinio's read_next_http_message_timelimit (an idle keep-alive
+  // connection) and write_http_response_timelimit. Default: 60 s.
+  std::chrono::seconds io_timeout{60};
+};
+
+class RestinioServer {
+ public:
+  // `app` must outlive the server.
+  RestinioServer(RestinioServerOptions options, DemoApp* app);
+  RestinioServer(const RestinioServer&) = delete;
+  RestinioServer& operator=(const RestinioServer&) = delete;
+  // Shuts down and waits.
+  ~RestinioServer();
+
+  // RestinioServerOptions::body_limit, before Start.
+  void set_body_limit(std::uint64_t limit) { options_.body_limit = limit; }
+
+  // POST /transfers and GET /transfers/count (Transfers::Matches) go to
+  // `transfers` (which must outlive the server) rather than DemoApp, as on
+  // the Beast server. Before Start. Default: none.
+  void set_transfers(Transfers* transfers) { transfers_ = transfers; }
+
+  // The I/O context the server runs on (the adapter's executor).
+  boost::asio::io_context& io_context() { return ioc_; }
+
+  // Binds, listens and starts the threads, with `idem` (which must outlive
+  // the server) in front of DemoApp; null: every request goes to DemoApp
+  // (the benchmark baseline). kUnavailable naming the address when it cannot
+  // bind; kInvalidArgument when handle_request_timeout does not cover idem's
+  // waits (IdempotentHandler::CheckRequestTimeout).
+  Status Start(restinio::IdempotentHandler* idem);
+
+  const std::string& host() const { return options_.host; }
+  std::uint16_t port() const { return port_.load(); }
+
+  // Stops accepting and closes every connection; the threads return.
+  // Idempotent.
+  void Shutdown();
+  // Blocks until every server thread has returned (after Shutdown).
+  void Wait();
+
+  // DemoApp behind RESTinio: the protected routes' handler.
+  static boost::asio::awaitable<idem::Response> Serve(
+      DemoApp* app, idem::restinio::RequestHandle request);
+
+ private:
+  struct Impl;
+
+  // The chain's handler for whatever idem did not answer.
+  static boost::asio::awaitable<idem::Response> ServeRest(
+      DemoApp* app, Transfers* transfers,
+      idem::restinio::RequestHandle request);
+
+  RestinioServerOptions options_;
+  DemoApp* app_;
+  Transfers* transfers_ = nullptr;
+  boost::asio::io_context ioc_;
+  std::optional<
+      boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
+      work_;
+  std::unique_ptr<Impl> impl_;
+  std::atomic<std::uint16_t> port_{0};
+  std::vector<std::thread> threads_;
+  std::atomic<bool> shut_down_{false};
+};
+
+}  // namespace idem::demo
+
+#endif  // IDEM_DEMO_HTTP_SERVER_RESTINIO_H_

@@ -1,0 +1,237 @@
+// GuardCalls: the Guard's decision procedure (guard.h) driven from Asio
+// coroutines, for every Asio-based HTTP adapter (idem::beast,
+// idem::restinio). It knows no HTTP framework: an adapter turns its request
+// into a RequestView, awaits Decide, runs its handler through Execute, turns
+// the handler's response into an idem::Response and awaits Finish.
+//
+//   Decision d = co_await calls.Decide(view, route_options);
+//   switch (d.action) { kRespond: send d.response; kPassThrough: run the
+//                       handler; kExecute: below }
+//   Response r = co_await calls.Execute(d, handler(request));
+//   co_await calls.Finish(d.claim, stored_part_of(r));   // before sending
+//
+// Store calls (Begin, Resume, Finish, the release of a failed handler's key)
+// run on a thread pool GuardCalls owns when the store may block
+// (StoreInfo::calls_may_block), never on the I/O thread, and the coroutine
+// resumes on its own executor; with a store that never blocks (memory) they
+// run inline. Waiting for an in-progress request (lock_wait) is an Asio
+// timer on the caller's executor: the I/O thread serves others meanwhile.
+// A store call that no pool thread started within the queue timeout is not
+// made: a claim is answered as if the store were unreachable (SEMANTICS.md
+// step 8), a Finish or release ends the claim with ClaimHandle::Forget.
+//
+// Thread-safety: every member may be called concurrently from any thread.
+// GuardCalls must outlive every coroutine awaiting it; destroying it waits
+// for the store calls in flight on its pool.
+
+#ifndef IDEM_ASIO_GUARD_CALLS_H_
+#define IDEM_ASIO_GUARD_CALLS_H_
+
+// Boost 1.74's Asio coroutine headers use std::exchange without including
+// <utility>; GCC 12's standard library no longer includes it transitively.
+#include <utility>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <type_traits>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "idem/error.h"
+#include "idem/guard.h"
+#include "idem/log.h"
+
+namespace idem::asio {
+
+namespace net = boost::asio;
+
+class RenewalTimer;  // src/renewal_timer.h
+
+// Where the Guard's store calls run.
+enum class StoreCalls {
+  kAuto,    // Inline when the store's Info().calls_may_block is false, else
+            // the pool.
+  kInline,  // On the caller's thread (only for stores that never block).
+  kPool,    // Always on the pool.
+};
+
+struct GuardCallOptions {
+  // Threads of the pool that runs store calls; started only when store calls
+  // go to the pool. 0: the store's Info().max_concurrent_calls (PostgreSQL:
+  // its `pool`), or 4 when the store names none. More threads than the store
+  // serves at once would only wait inside the store. Default: 0.
+  std::size_t store_threads = 0;
+  // How long a store call may wait on the pool's queue before it starts: the
+  // deadline of every store call includes its wait in the queue. A claim
+  // not started within it is answered as if the store were unreachable
+  // (step 8: 503 `idempotency_store_unavailable` on a fail-closed route,
+  // unprotected on a fail-open one) without calling the store; a Finish or
+  // release not started within it is not made: logged, counted
+  // `store_failed`, and the record stays in_progress until its lock
+  // timeout. 0: the store's Info().acquire_timeout, or 5 s when the store
+  // names none. Default: 0.
+  std::chrono::milliseconds store_queue_timeout{0};
+  // Where the adapter's own errors go (store calls it could not make in
+  // time). Default: none.
+  LogSink log;
+  // Default: kAuto.
+  StoreCalls store_calls = StoreCalls::kAuto;
+};
+
+class GuardCalls {
+ public:
+  // kInvalidArgument when `guard` is missing or the queue timeout negative.
+  static Result<std::unique_ptr<GuardCalls>> Create(
+      std::shared_ptr<Guard> guard, GuardCallOptions options = {});
+
+  GuardCalls(const GuardCalls&) = delete;
+  GuardCalls& operator=(const GuardCalls&) = delete;
+  ~GuardCalls();
+
+  // Begin, then Resume after each retry_in on a timer until the wait ends:
+  // never returns kWait. `request` must stay valid until it completes.
+  net::awaitable<Decision> Decide(const RequestView& request,
+                                  std::shared_ptr<const GuardOptions> route);
+
+  // Awaits `handler` under the claim of `d` (action kExecute). With the
+  // route's lock_renewal, a timer on the caller's executor renews the claim
+  // while `handler` runs (its store calls on the pool when there is one);
+  // nothing is scheduled otherwise. When `handler` throws, the key is
+  // released (on the pool when there is one) and the exception propagates
+  // to the caller, i.e. the server's error handling.
+  template <typename R>
+  net::awaitable<R> Execute(Decision& d, net::awaitable<R> handler) {
+    std::shared_ptr<RenewalTimer> renewal =
+        StartRenewal(d.claim, co_await net::this_coro::executor);
+    std::exception_ptr error;
+    std::optional<R> response;
+    try {
+      response.emplace(co_await std::move(handler));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    StopRenewal(renewal.get());
+    if (error) {
+      co_await Abandon(d.claim);
+      std::rethrow_exception(error);
+    }
+    co_return std::move(*response);
+  }
+
+  // ClaimHandle::Finish(stored), on the pool when there is one. Call it
+  // before the response is sent. kStoreFailed when it did not start in time.
+  net::awaitable<FinishResult> Finish(ClaimHandle& claim,
+                                      const Response& stored);
+
+  // ClaimHandle::Abandon, on the pool when there is one.
+  net::awaitable<void> Abandon(ClaimHandle& claim);
+
+  Guard& guard() { return *guard_; }
+  // Whether store calls run inline (see StoreCalls).
+  bool store_calls_inline() const { return !pool_; }
+  // Threads of the store-call pool (0 when store calls run inline).
+  std::size_t store_threads() const { return pool_ ? pool_threads_ : 0; }
+  // The store-call queue timeout in force (0 when store calls run inline).
+  std::chrono::milliseconds queue_timeout() const { return queue_timeout_; }
+
+ private:
+  GuardCalls(std::shared_ptr<Guard> guard, GuardCallOptions options);
+
+  // Execute's renewal timer (src/renewal_timer.h): null when the claim's
+  // route does not renew.
+  std::shared_ptr<RenewalTimer> StartRenewal(ClaimHandle& claim,
+                                             net::any_io_executor executor);
+  static void StopRenewal(RenewalTimer* renewal);
+
+  // Runs `fn` (a store call) on the pool and resumes on the caller's
+  // executor with its result, or with nullopt when no pool thread started
+  // it within the queue timeout (then `fn` never runs). Callers run `fn`
+  // inline instead when there is no pool. One post to the pool and one
+  // back, with the coroutine's own handler, and a timer on the caller's
+  // executor for the queue deadline: whichever of the pool thread and the
+  // timer comes first takes the call. `fn` lives in this frame, which stays
+  // suspended until the handler resumes it, and only the pool thread that
+  // took the call touches it.
+  template <typename Fn>
+  net::awaitable<std::optional<std::invoke_result_t<Fn&>>> OnPool(Fn fn) {
+    using Value = std::invoke_result_t<Fn&>;
+    using Out = std::optional<Value>;
+    co_return co_await net::async_initiate<const net::use_awaitable_t<>,
+                                           void(std::exception_ptr, Out)>(
+        [this, &fn](auto handler) {
+          using H = decltype(handler);
+          // Keeps the caller's context running until the result is back.
+          using Home =
+              decltype(net::prefer(net::get_associated_executor(handler),
+                                   net::execution::outstanding_work.tracked));
+          struct Call {
+            Call(H h, net::any_io_executor ex)
+                : handler(std::move(h)),
+                  home(net::prefer(net::get_associated_executor(handler),
+                                   net::execution::outstanding_work.tracked)),
+                  timer(std::move(ex)) {}
+            std::atomic<bool> taken{false};
+            H handler;
+            std::optional<Home> home;  // Reset by the timer when it wins.
+            net::steady_timer timer;
+          };
+          net::any_io_executor ex = net::get_associated_executor(handler);
+          auto call = std::make_shared<Call>(std::move(handler), std::move(ex));
+          call->timer.expires_after(queue_timeout_);
+          call->timer.async_wait([call](const boost::system::error_code& ec) {
+            if (ec || call->taken.exchange(true)) return;
+            Home home = std::move(*call->home);
+            call->home.reset();
+            net::post(home, [call] {
+              std::move(call->handler)(std::exception_ptr(), Out());
+            });
+          });
+          net::post(pool_->get_executor(), [&fn, call]() mutable {
+            if (call->taken.exchange(true)) return;  // Timed out in the queue.
+            std::exception_ptr error;
+            Out result;
+            try {
+              result.emplace(fn());
+            } catch (...) {
+              error = std::current_exception();
+            }
+            Home home = std::move(*call->home);
+            net::post(home,
+                      [call, error, result = std::move(result)]() mutable {
+                        call->timer.cancel();
+                        std::move(call->handler)(error, std::move(result));
+                      });
+          });
+        },
+        net::use_awaitable);
+  }
+
+  std::shared_ptr<Guard> guard_;
+  GuardCallOptions options_;
+  std::unique_ptr<net::thread_pool> pool_;  // Null: store calls inline.
+  std::size_t pool_threads_ = 0;
+  std::chrono::milliseconds queue_timeout_{0};
+  // Answers the requests whose claim did not start in time: the same
+  // options, metrics and clock over a store that fails every call at once,
+  // so that steps 1-3 and the route's on_store_error apply as they would
+  // to an unreachable store.
+  std::unique_ptr<Guard> unavailable_;
+};
+
+}  // namespace idem::asio
+
+#endif  // IDEM_ASIO_GUARD_CALLS_H_
