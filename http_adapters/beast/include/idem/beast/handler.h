@@ -11,9 +11,10 @@
 //
 // `Request` may also be taken as `Request&&` (the adapter keeps the request
 // alive until the handler completes). Handler (below; the shared
-// idem::asio::BasicHandler) detects the form from the callable's signature. A synchronous handler runs on the
-// thread that called the adapter (an I/O thread): it must not block; use a
-// coroutine or a completion handler for anything slow.
+// idem::asio::BasicHandler) detects the form from the callable's signature. A
+// synchronous handler runs on the thread that called the adapter (an I/O
+// thread): it must not block; use a coroutine or a completion handler for
+// anything slow.
 //
 // Thread-safety: a Handler may be invoked concurrently from many threads;
 // the wrapped callable must allow that. A Responder is single-owner.
