@@ -225,7 +225,7 @@ void ClaimHandle::Forget(std::string_view why) {
   guard.Log(LogLevel::kError, std::string(why) +
                                   "; the key stays locked until its lock "
                                   "timeout, record " +
-                                  id_.ToHex().substr(0, 16));
+                                  id_.ToHex());
   guard.ClaimEnded(*this, FinishResult::kStoreFailed, 0, Duration::zero());
 }
 
@@ -250,7 +250,7 @@ FinishResult ClaimHandle::EndInTransaction(int status) {
   guard.Log(LogLevel::kWarning,
             "completion in the application's transaction found the claim "
             "lost (another request took the key over); rolled back, record " +
-                id_.ToHex().substr(0, 16));
+                id_.ToHex());
   guard.ClaimEnded(*this, FinishResult::kStaleComplete, status,
                    Duration::zero());
   return FinishResult::kStaleComplete;
@@ -277,8 +277,7 @@ FinishResult ClaimHandle::Finish(const Response& response) {
               "response of " + std::to_string(response.body.size()) +
                   " bytes exceeds max_stored_response (" +
                   std::to_string(opts.max_stored_response) +
-                  "); sent unstored and key released, record " +
-                  id_.ToHex().substr(0, 16));
+                  "); sent unstored and key released, record " + id_.ToHex());
     return ended(FinishResult::kNotStored,
                  guard.ReleaseClaim(*this, Outcome::kNotStored));
   }
@@ -292,7 +291,7 @@ FinishResult ClaimHandle::Finish(const Response& response) {
     guard.Log(LogLevel::kError,
               "storing the response failed (" + done.error().ToString() +
                   "); the key stays locked until its lock timeout, record " +
-                  id_.ToHex().substr(0, 16));
+                  id_.ToHex());
     return ended(FinishResult::kStoreFailed, latency);
   }
   if (!*done) {
@@ -300,7 +299,7 @@ FinishResult ClaimHandle::Finish(const Response& response) {
     guard.Log(LogLevel::kWarning,
               "response not stored: the lock timed out and another request "
               "took the key over, record " +
-                  id_.ToHex().substr(0, 16));
+                  id_.ToHex());
     return ended(FinishResult::kStaleComplete, latency);
   }
   return ended(FinishResult::kStored, latency);
@@ -697,7 +696,7 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace) {
         metrics_->Count(Outcome::kTakeover);
         Log(LogLevel::kInfo,
             "took over a request whose lock timed out, record " +
-                state->id.ToHex().substr(0, 16));
+                state->id.ToHex());
       }
       Decision d;
       d.action = Action::kExecute;
@@ -755,7 +754,7 @@ Duration Guard::ReleaseClaim(const ClaimHandle& claim, Outcome outcome) {
     Log(LogLevel::kError,
         "releasing a key failed (" + released.error().ToString() +
             "); it stays locked until its lock timeout, record " +
-            claim.id_.ToHex().substr(0, 16));
+            claim.id_.ToHex());
   }
   return latency;
 }

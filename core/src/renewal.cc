@@ -32,7 +32,7 @@ RenewResult ClaimLease::Renew() {
   // is the completed or released record, not a lost claim, and a renewal
   // after the end is no news to anyone.
   if (ended()) return RenewResult::kEnded;
-  const std::string record = ", record " + id_.ToHex().substr(0, 16);
+  const std::string record = ", record " + id_.ToHex();
   RenewResult result;
   if (!extended) {
     // The lock may still hold (it was renewed before, or lock_timeout has not

@@ -172,8 +172,8 @@ TEST_F(RenewalTest, LostClaimIsCountedLoggedAndFinishIsStale) {
   EXPECT_EQ(lease->Renew(), RenewResult::kLost);
   EXPECT_EQ(guard_->metrics().Get(Outcome::kRenewalLost), 1u);
   EXPECT_EQ(counter_->lost.load(), 1);
-  EXPECT_TRUE(Logged(LogLevel::kWarning,
-                     "record " + d.claim.record_id().ToHex().substr(0, 16)));
+  EXPECT_TRUE(
+      Logged(LogLevel::kWarning, "record " + d.claim.record_id().ToHex()));
   // Lost stays lost, without another store call or count.
   const int extends = store_->Extends();
   EXPECT_EQ(lease->Renew(), RenewResult::kLost);
