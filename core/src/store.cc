@@ -1,7 +1,9 @@
 #include "idem/store.h"
 
 #include <algorithm>
+#include <string>
 
+#include "idem/store_checks.h"
 #include "idem/token.h"
 
 namespace idem {
@@ -89,6 +91,20 @@ void StoreStats::CountRows(bool is_expired, std::int64_t state,
 
 Result<std::optional<StoreStats>> Store::Stats(TimePoint) {
   return std::optional<StoreStats>();
+}
+
+Status CheckClaimDurations(std::string_view prefix, Duration ttl,
+                           Duration lock_timeout) {
+  if (ttl > Duration::zero() && lock_timeout > Duration::zero()) return {};
+  return MakeError(
+      ErrorCode::kInvalidArgument,
+      std::string(prefix) + "ttl and lock_timeout must be positive");
+}
+
+Status CheckLockTimeout(std::string_view prefix, Duration lock_timeout) {
+  if (lock_timeout > Duration::zero()) return {};
+  return MakeError(ErrorCode::kInvalidArgument,
+                   std::string(prefix) + "lock_timeout must be positive");
 }
 
 }  // namespace idem

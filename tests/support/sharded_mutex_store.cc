@@ -4,6 +4,7 @@
 #include <memory>
 #include <utility>
 
+#include "idem/store_checks.h"
 #include "idem/token.h"
 
 namespace idem::testing {
@@ -25,10 +26,7 @@ Result<ClaimResult> ShardedMutexStore::Claim(const RecordId& id,
                                              const Fingerprint& fp,
                                              TimePoint now, Duration ttl,
                                              Duration lock_timeout) {
-  if (ttl <= Duration::zero() || lock_timeout <= Duration::zero()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "claim: ttl and lock_timeout must be positive");
-  }
+  IDEM_RETURN_IF_ERROR(CheckClaimDurations("claim: ", ttl, lock_timeout));
   Shard& shard = ShardFor(id);
   ClaimResult result;
   std::lock_guard<std::mutex> lock(shard.mu);
@@ -93,10 +91,7 @@ Result<bool> ShardedMutexStore::Revoke(const RecordId& id) {
 Result<bool> ShardedMutexStore::ExtendLock(const RecordId& id,
                                            const Token& token, TimePoint now,
                                            Duration lock_timeout) {
-  if (lock_timeout <= Duration::zero()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "extend lock: lock_timeout must be positive");
-  }
+  IDEM_RETURN_IF_ERROR(CheckLockTimeout("extend lock: ", lock_timeout));
   Shard& shard = ShardFor(id);
   std::lock_guard<std::mutex> lock(shard.mu);
   auto it = shard.records.find(id);

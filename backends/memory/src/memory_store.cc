@@ -29,6 +29,7 @@
 #include <utility>
 
 #include "hazard.h"
+#include "idem/store_checks.h"
 #include "idem/token.h"
 #include "lock_free_store.h"
 
@@ -197,10 +198,8 @@ StoreInfo LockFreeStore::Info() const {
 Result<ClaimResult> LockFreeStore::Claim(const RecordId& id,
                                          const Fingerprint& fp, TimePoint now,
                                          Duration ttl, Duration lock_timeout) {
-  if (ttl <= Duration::zero() || lock_timeout <= Duration::zero()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "memory store: ttl and lock_timeout must be positive");
-  }
+  IDEM_RETURN_IF_ERROR(
+      CheckClaimDurations("memory store: ", ttl, lock_timeout));
   return OrOutOfMemory<ClaimResult>(
       [&] { return ClaimImpl(id, fp, now, ttl, lock_timeout); });
 }
@@ -369,10 +368,7 @@ Result<bool> LockFreeStore::Revoke(const RecordId& id) {
 // replaces it in a new chain. Its charge does not change (no response).
 Result<bool> LockFreeStore::ExtendLock(const RecordId& id, const Token& token,
                                        TimePoint now, Duration lock_timeout) {
-  if (lock_timeout <= Duration::zero()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "memory store: lock_timeout must be positive");
-  }
+  IDEM_RETURN_IF_ERROR(CheckLockTimeout("memory store: ", lock_timeout));
   return OrOutOfMemory<bool>([&] {
     hazard::Pointer hp;
     std::atomic<Chain*>& bucket = buckets_.For(id);

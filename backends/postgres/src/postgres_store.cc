@@ -40,6 +40,7 @@
 #include "idem/catch_exceptions.h"
 #include "idem/claim_memo.h"
 #include "idem/record_codec.h"
+#include "idem/store_checks.h"
 #include "postgres_binary.h"
 #include "postgres_connection.h"
 #include "postgres_pool.h"
@@ -447,10 +448,7 @@ Result<std::unique_ptr<Store>> PostgresStore::OpenFromUri(
 Result<ClaimResult> PostgresStore::Claim(const RecordId& id,
                                          const Fingerprint& fp, TimePoint now,
                                          Duration ttl, Duration lock_timeout) {
-  if (ttl <= Duration::zero() || lock_timeout <= Duration::zero()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     impl_->Prefix() + "ttl and lock_timeout must be positive");
-  }
+  IDEM_RETURN_IF_ERROR(CheckClaimDurations(impl_->Prefix(), ttl, lock_timeout));
   return impl_->Boundary(
       "claim", [&] { return impl_->Claim(id, fp, now, ttl, lock_timeout); });
 }
@@ -476,10 +474,7 @@ Result<bool> PostgresStore::Revoke(const RecordId& id) {
 
 Result<bool> PostgresStore::ExtendLock(const RecordId& id, const Token& token,
                                        TimePoint now, Duration lock_timeout) {
-  if (lock_timeout <= Duration::zero()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     impl_->Prefix() + "lock_timeout must be positive");
-  }
+  IDEM_RETURN_IF_ERROR(CheckLockTimeout(impl_->Prefix(), lock_timeout));
   return impl_->Boundary("extend lock", [&] {
     return impl_->ExtendLock(id, token, now, lock_timeout);
   });

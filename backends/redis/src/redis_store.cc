@@ -32,6 +32,7 @@
 #include "idem/catch_exceptions.h"
 #include "idem/claim_memo.h"
 #include "idem/record_codec.h"
+#include "idem/store_checks.h"
 #include "idem/token.h"
 #include "redis_cluster.h"
 #include "redis_connection.h"
@@ -419,10 +420,7 @@ Result<std::unique_ptr<RedisStore>> RedisStore::OpenNamed(
 Result<ClaimResult> RedisStore::Claim(const RecordId& id, const Fingerprint& fp,
                                       TimePoint now, Duration ttl,
                                       Duration lock_timeout) {
-  if (ttl <= Duration::zero() || lock_timeout <= Duration::zero()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     impl_->Prefix() + "ttl and lock_timeout must be positive");
-  }
+  IDEM_RETURN_IF_ERROR(CheckClaimDurations(impl_->Prefix(), ttl, lock_timeout));
   return impl_->Boundary(
       "claim", [&] { return impl_->Claim(id, fp, now, ttl, lock_timeout); });
 }
@@ -443,10 +441,7 @@ Result<bool> RedisStore::Revoke(const RecordId& id) {
 
 Result<bool> RedisStore::ExtendLock(const RecordId& id, const Token& token,
                                     TimePoint now, Duration lock_timeout) {
-  if (lock_timeout <= Duration::zero()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     impl_->Prefix() + "lock_timeout must be positive");
-  }
+  IDEM_RETURN_IF_ERROR(CheckLockTimeout(impl_->Prefix(), lock_timeout));
   return impl_->Boundary("extend lock", [&] {
     return impl_->ExtendLock(id, token, now, lock_timeout);
   });

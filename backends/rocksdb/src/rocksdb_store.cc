@@ -33,6 +33,7 @@
 
 #include "directory.h"
 #include "idem/record_codec.h"
+#include "idem/store_checks.h"
 #include "idem/token.h"
 #include "rocksdb_call.h"
 #include "rocksdb_impl.h"
@@ -287,11 +288,8 @@ Result<std::unique_ptr<RocksdbStore>> RocksdbStore::Open(
 Result<ClaimResult> RocksdbStore::Claim(const RecordId& id,
                                         const Fingerprint& fp, TimePoint now,
                                         Duration ttl, Duration lock_timeout) {
-  if (ttl <= Duration::zero() || lock_timeout <= Duration::zero()) {
-    return MakeError(
-        ErrorCode::kInvalidArgument,
-        Prefix(impl_->path) + "ttl and lock_timeout must be positive");
-  }
+  IDEM_RETURN_IF_ERROR(
+      CheckClaimDurations(Prefix(impl_->path), ttl, lock_timeout));
   return Boundary(impl_->path, "claim",
                   [&] { return impl_->Claim(id, fp, now, ttl, lock_timeout); });
 }
@@ -313,10 +311,7 @@ Result<bool> RocksdbStore::Revoke(const RecordId& id) {
 
 Result<bool> RocksdbStore::ExtendLock(const RecordId& id, const Token& token,
                                       TimePoint now, Duration lock_timeout) {
-  if (lock_timeout <= Duration::zero()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     Prefix(impl_->path) + "lock_timeout must be positive");
-  }
+  IDEM_RETURN_IF_ERROR(CheckLockTimeout(Prefix(impl_->path), lock_timeout));
   return Boundary(impl_->path, "extend lock", [&] {
     return impl_->ExtendLock(id, token, now, lock_timeout);
   });

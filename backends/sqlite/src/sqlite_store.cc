@@ -40,6 +40,7 @@
 
 #include "idem/clock.h"
 #include "idem/record_codec.h"
+#include "idem/store_checks.h"
 #include "sqlite_checkpointer.h"
 #include "sqlite_connection.h"
 #include "sqlite_pool.h"
@@ -382,11 +383,8 @@ Result<std::unique_ptr<Store>> SqliteStore::OpenFromUri(
 Result<ClaimResult> SqliteStore::Claim(const RecordId& id,
                                        const Fingerprint& fp, TimePoint now,
                                        Duration ttl, Duration lock_timeout) {
-  if (ttl <= Duration::zero() || lock_timeout <= Duration::zero()) {
-    return MakeError(
-        ErrorCode::kInvalidArgument,
-        Prefix(impl_->path()) + "ttl and lock_timeout must be positive");
-  }
+  IDEM_RETURN_IF_ERROR(
+      CheckClaimDurations(Prefix(impl_->path()), ttl, lock_timeout));
   return Boundary(impl_->path(), "claim",
                   [&] { return impl_->Claim(id, fp, now, ttl, lock_timeout); });
 }
@@ -408,10 +406,7 @@ Result<bool> SqliteStore::Revoke(const RecordId& id) {
 
 Result<bool> SqliteStore::ExtendLock(const RecordId& id, const Token& token,
                                      TimePoint now, Duration lock_timeout) {
-  if (lock_timeout <= Duration::zero()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     Prefix(impl_->path()) + "lock_timeout must be positive");
-  }
+  IDEM_RETURN_IF_ERROR(CheckLockTimeout(Prefix(impl_->path()), lock_timeout));
   return Boundary(impl_->path(), "extend lock", [&] {
     return impl_->ExtendLock(id, token, now, lock_timeout);
   });
