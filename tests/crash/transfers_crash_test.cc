@@ -14,8 +14,10 @@
 //    handler a second time: two rows. This is the at-most-once-per-key gap
 //    that exactly-once closes.
 //
-// Counts are deltas of GET /transfers/count, so a PostgreSQL database shared
-// with other tests' runs does not matter. Waits are WaitFor polls with
+// Counts are deltas of GET /transfers/count, so rows left by earlier runs
+// in the shared PostgreSQL database do not matter; rows added meanwhile by
+// another case would, so the cases never run at the same time (their CTest
+// RESOURCE_LOCK). Waits are WaitFor polls with
 // generous deadlines; the lock timeout is short (--lock-timeout 0.5). The
 // PostgreSQL case uses the shared test server (IDEM_TEST_POSTGRES_URI;
 // skipped without it, failed under CI) and a records table of its own.
