@@ -227,8 +227,18 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
 namespace idem::demo {
 
 #if IDEM_DEMO_WITH_RESTINIO
-// Stops the RESTinio server (and its I/O context) before the adapter goes.
-Demo::~Demo() { restinio_server_.reset(); }
+// Stops the RESTinio server's I/O threads, then waits for the adapter's
+// store calls in flight (each posts its completion to the server's I/O
+// context, which must still exist), then destroys the server (and its I/O
+// context) before the adapter goes.
+Demo::~Demo() {
+  if (restinio_server_) {
+    restinio_server_->Shutdown();
+    restinio_server_->Wait();
+  }
+  if (restinio_handler_) restinio_handler_->JoinStoreCalls();
+  restinio_server_.reset();
+}
 
 Status Demo::Start() {
   if (restinio_server_) return restinio_server_->Start(restinio_handler_.get());

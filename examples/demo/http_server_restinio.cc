@@ -62,6 +62,11 @@ RestinioServer::RestinioServer(RestinioServerOptions options, DemoApp* app)
 RestinioServer::~RestinioServer() {
   Shutdown();
   Wait();
+  // The connections still waiting on I/O (keep-alive reads) are destroyed
+  // with their handlers now, while the server they report to exists; then
+  // the server, while the context's services exist (see IoContext).
+  ioc_.shutdown();
+  impl_.reset();
 }
 
 Status RestinioServer::Start(restinio::IdempotentHandler* idem) {

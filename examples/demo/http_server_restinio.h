@@ -108,10 +108,21 @@ class RestinioServer {
       DemoApp* app, Transfers* transfers,
       idem::restinio::RequestHandle request);
 
+  // An io_context whose pending handlers can be destroyed before the
+  // server: a keep-alive connection's pending read holds the connection,
+  // whose destructor tells the server's connection-count limiter, so those
+  // handlers must go while the server (and its limiter) still exists, and
+  // the server's sockets must be destroyed while the context's services
+  // still exist. shutdown() does the first and keeps the services.
+  class IoContext : public boost::asio::io_context {
+   public:
+    using boost::asio::execution_context::shutdown;
+  };
+
   RestinioServerOptions options_;
   DemoApp* app_;
   Transfers* transfers_ = nullptr;
-  boost::asio::io_context ioc_;
+  IoContext ioc_;
   std::optional<
       boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
       work_;

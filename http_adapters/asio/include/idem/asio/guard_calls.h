@@ -141,6 +141,14 @@ class GuardCalls {
   net::awaitable<void> Abandon(ClaimHandle& claim);
 
   Guard& guard() { return *guard_; }
+  // Waits for the store calls in flight on the pool (none when inline) and
+  // stops it. For a server's shutdown: call it after the I/O threads have
+  // stopped and before the I/O context is destroyed, because a finished
+  // store call posts its completion to the request's executor. No store
+  // call may start afterwards.
+  void JoinPool() {
+    if (pool_) pool_->join();
+  }
   // Whether store calls run inline (see StoreCalls).
   bool store_calls_inline() const { return !pool_; }
   // Threads of the store-call pool (0 when store calls run inline).

@@ -156,6 +156,10 @@ class IdempotentHandler {
   Guard& guard() { return *guard_; }
   // Whether store calls run inline (see idem/asio/guard_calls.h).
   bool store_calls_inline() const { return calls_->store_calls_inline(); }
+  // For the server's shutdown, after its I/O threads stopped and before its
+  // I/O context goes: waits for the store calls in flight (GuardCalls::
+  // JoinPool). The handler serves no request afterwards.
+  void JoinStoreCalls() { calls_->JoinPool(); }
   std::size_t store_threads() const { return calls_->store_threads(); }
 
  private:
