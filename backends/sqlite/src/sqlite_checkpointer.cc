@@ -48,9 +48,19 @@ void Checkpointer::OnCommit(sqlite3* db, int frames) {
   }
   if (frames >= kInlineCheckpointFrames) {
     // The thread fell far behind: checkpoint here, so that the WAL stays
-    // bounded.
-    sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
-                              nullptr);
+    // bounded. SQLITE_BUSY: a checkpoint holds the checkpoint lock — most
+    // likely the thread's, descheduled on a loaded machine while every
+    // commit grows the WAL past the bound. Wait for it, then copy what is
+    // left (another process's checkpoint is not waited for).
+    if (sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE,
+                                  nullptr, nullptr) == SQLITE_BUSY) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        idle_.wait(lock, [this] { return !running_; });
+      }
+      sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                                nullptr);
+    }
   } else if (frames - done >= kCheckpointFrames) {
     bool wake = false;
     {
@@ -80,6 +90,7 @@ void Checkpointer::Loop() {
     }
     lock.lock();
     running_ = false;
+    idle_.notify_all();
   }
 }
 

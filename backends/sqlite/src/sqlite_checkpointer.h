@@ -57,10 +57,11 @@ class Checkpointer {
   std::unique_ptr<Connection> conn_;
   std::thread thread_;
   std::mutex mu_;
-  std::condition_variable cv_;
-  bool wanted_ = false;   // Guarded by mu_.
-  bool stop_ = false;     // Guarded by mu_.
-  bool running_ = false;  // Guarded by mu_.
+  std::condition_variable cv_;    // Wakes the thread.
+  std::condition_variable idle_;  // The thread finished a checkpoint.
+  bool wanted_ = false;           // Guarded by mu_.
+  bool stop_ = false;             // Guarded by mu_.
+  bool running_ = false;          // Guarded by mu_.
   // The WAL frames the last checkpoint copied.
   std::atomic<int> checkpointed_frames_{0};
 };
