@@ -56,8 +56,8 @@ set(IDEM_DEB_DEPENDS_rocksdb "librocksdb-dev (>= 7)")
 set(IDEM_DEB_DEPENDS_sqlite "libsqlite3-dev (>= 3.35)")
 set(IDEM_DEB_DEPENDS_postgres "libpq-dev (>= 12)")
 set(IDEM_DEB_DEPENDS_redis "libhiredis-dev (>= 0.14), pkg-config")  # cmake/Findhiredis.cmake
-set(IDEM_DEB_DEPENDS_asio "libboost-dev (>= 1.74)")
-set(IDEM_DEB_DEPENDS_beast "libboost-dev (>= 1.74)")
+set(IDEM_DEB_DEPENDS_asio "libboost-dev (>= 1.74) | libboost1.74-dev")
+set(IDEM_DEB_DEPENDS_beast "libboost-dev (>= 1.74) | libboost1.74-dev")
 set(IDEM_DEB_DEPENDS_restinio "librestinio-dev, libfmt-dev")
 # The idem packages a component's libraries link besides libidem-dev.
 set(IDEM_DEB_IDEM_DEPENDS_beast asio)
