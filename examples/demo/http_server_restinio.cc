@@ -22,7 +22,8 @@ struct Traits : ::restinio::traits_t<::restinio::asio_timer_manager_t,
   static constexpr bool use_connection_count_limiter = true;
 };
 
-// A RESTinio request as the Beast request DemoApp reads.
+}  // namespace
+
 beast::Request ToBeastRequest(const ::restinio::request_t& request) {
   const auto& header = request.header();
   beast::Request out;
@@ -34,8 +35,6 @@ beast::Request ToBeastRequest(const ::restinio::request_t& request) {
   out.body() = request.body();
   return out;
 }
-
-}  // namespace
 
 struct RestinioServer::Impl {
   std::unique_ptr<::restinio::http_server_t<Traits>> server;
@@ -57,7 +56,16 @@ boost::asio::awaitable<idem::Response> RestinioServer::ServeRest(
 }
 
 RestinioServer::RestinioServer(RestinioServerOptions options, DemoApp* app)
-    : options_(std::move(options)), app_(app) {}
+    : options_(std::move(options)) {
+  // transfers_ is read per request: set_transfers comes after this.
+  rest_ = [this, app](idem::restinio::RequestHandle request) {
+    return ServeRest(app, transfers_, std::move(request));
+  };
+}
+
+RestinioServer::RestinioServer(RestinioServerOptions options,
+                               restinio::Handler rest)
+    : options_(std::move(options)), rest_(std::move(rest)) {}
 
 RestinioServer::~RestinioServer() {
   Shutdown();
@@ -70,12 +78,13 @@ RestinioServer::~RestinioServer() {
 }
 
 Status RestinioServer::Start(restinio::IdempotentHandler* idem) {
-  // Whatever idem did not answer: /transfers (set_transfers) or DemoApp,
-  // as a coroutine on the I/O context, answering from there.
-  auto rest = [app = app_, transfers = transfers_,
+  // Whatever idem did not answer: rest_ (/transfers or DemoApp, or a
+  // test's handler), as a coroutine on the I/O context, answering from
+  // there.
+  auto rest = [&handler = rest_,
                &ioc = ioc_](const idem::restinio::RequestHandle& request) {
     boost::asio::co_spawn(
-        ioc, ServeRest(app, transfers, request),
+        ioc, handler(request),
         [request](std::exception_ptr error, idem::Response response) {
           if (!error) {
             idem::restinio::Send(*request, response);

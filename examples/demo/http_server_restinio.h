@@ -60,10 +60,17 @@ struct RestinioServerOptions {
   std::chrono::seconds io_timeout{60};
 };
 
+// A RESTinio request as the Beast request DemoApp reads: method, target,
+// version, every header field in order, keep-alive, body.
+beast::Request ToBeastRequest(const ::restinio::request_t& request);
+
 class RestinioServer {
  public:
   // `app` must outlive the server.
   RestinioServer(RestinioServerOptions options, DemoApp* app);
+  // Whatever idem does not answer goes to `rest` instead of DemoApp (tests
+  // serve their own handler so; set_transfers has no effect).
+  RestinioServer(RestinioServerOptions options, restinio::Handler rest);
   RestinioServer(const RestinioServer&) = delete;
   RestinioServer& operator=(const RestinioServer&) = delete;
   // Shuts down and waits.
@@ -103,7 +110,7 @@ class RestinioServer {
  private:
   struct Impl;
 
-  // The chain's handler for whatever idem did not answer.
+  // /transfers (when set) or DemoApp: rest_ of the DemoApp constructor.
   static boost::asio::awaitable<idem::Response> ServeRest(
       DemoApp* app, Transfers* transfers,
       idem::restinio::RequestHandle request);
@@ -120,8 +127,9 @@ class RestinioServer {
   };
 
   RestinioServerOptions options_;
-  DemoApp* app_;
   Transfers* transfers_ = nullptr;
+  // The chain's handler for whatever idem did not answer.
+  restinio::Handler rest_;
   IoContext ioc_;
   std::optional<
       boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>

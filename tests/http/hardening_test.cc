@@ -206,18 +206,19 @@ TEST_P(DemoStatusTest, BodilessStatusesAreStoredAndReplayedWithoutABody) {
   EXPECT_EQ(server.handler_runs(), 2u);
 }
 
-TEST(HandlerErrorTest, ANonStdExceptionGets500AndReleasesTheKey) {
+// On each adapter, around a test's own handler.
+class HandlerErrorTest : public HttpServerTest {};
+
+TEST_P(HandlerErrorTest, ANonStdExceptionGets500AndReleasesTheKey) {
   std::atomic<int> runs{0};
   AdapterServer server(
-      OpenMemoryStore(), GuardOptions{},
+      GetParam(),
       [&runs](Request) -> asio::awaitable<Response> {
         ++runs;
         throw 42;  // Not a std::exception.
         co_return Response();
       },
-      [](beast::IdempotentHandler& h) {
-        ASSERT_THAT(h.Protect(http::verb::post, "/x"), IsOk());
-      });
+      {.routes = {{"POST", "/x"}}});
   for (int i = 0; i < 2; ++i) {
     TestClient client(server.port());
     const Response res = client.Send(Post("/x", kBody, "k"));
@@ -232,6 +233,9 @@ INSTANTIATE_TEST_SUITE_P(Servers, FramingTest,
                          ::testing::ValuesIn(HttpServers()),
                          HttpServerParamName);
 INSTANTIATE_TEST_SUITE_P(Servers, DemoStatusTest,
+                         ::testing::ValuesIn(HttpServers()),
+                         HttpServerParamName);
+INSTANTIATE_TEST_SUITE_P(Servers, HandlerErrorTest,
                          ::testing::ValuesIn(HttpServers()),
                          HttpServerParamName);
 

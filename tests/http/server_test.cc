@@ -1,5 +1,6 @@
-// The demo server as a server: keep-alive, pipelining, malformed requests,
-// a client that goes away after sending, graceful shutdown.
+// idem-demo as a server, on each of HttpServers(): keep-alive, pipelining,
+// malformed requests, a client that goes away after sending, graceful
+// shutdown, unknown paths.
 
 #include <optional>
 #include <string>
@@ -14,8 +15,13 @@ namespace {
 
 constexpr char kBody[] = R"({"item":"book"})";
 
-TEST(ServerTest, KeepAlive) {
-  DemoServer server;
+class ServerTest : public HttpServerTest {};
+INSTANTIATE_TEST_SUITE_P(Servers, ServerTest,
+                         ::testing::ValuesIn(HttpServers()),
+                         HttpServerParamName);
+
+TEST_P(ServerTest, KeepAlive) {
+  DemoServer server(On());
   TestClient client(server.port());
   for (int i = 0; i < 3; ++i) {
     const Response res =
@@ -28,11 +34,12 @@ TEST(ServerTest, KeepAlive) {
   EXPECT_TRUE(replay.keep_alive());
   const Response stats = client.Send(Get("/stats"));
   EXPECT_EQ(Json(stats)["handler_runs"], 3);
-  EXPECT_EQ(server.demo().server().connections(), 1u);
+  // Only the Beast server counts its connections.
+  if (!restinio()) EXPECT_EQ(server.demo().server().connections(), 1u);
 }
 
-TEST(ServerTest, PipelinedRequestsAreAnsweredInOrder) {
-  DemoServer server;
+TEST_P(ServerTest, PipelinedRequestsAreAnsweredInOrder) {
+  DemoServer server(On());
   TestClient client(server.port());
   // The first is slow: the others must still come back after it, in order.
   client.Write(Serialize(Post("/orders?delay_ms=100", kBody, "p-1")) +
@@ -66,10 +73,10 @@ TEST(ServerTest, RequestTheParserRejectsGets400) {
   EXPECT_EQ(garbage.Read().result_int(), 400u);
 }
 
-TEST(ServerTest, ClientThatDisconnectsAfterSendingGetsTheReplay) {
+TEST_P(ServerTest, ClientThatDisconnectsAfterSendingGetsTheReplay) {
   demo::DemoOptions options;
   options.lock_wait = std::chrono::seconds(30);  // The retry waits for it.
-  DemoServer server(options);
+  DemoServer server(On(options));
   {
     TestClient gone(server.port());
     gone.Write(Serialize(Post("/orders?delay_ms=200", kBody, "k-gone")));
@@ -106,7 +113,9 @@ TEST(ServerTest, GracefulShutdownFinishesRequestsInFlight) {
   EXPECT_THROW(TestClient{server.port()}, boost::system::system_error);
 }
 
-TEST(ServerTest, ExpectContinue) {
+// Beast only: RESTinio 0.6 sends no 100 Continue (a client sends the body
+// after its own wait, as curl does).
+TEST(BeastServerTest, ExpectContinue) {
   DemoServer server;
   TestClient client(server.port());
   const std::string body = R"({"item":"book"})";
@@ -129,8 +138,8 @@ TEST(ServerTest, ExpectContinue) {
   EXPECT_EQ(server.handler_runs(), 1u);
 }
 
-TEST(ServerTest, UnknownPathsAndMethods) {
-  DemoServer server;
+TEST_P(ServerTest, UnknownPathsAndMethods) {
+  DemoServer server(On());
   EXPECT_EQ(SendOnce(server.port(), Get("/nope")).result_int(), 404u);
   const Response res = SendOnce(server.port(), Get("/orders"));
   EXPECT_EQ(res.result_int(), 405u);
