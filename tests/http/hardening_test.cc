@@ -134,6 +134,7 @@ TEST_P(FramingTest, TwoAuthorizationHeadersGet400) {
   EXPECT_EQ(server.handler_runs(), 0u);
 }
 
+// Beast only: RESTinio answers no parse error (server_test.cc).
 TEST(ParserRejectionTest, TheProblemHasNoEmptyInstance) {
   DemoServer server;
   TestClient client(server.port());
@@ -150,6 +151,7 @@ TEST(ParserRejectionTest, TheProblemHasNoEmptyInstance) {
   // give: the problem builder omits an empty one.
 }
 
+// Beast only: RESTinio's shutdown waits for nothing (server_test.cc).
 TEST(ShutdownTest, AHalfSentBodyDoesNotHoldShutdown) {
   auto server = std::make_unique<DemoServer>();
   // Its header is read (the server says 100 Continue), half its body sent.
