@@ -7,11 +7,13 @@
 // RESTinio request to a Beast request, DemoApp's Beast response to an
 // idem::Response), so DemoApp's routes stay one set of functions.
 //
-// Differences from HttpServer, which are RESTinio's: a request its parser
-// rejects (bad framing, a body over max_body_size) gets no 400 or 413, the
-// connection is closed; Shutdown closes open connections without waiting
-// for requests in flight (their responses are stored before they are sent,
-// so a retry gets the replay).
+// Differences from HttpServer, which are RESTinio 0.6's (SEMANTICS.md,
+// "Adapters"): a request its parser rejects (bad framing, a body over
+// max_body_size) gets no 400 or 413, the connection is closed; no
+// 100 Continue; Content-Length: 0 on a 204 or 304. Shutdown closes open
+// connections without waiting for requests in flight: a request still in
+// its handler is stopped there, unanswered, and its key released (a retry
+// runs the handler again).
 //
 // Thread-safety: Start once; Shutdown and the accessors from any thread.
 
