@@ -145,13 +145,13 @@ INSTANTIATE_TEST_SUITE_P(Servers, AdapterTest,
 
 TEST_P(AdapterTest, ADroppedResponderGets500AndReleasesTheKey) {
   std::atomic<int> runs{0};
-  AdapterServer server(
-      GetParam(),
-      [&runs](Request, Responder done) {
-        ++runs;
-        Responder lost = std::move(done);  // Destroyed uncalled.
-      },
-      {.routes = {{"POST", "/x"}}});
+  AdapterServer server(GetParam(),
+                       [&runs](Request, Responder done) {
+                         ++runs;
+                         // Destroyed uncalled.
+                         Responder lost = std::move(done);
+                       },
+                       {.routes = {{"POST", "/x"}}});
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(ProblemMismatch(SendOnce(server.port(), Post("/x", kBody, "k")),
                               500, "internal_error"),

@@ -213,14 +213,13 @@ class HandlerErrorTest : public HttpServerTest {};
 
 TEST_P(HandlerErrorTest, ANonStdExceptionGets500AndReleasesTheKey) {
   std::atomic<int> runs{0};
-  AdapterServer server(
-      GetParam(),
-      [&runs](Request) -> asio::awaitable<Response> {
-        ++runs;
-        throw 42;  // Not a std::exception.
-        co_return Response();
-      },
-      {.routes = {{"POST", "/x"}}});
+  AdapterServer server(GetParam(),
+                       [&runs](Request) -> asio::awaitable<Response> {
+                         ++runs;
+                         throw 42;  // Not a std::exception.
+                         co_return Response();
+                       },
+                       {.routes = {{"POST", "/x"}}});
   for (int i = 0; i < 2; ++i) {
     TestClient client(server.port());
     const Response res = client.Send(Post("/x", kBody, "k"));

@@ -219,8 +219,7 @@ namespace {
 // A parameter, not a capture: the frame owns it (see idem/asio/handler.h).
 boost::asio::awaitable<idem::Response> RunBeastHandler(
     beast::Handler handler, restinio::RequestHandle request) {
-  co_return beast::FromBeast(
-      co_await handler(demo::ToBeastRequest(*request)));
+  co_return beast::FromBeast(co_await handler(demo::ToBeastRequest(*request)));
 }
 
 // `handler` over RESTinio's request handle, in its own form: a synchronous

@@ -17,11 +17,11 @@
 #include <memory>
 #include <string>
 
-#include <boost/asio/io_context.hpp>
 #include <idem/guard.h>
 #include <idem/memory_store.h>
 #include <idem/store_uri.h>
 #include <idem/version.h>
+#include <boost/asio/io_context.hpp>
 
 #if defined(IDEM_CONSUMER_BEAST)
 #include <idem/beast/idempotent_handler.h>
@@ -91,15 +91,15 @@ int main() {
   ok = runs == 1 && replayed == "true";
   const char* name = "beast";
 #else
-  auto handler = idem::restinio::IdempotentHandler::Create(
-      guard, ioc.get_executor());
+  auto handler =
+      idem::restinio::IdempotentHandler::Create(guard, ioc.get_executor());
   if (!handler) return Fail("restinio handler", handler.error());
-  if (auto protect = (*handler)->Protect(
-          restinio::http_method_post(), "/orders",
-          [&runs](idem::restinio::RequestHandle) {
-            ++runs;
-            return idem::Response{201, {}, "made"};
-          });
+  if (auto protect =
+          (*handler)->Protect(restinio::http_method_post(), "/orders",
+                              [&runs](idem::restinio::RequestHandle) {
+                                ++runs;
+                                return idem::Response{201, {}, "made"};
+                              });
       !protect) {
     return Fail("Protect", protect.error());
   }
@@ -120,8 +120,8 @@ int main() {
   };
   (*handler)->guard().Run(request, run);
   const idem::Response replay = (*handler)->guard().Run(request, run);
-  ok = limits && runs == 1 &&
-       replay.FindHeader("Idempotent-Replayed") == "true";
+  ok =
+      limits && runs == 1 && replay.FindHeader("Idempotent-Replayed") == "true";
   const char* name = "restinio";
 #endif
 
