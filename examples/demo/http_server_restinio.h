@@ -10,10 +10,11 @@
 // Differences from HttpServer, which are RESTinio 0.6's (SEMANTICS.md,
 // "Adapters"): a request its parser rejects (bad framing, a body over
 // max_body_size) gets no 400 or 413, the connection is closed; no
-// 100 Continue; Content-Length: 0 on a 204 or 304. Shutdown closes open
-// connections without waiting for requests in flight: a request still in
-// its handler is stopped there, unanswered, and its key released (a retry
-// runs the handler again).
+// 100 Continue; Content-Length: 0 on a 204 or 304. Shutdown stops
+// accepting, lets the requests in a handler finish (at most
+// handle_request_timeout; their responses are stored, then handed to
+// RESTinio to send), and only then closes the open connections: RESTinio
+// offers no way to close an idle keep-alive connection sooner.
 //
 // Thread-safety: Start once; Shutdown and the accessors from any thread.
 
@@ -26,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -99,8 +101,9 @@ class RestinioServer {
   const std::string& host() const { return options_.host; }
   std::uint16_t port() const { return port_.load(); }
 
-  // Stops accepting and closes every connection; the threads return.
-  // Idempotent.
+  // Stops accepting, waits for the requests in a handler to finish (at
+  // most handle_request_timeout), then closes every connection; the
+  // threads return. Blocks for that wait. Idempotent.
   void Shutdown();
   // Blocks until every server thread has returned (after Shutdown).
   void Wait();
@@ -111,6 +114,23 @@ class RestinioServer {
 
  private:
   struct Impl;
+
+  // The requests handed to the chain whose handling has not ended (a
+  // handler still holds their handle), for Shutdown's wait.
+  class InFlight {
+   public:
+    void Add(const idem::restinio::RequestHandle& request);
+    // True when none of them is alive.
+    bool Idle();
+
+   private:
+    // Drops the ended ones. Under mu_.
+    void Prune();
+
+    std::mutex mu_;
+    std::vector<std::weak_ptr<::restinio::request_t>> requests_;  // Under mu_.
+    std::size_t prune_at_ = 64;                                   // Under mu_.
+  };
 
   // /transfers (when set) or DemoApp: rest_ of the DemoApp constructor.
   static boost::asio::awaitable<idem::Response> ServeRest(
@@ -140,6 +160,7 @@ class RestinioServer {
   std::atomic<std::uint16_t> port_{0};
   std::vector<std::thread> threads_;
   std::atomic<bool> shut_down_{false};
+  InFlight in_flight_;
 };
 
 }  // namespace idem::demo

@@ -151,7 +151,8 @@ TEST(ParserRejectionTest, TheProblemHasNoEmptyInstance) {
   // give: the problem builder omits an empty one.
 }
 
-// Beast only: RESTinio's shutdown waits for nothing (server_test.cc).
+// Beast only: RESTinio sends no 100 Continue, and closes its connections
+// only when its I/O stops (server_test.cc).
 TEST(ShutdownTest, AHalfSentBodyDoesNotHoldShutdown) {
   auto server = std::make_unique<DemoServer>();
   // Its header is read (the server says 100 Continue), half its body sent.
