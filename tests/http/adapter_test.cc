@@ -138,10 +138,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // The adapters around a test's own handler.
-class AdapterTest : public HttpServerTest {};
-INSTANTIATE_TEST_SUITE_P(Servers, AdapterTest,
-                         ::testing::ValuesIn(HttpServers()),
-                         HttpServerParamName);
+IDEM_HTTP_SERVER_SUITE(AdapterTest);
 
 TEST_P(AdapterTest, ADroppedResponderGets500AndReleasesTheKey) {
   std::atomic<int> runs{0};

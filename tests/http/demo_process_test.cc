@@ -197,10 +197,7 @@ TEST(DemoProcessTest, ServesTheContractAndStopsOnSigterm) {
 // process exited, so a demo started again on the same ./var/idem replays
 // it. Beast answers it; RESTinio hands the answer over as its I/O stops
 // (SEMANTICS.md, the demo's --http), so it is checked when it came.
-class DemoShutdownProcessTest : public HttpServerTest {};
-INSTANTIATE_TEST_SUITE_P(Servers, DemoShutdownProcessTest,
-                         ::testing::ValuesIn(HttpServers()),
-                         HttpServerParamName);
+IDEM_HTTP_SERVER_SUITE(DemoShutdownProcessTest);
 
 TEST_P(DemoShutdownProcessTest, SigintFinishesTheRequestInFlight) {
   if (!HaveRocksdb()) GTEST_SKIP() << "the default store needs RocksDB";

@@ -29,10 +29,7 @@ demo::DemoOptions PerOperation() {
 }
 
 // On each of idem-demo's servers (HttpServers()).
-class DemoPaymentsTest : public HttpServerTest {};
-INSTANTIATE_TEST_SUITE_P(Servers, DemoPaymentsTest,
-                         ::testing::ValuesIn(HttpServers()),
-                         HttpServerParamName);
+IDEM_HTTP_SERVER_SUITE(DemoPaymentsTest);
 
 TEST_P(DemoPaymentsTest, SameKeyOnOrdersAndPaymentsIsA422ByDefault) {
   DemoServer server(On());
@@ -112,10 +109,7 @@ Response Ok(const Request& req, std::string body) {
 }
 
 // The adapters (HttpServers()) around a test's own handler.
-class AdapterFeaturesTest : public HttpServerTest {};
-INSTANTIATE_TEST_SUITE_P(Servers, AdapterFeaturesTest,
-                         ::testing::ValuesIn(HttpServers()),
-                         HttpServerParamName);
+IDEM_HTTP_SERVER_SUITE(AdapterFeaturesTest);
 
 TEST_P(AdapterFeaturesTest, TheMatchedPatternNamesTheOperation) {
   std::atomic<int> runs{0};

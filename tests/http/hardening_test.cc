@@ -54,7 +54,7 @@ void ExpectRejectedAndClosed(DemoServer& server, const std::string& bytes,
   EXPECT_TRUE(client.ReadsEof()) << what;
 }
 
-class FramingTest : public HttpServerTest {};
+IDEM_HTTP_SERVER_SUITE(FramingTest);
 
 TEST_P(FramingTest, TransferEncodingOtherThanOneChunkedGets400AndCloses) {
   DemoServer server(On());
@@ -182,7 +182,7 @@ TEST(ShutdownTest, AHalfSentBodyDoesNotHoldShutdown) {
   EXPECT_EQ(server->handler_runs(), 1u);
 }
 
-class DemoStatusTest : public HttpServerTest {};
+IDEM_HTTP_SERVER_SUITE(DemoStatusTest);
 
 TEST_P(DemoStatusTest, BodilessStatusesAreStoredAndReplayedWithoutABody) {
   DemoServer server(On());
@@ -210,7 +210,7 @@ TEST_P(DemoStatusTest, BodilessStatusesAreStoredAndReplayedWithoutABody) {
 }
 
 // On each adapter, around a test's own handler.
-class HandlerErrorTest : public HttpServerTest {};
+IDEM_HTTP_SERVER_SUITE(HandlerErrorTest);
 
 TEST_P(HandlerErrorTest, ANonStdExceptionGets500AndReleasesTheKey) {
   std::atomic<int> runs{0};
@@ -230,16 +230,6 @@ TEST_P(HandlerErrorTest, ANonStdExceptionGets500AndReleasesTheKey) {
   EXPECT_EQ(runs.load(), 2);
   EXPECT_EQ(server.guard().metrics().Get(Outcome::kReleased), 2u);
 }
-
-INSTANTIATE_TEST_SUITE_P(Servers, FramingTest,
-                         ::testing::ValuesIn(HttpServers()),
-                         HttpServerParamName);
-INSTANTIATE_TEST_SUITE_P(Servers, DemoStatusTest,
-                         ::testing::ValuesIn(HttpServers()),
-                         HttpServerParamName);
-INSTANTIATE_TEST_SUITE_P(Servers, HandlerErrorTest,
-                         ::testing::ValuesIn(HttpServers()),
-                         HttpServerParamName);
 
 }  // namespace
 }  // namespace idem::testing

@@ -130,6 +130,14 @@ class HttpServerTest : public ::testing::TestWithParam<demo::HttpFramework> {
   bool restinio() const { return GetParam() == demo::HttpFramework::kRestinio; }
 };
 
+// Declares `Fixture`, an HttpServerTest, and runs its TEST_Ps on every
+// server of HttpServers(), each named by HttpServerParamName.
+#define IDEM_HTTP_SERVER_SUITE(Fixture)                                      \
+  class Fixture : public ::idem::testing::HttpServerTest {};                 \
+  INSTANTIATE_TEST_SUITE_P(                                                  \
+      Servers, Fixture, ::testing::ValuesIn(::idem::testing::HttpServers()), \
+      ::idem::testing::HttpServerParamName)
+
 // idem-demo in this process, on 127.0.0.1:0.
 class DemoServer {
  public:

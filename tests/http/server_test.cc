@@ -19,10 +19,7 @@ namespace {
 
 constexpr char kBody[] = R"({"item":"book"})";
 
-class ServerTest : public HttpServerTest {};
-INSTANTIATE_TEST_SUITE_P(Servers, ServerTest,
-                         ::testing::ValuesIn(HttpServers()),
-                         HttpServerParamName);
+IDEM_HTTP_SERVER_SUITE(ServerTest);
 
 TEST_P(ServerTest, KeepAlive) {
   DemoServer server(On());

@@ -132,10 +132,7 @@ AdapterSetup OneThread(std::shared_ptr<Store> store) {
 }
 
 // On each adapter (HttpServers()): the pool is idem::asio's, shared.
-class StoreQueueTest : public HttpServerTest {};
-INSTANTIATE_TEST_SUITE_P(Servers, StoreQueueTest,
-                         ::testing::ValuesIn(HttpServers()),
-                         HttpServerParamName);
+IDEM_HTTP_SERVER_SUITE(StoreQueueTest);
 
 TEST_P(StoreQueueTest, AClaimNotStartedInTimeAnswers503WithoutTheStore) {
   std::atomic<int> runs{0};
