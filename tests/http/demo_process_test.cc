@@ -224,7 +224,7 @@ TEST_P(DemoShutdownProcessTest, SigintFinishesTheRequestInFlight) {
     } catch (const boost::system::system_error&) {
       EXPECT_TRUE(restinio()) << "Beast answers the request in flight";
     }
-    EXPECT_EQ(demo.Wait(), 0);
+    EXPECT_EQ(demo.Wait(), 0) << demo.Stderr();
   }
   EXPECT_TRUE(std::filesystem::is_directory(dir.path() / "var" / "idem"));
 
@@ -238,7 +238,7 @@ TEST_P(DemoShutdownProcessTest, SigintFinishesTheRequestInFlight) {
   if (first_body) EXPECT_EQ(replay.body(), *first_body);
   EXPECT_EQ(Json(SendOnce(port, Get("/stats")))["handler_runs"], 0);
   again.Signal(SIGTERM);
-  EXPECT_EQ(again.Wait(), 0);
+  EXPECT_EQ(again.Wait(), 0) << again.Stderr();
 }
 
 // Two instances with the same name, each on its own durable store (the
