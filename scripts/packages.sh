@@ -4,7 +4,8 @@
 # tests/install_consumer against them the way a user would, once per store
 # with CMake's find_package and once with pkg-config, each time on a scratch
 # root holding only libidem-dev and that store's package (dpkg -x: no root
-# needed, nothing installed on the machine).
+# needed, nothing installed on the machine), and once per HTTP adapter with
+# find_package on libidem-dev, libidem-asio-dev and the adapter's package.
 #
 #   scripts/packages.sh BUILD_DIR WORK_DIR
 #
@@ -174,5 +175,33 @@ for store in memory rocksdb sqlite postgres redis; do
   "$out/cmake/consumer" "$uri" >/dev/null || fail "$store: the CMake consumer failed on $store"
   "$out/consumer-pkg-config" "$uri" >/dev/null || fail "$store: the pkg-config consumer failed on $store"
   results+=("$store: find_package and pkg-config consumers ran")
+done
+# 6. Each HTTP adapter against its packages (libidem-dev, libidem-asio-dev,
+# its own): find_package(idem COMPONENTS <adapter>), its program built and
+# run (tests/install_consumer/adapter.cc). Without its package the
+# component is missing, and says so.
+for adapter in beast restinio; do
+  [[ -n ${deb[libidem-$adapter-dev]:-} ]] || continue
+  scratch=$work/root-$adapter out=$work/consumer-$adapter
+  rm -rf "$scratch" "$out"
+  mkdir -p "$scratch" "$out"
+  for p in libidem-dev libidem-asio-dev; do dpkg -x "${deb[$p]}" "$scratch"; done
+  if cmake -S "$consumer_src" -B "$out/missing" -DCMAKE_PREFIX_PATH="$scratch/usr" \
+    -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON -DIDEM_CONSUMER_STORE=memory \
+    -DIDEM_CONSUMER_ADAPTERS=$adapter >"$out/missing.log" 2>&1; then
+    fail "find_package(idem COMPONENTS $adapter) succeeds without libidem-$adapter-dev"
+  fi
+  grep -q "idem component $adapter is not installed" "$out/missing.log" ||
+    { cat "$out/missing.log"; fail "find_package(idem COMPONENTS $adapter) without its package: no clear message"; }
+  dpkg -x "${deb[libidem-$adapter-dev]}" "$scratch"
+  cmake -S "$consumer_src" -B "$out/cmake" -DCMAKE_PREFIX_PATH="$scratch/usr" \
+    -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON -DCMAKE_CXX_COMPILER_LAUNCHER="$(command -v ccache || true)" \
+    -DIDEM_CONSUMER_STORE=memory -DIDEM_CONSUMER_ADAPTERS=$adapter >"$out/cmake.log" 2>&1 ||
+    { cat "$out/cmake.log"; fail "$adapter: find_package(idem COMPONENTS $adapter) failed"; }
+  grep -q "$scratch/usr/lib/cmake/idem" "$out/cmake/CMakeCache.txt" || fail "$adapter: CMake found another idem than the unpacked one"
+  cmake --build "$out/cmake" --target "consumer-$adapter" >"$out/build.log" 2>&1 ||
+    { cat "$out/build.log"; fail "$adapter: the adapter consumer does not build"; }
+  "$out/cmake/consumer-$adapter" >/dev/null || fail "$adapter: the adapter consumer failed"
+  results+=("$adapter: find_package consumer ran")
 done
 echo "packages.sh: ${#deb[@]} packages of idem $version checked (files, Depends); $(printf '%s; ' "${results[@]}" | sed 's/; $//')"

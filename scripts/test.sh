@@ -101,11 +101,19 @@ for stage in $stages; do
       # The installed package must work for a project outside this tree.
       rm -rf build/main-install build/consumer
       cmake --install build/main --prefix build/main-install >/dev/null
+      # With every HTTP adapter this build has, each a component of its own
+      # and a small program (tests/install_consumer/adapter.cc).
+      adapters=()
+      for adapter in beast restinio; do
+        [[ -z $(find build/main -name "libidem_$adapter.a" -print -quit) ]] || adapters+=("$adapter")
+      done
+      adapter_list=$(IFS=';'; echo "${adapters[*]}")
       quiet build/consumer.configure.log cmake -S tests/install_consumer -B build/consumer \
-        -DCMAKE_PREFIX_PATH="$root/build/main-install"
+        -DCMAKE_PREFIX_PATH="$root/build/main-install" -DIDEM_CONSUMER_ADAPTERS="$adapter_list"
       cmake --build build/consumer -j "$jobs" >/dev/null
       build/consumer/consumer
-      summary+=("main: find_package(idem COMPONENTS memory) from an install works")
+      for adapter in "${adapters[@]}"; do build/consumer/consumer-"$adapter" >/dev/null; done
+      summary+=("main: find_package(idem COMPONENTS stores memory ${adapters[*]}) from an install works")
       # Benchmarks are measured by scripts/bench.sh; here they only have to
       # run: every store URI (postgres too when IDEM_TEST_POSTGRES_URI is set,
       # its default) through every workload of the one benchmark program.

@@ -1,10 +1,14 @@
 #include "http_server_restinio.h"
 
+#include <algorithm>
+#include <chrono>
 #include <exception>
 #include <future>
+#include <thread>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/post.hpp>
 #include <restinio/all.hpp>
 #include <restinio/sync_chain/fixed_size.hpp>
 
@@ -22,7 +26,8 @@ struct Traits : ::restinio::traits_t<::restinio::asio_timer_manager_t,
   static constexpr bool use_connection_count_limiter = true;
 };
 
-// A RESTinio request as the Beast request DemoApp reads.
+}  // namespace
+
 beast::Request ToBeastRequest(const ::restinio::request_t& request) {
   const auto& header = request.header();
   beast::Request out;
@@ -34,8 +39,6 @@ beast::Request ToBeastRequest(const ::restinio::request_t& request) {
   out.body() = request.body();
   return out;
 }
-
-}  // namespace
 
 struct RestinioServer::Impl {
   std::unique_ptr<::restinio::http_server_t<Traits>> server;
@@ -57,7 +60,16 @@ boost::asio::awaitable<idem::Response> RestinioServer::ServeRest(
 }
 
 RestinioServer::RestinioServer(RestinioServerOptions options, DemoApp* app)
-    : options_(std::move(options)), app_(app) {}
+    : options_(std::move(options)) {
+  // transfers_ is read per request: set_transfers comes after this.
+  rest_ = [this, app](idem::restinio::RequestHandle request) {
+    return ServeRest(app, transfers_, std::move(request));
+  };
+}
+
+RestinioServer::RestinioServer(RestinioServerOptions options,
+                               restinio::Handler rest)
+    : options_(std::move(options)), rest_(std::move(rest)) {}
 
 RestinioServer::~RestinioServer() {
   Shutdown();
@@ -70,12 +82,13 @@ RestinioServer::~RestinioServer() {
 }
 
 Status RestinioServer::Start(restinio::IdempotentHandler* idem) {
-  // Whatever idem did not answer: /transfers (set_transfers) or DemoApp,
-  // as a coroutine on the I/O context, answering from there.
-  auto rest = [app = app_, transfers = transfers_,
+  // Whatever idem did not answer: rest_ (/transfers or DemoApp, or a
+  // test's handler), as a coroutine on the I/O context, answering from
+  // there.
+  auto rest = [&handler = rest_,
                &ioc = ioc_](const idem::restinio::RequestHandle& request) {
     boost::asio::co_spawn(
-        ioc, ServeRest(app, transfers, request),
+        ioc, handler(request),
         [request](std::exception_ptr error, idem::Response response) {
           if (!error) {
             idem::restinio::Send(*request, response);
@@ -87,12 +100,18 @@ Status RestinioServer::Start(restinio::IdempotentHandler* idem) {
         });
     return ::restinio::request_accepted();
   };
-  idem::restinio::ChainHandlerFn first =
+  idem::restinio::ChainHandlerFn idem_first =
       idem ? idem->ChainHandler()
            : idem::restinio::ChainHandlerFn(
                  [](const idem::restinio::RequestHandle&) {
                    return ::restinio::request_not_handled();
                  });
+  // Every request passes here first: Shutdown waits for the ones in flight.
+  auto first = [this, idem_first = std::move(idem_first)](
+                   const idem::restinio::RequestHandle& request) {
+    in_flight_.Add(request);
+    return idem_first(request);
+  };
   const std::size_t max_connections = options_.max_connections > 0
                                           ? options_.max_connections
                                           : DefaultMaxConnections();
@@ -140,15 +159,52 @@ void RestinioServer::Shutdown() {
   if (threads_.empty()) {
     impl_->server->close_sync();
   } else {
-    // close_sync belongs on the server's own executor.
+    // close_sync belongs on the server's own executor. It closes the
+    // acceptor only; the connections stay until the I/O context stops.
     std::promise<void> closed;
     impl_->server->close_async(
         [&closed] { closed.set_value(); },
         [&closed](std::exception_ptr) { closed.set_value(); });
     closed.get_future().wait();
+    // The requests in a handler finish: stopped halfway, a handler would
+    // have done part of its work and left its key released (a retry would
+    // run it again). Nothing signals a request's end but its handle going,
+    // so this looks every few milliseconds, for at most the time RESTinio
+    // gives a request.
+    const auto deadline =
+        std::chrono::steady_clock::now() + options_.handle_request_timeout;
+    while (!in_flight_.Idle() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // Their responses were handed to their connections' executors: one
+    // more turn of the I/O context starts those writes before it stops.
+    std::promise<void> turned;
+    boost::asio::post(ioc_, [&turned] { turned.set_value(); });
+    turned.get_future().wait();
   }
   work_.reset();
   ioc_.stop();
+}
+
+void RestinioServer::InFlight::Add(
+    const idem::restinio::RequestHandle& request) {
+  std::lock_guard lock(mu_);
+  if (requests_.size() >= prune_at_) {
+    Prune();
+    // Amortised: the next prune once as many again have come in.
+    prune_at_ = std::max<std::size_t>(64, 2 * requests_.size());
+  }
+  requests_.push_back(request);
+}
+
+bool RestinioServer::InFlight::Idle() {
+  std::lock_guard lock(mu_);
+  Prune();
+  return requests_.empty();
+}
+
+void RestinioServer::InFlight::Prune() {
+  std::erase_if(requests_, [](const auto& r) { return r.expired(); });
 }
 
 void RestinioServer::Wait() {

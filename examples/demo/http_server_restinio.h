@@ -7,11 +7,14 @@
 // RESTinio request to a Beast request, DemoApp's Beast response to an
 // idem::Response), so DemoApp's routes stay one set of functions.
 //
-// Differences from HttpServer, which are RESTinio's: a request its parser
-// rejects (bad framing, a body over max_body_size) gets no 400 or 413, the
-// connection is closed; Shutdown closes open connections without waiting
-// for requests in flight (their responses are stored before they are sent,
-// so a retry gets the replay).
+// Differences from HttpServer, which are RESTinio 0.6's (SEMANTICS.md,
+// "Adapters"): a request its parser rejects (bad framing, a body over
+// max_body_size) gets no 400 or 413, the connection is closed; no
+// 100 Continue; Content-Length: 0 on a 204 or 304. Shutdown stops
+// accepting, lets the requests in a handler finish (at most
+// handle_request_timeout; their responses are stored, then handed to
+// RESTinio to send), and only then closes the open connections: RESTinio
+// offers no way to close an idle keep-alive connection sooner.
 //
 // Thread-safety: Start once; Shutdown and the accessors from any thread.
 
@@ -24,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -60,10 +64,17 @@ struct RestinioServerOptions {
   std::chrono::seconds io_timeout{60};
 };
 
+// A RESTinio request as the Beast request DemoApp reads: method, target,
+// version, every header field in order, keep-alive, body.
+beast::Request ToBeastRequest(const ::restinio::request_t& request);
+
 class RestinioServer {
  public:
   // `app` must outlive the server.
   RestinioServer(RestinioServerOptions options, DemoApp* app);
+  // Whatever idem does not answer goes to `rest` instead of DemoApp (tests
+  // serve their own handler so; set_transfers has no effect).
+  RestinioServer(RestinioServerOptions options, restinio::Handler rest);
   RestinioServer(const RestinioServer&) = delete;
   RestinioServer& operator=(const RestinioServer&) = delete;
   // Shuts down and waits.
@@ -90,8 +101,9 @@ class RestinioServer {
   const std::string& host() const { return options_.host; }
   std::uint16_t port() const { return port_.load(); }
 
-  // Stops accepting and closes every connection; the threads return.
-  // Idempotent.
+  // Stops accepting, waits for the requests in a handler to finish (at
+  // most handle_request_timeout), then closes every connection; the
+  // threads return. Blocks for that wait. Idempotent.
   void Shutdown();
   // Blocks until every server thread has returned (after Shutdown).
   void Wait();
@@ -103,7 +115,24 @@ class RestinioServer {
  private:
   struct Impl;
 
-  // The chain's handler for whatever idem did not answer.
+  // The requests handed to the chain whose handling has not ended (a
+  // handler still holds their handle), for Shutdown's wait.
+  class InFlight {
+   public:
+    void Add(const idem::restinio::RequestHandle& request);
+    // True when none of them is alive.
+    bool Idle();
+
+   private:
+    // Drops the ended ones. Under mu_.
+    void Prune();
+
+    std::mutex mu_;
+    std::vector<std::weak_ptr<::restinio::request_t>> requests_;  // Under mu_.
+    std::size_t prune_at_ = 64;                                   // Under mu_.
+  };
+
+  // /transfers (when set) or DemoApp: rest_ of the DemoApp constructor.
   static boost::asio::awaitable<idem::Response> ServeRest(
       DemoApp* app, Transfers* transfers,
       idem::restinio::RequestHandle request);
@@ -120,8 +149,9 @@ class RestinioServer {
   };
 
   RestinioServerOptions options_;
-  DemoApp* app_;
   Transfers* transfers_ = nullptr;
+  // The chain's handler for whatever idem did not answer.
+  restinio::Handler rest_;
   IoContext ioc_;
   std::optional<
       boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
@@ -130,6 +160,7 @@ class RestinioServer {
   std::atomic<std::uint16_t> port_{0};
   std::vector<std::thread> threads_;
   std::atomic<bool> shut_down_{false};
+  InFlight in_flight_;
 };
 
 }  // namespace idem::demo

@@ -1,6 +1,8 @@
-// IdempotentHandler on its own: the three handler forms, route patterns and
-// per-route options, store calls on the pool, fail-open, AsyncHandle with a
-// plain callback.
+// Each adapter (HttpServers(): Beast's and RESTinio's IdempotentHandler)
+// around a test's own handler: the three handler forms, a dropped
+// Responder, route patterns and per-route options, store calls on the
+// pool, fail-open, the response classification's unstored ends. Beast's
+// own API (AsyncHandle with a plain callback, Create's checks) at the end.
 
 #include <utility>  // Before Asio's coroutine headers; see handler.h.
 
@@ -11,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -46,11 +49,12 @@ Response Answer(const Request& req, unsigned status, std::string body) {
   return res;
 }
 
-// One server per handler form; each must behave the same.
-class HandlerFormTest : public ::testing::TestWithParam<std::string> {
+// One server per adapter and handler form; each must behave the same.
+class HandlerFormTest : public ::testing::TestWithParam<
+                            std::tuple<demo::HttpFramework, std::string>> {
  protected:
   Handler MakeHandler() {
-    const std::string form = GetParam();
+    const std::string form = std::get<1>(GetParam());
     if (form == "sync") {
       return [this](Request req) {
         ++runs_;
@@ -94,11 +98,8 @@ class HandlerFormTest : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(HandlerFormTest, ExecutesReplaysAndReleases) {
-  AdapterServer server(OpenMemoryStore(), GuardOptions{}, MakeHandler(),
-                       [](IdempotentHandler& h) {
-                         ASSERT_THAT(h.Protect(http::verb::post, "/jobs/*"),
-                                     IsOk());
-                       });
+  AdapterServer server(std::get<0>(GetParam()), MakeHandler(),
+                       {.routes = {{"POST", "/jobs/*"}}});
   const Response first = SendOnce(server.port(), Post("/jobs/a", kBody, "k1"));
   EXPECT_EQ(first.result_int(), 201u);
   EXPECT_EQ(first.body(), "run 1");
@@ -127,8 +128,35 @@ TEST_P(HandlerFormTest, ExecutesReplaysAndReleases) {
             "run 5");
 }
 
-INSTANTIATE_TEST_SUITE_P(Forms, HandlerFormTest,
-                         ::testing::Values("sync", "coroutine", "callback"));
+INSTANTIATE_TEST_SUITE_P(
+    Forms, HandlerFormTest,
+    ::testing::Combine(::testing::ValuesIn(HttpServers()),
+                       ::testing::Values("sync", "coroutine", "callback")),
+    [](const auto& info) {
+      return HttpServerName(std::get<0>(info.param)) + "_" +
+             std::get<1>(info.param);
+    });
+
+// The adapters around a test's own handler.
+IDEM_HTTP_SERVER_SUITE(AdapterTest);
+
+TEST_P(AdapterTest, ADroppedResponderGets500AndReleasesTheKey) {
+  std::atomic<int> runs{0};
+  AdapterServer server(GetParam(),
+                       [&runs](Request, Responder done) {
+                         ++runs;
+                         // Destroyed uncalled.
+                         Responder lost = std::move(done);
+                       },
+                       {.routes = {{"POST", "/x"}}});
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(ProblemMismatch(SendOnce(server.port(), Post("/x", kBody, "k")),
+                              500, "internal_error"),
+              "");
+  }
+  EXPECT_EQ(runs.load(), 2);
+  EXPECT_EQ(server.guard().metrics().Get(Outcome::kReleased), 2u);
+}
 
 Handler CountingHandler(std::atomic<int>& runs) {
   return [&runs](Request req) -> asio::awaitable<Response> {
@@ -142,18 +170,14 @@ Handler CountingHandler(std::atomic<int>& runs) {
   };
 }
 
-TEST(AdapterTest, PerRouteOptions) {
+TEST_P(AdapterTest, PerRouteOptions) {
   std::atomic<int> runs{0};
   auto optional_key = std::make_shared<GuardOptions>();
   optional_key->key_required = false;
   optional_key->max_request_body = 10;
   AdapterServer server(
-      OpenMemoryStore(), GuardOptions{}, CountingHandler(runs),
-      [&](IdempotentHandler& h) {
-        ASSERT_THAT(h.Protect(http::verb::post, "/strict"), IsOk());
-        ASSERT_THAT(h.Protect(http::verb::put, "/loose/{id}", optional_key),
-                    IsOk());
-      });
+      GetParam(), CountingHandler(runs),
+      {.routes = {{"POST", "/strict"}, {"PUT", "/loose/{id}", optional_key}}});
   const auto port = server.port();
   // Key required by the guard's defaults.
   EXPECT_EQ(
@@ -177,20 +201,15 @@ TEST(AdapterTest, PerRouteOptions) {
   EXPECT_EQ(runs.load(), 3);
 }
 
-TEST(AdapterTest, StoreCallsOnThePoolWithLockWait) {
+TEST_P(AdapterTest, StoreCallsOnThePoolWithLockWait) {
   std::atomic<int> runs{0};
-  GuardOptions options;
-  options.lock_wait = std::chrono::seconds(10);
-  beast::IdempotentHandlerOptions handler_options;
-  handler_options.store_calls = beast::StoreCalls::kPool;
-  handler_options.store_threads = 2;
-  AdapterServer server(
-      OpenMemoryStore(), options, CountingHandler(runs),
-      [](IdempotentHandler& h) {
-        ASSERT_THAT(h.Protect(http::verb::post, "/slow"), IsOk());
-      },
-      handler_options);
-  EXPECT_FALSE(server.handler().store_calls_inline());
+  AdapterSetup setup;
+  setup.options.lock_wait = std::chrono::seconds(10);
+  setup.calls.store_calls = beast::StoreCalls::kPool;
+  setup.calls.store_threads = 2;
+  setup.routes = {{"POST", "/slow"}};
+  AdapterServer server(GetParam(), CountingHandler(runs), setup);
+  EXPECT_FALSE(server.store_calls_inline());
   std::vector<std::thread> threads;
   std::vector<Response> answers(8);
   for (std::size_t i = 0; i < answers.size(); ++i) {
@@ -209,43 +228,39 @@ TEST(AdapterTest, StoreCallsOnThePoolWithLockWait) {
   EXPECT_EQ(runs.load(), 1);
 }
 
-TEST(AdapterTest, InlineStoreCallsForTheMemoryStore) {
+TEST_P(AdapterTest, InlineStoreCallsForTheMemoryStore) {
   std::atomic<int> runs{0};
-  AdapterServer server(OpenMemoryStore(), GuardOptions{}, CountingHandler(runs),
-                       [](IdempotentHandler&) {});
-  EXPECT_TRUE(server.handler().store_calls_inline());
+  AdapterServer server(GetParam(), CountingHandler(runs));
+  EXPECT_TRUE(server.store_calls_inline());
+  EXPECT_EQ(server.store_threads(), 0u);
 }
 
-TEST(AdapterTest, FailOpenRunsUnprotected) {
+TEST_P(AdapterTest, FailOpenRunsUnprotected) {
   std::atomic<int> runs{0};
-  GuardOptions options;
-  options.on_store_error = StoreErrorPolicy::kFailOpen;
-  AdapterServer server(std::make_shared<DownStore>(), options,
-                       CountingHandler(runs), [](IdempotentHandler& h) {
-                         ASSERT_THAT(h.Protect(http::verb::post, "/x"), IsOk());
-                       });
+  AdapterSetup setup;
+  setup.store = std::make_shared<DownStore>();
+  setup.options.on_store_error = StoreErrorPolicy::kFailOpen;
+  setup.routes = {{"POST", "/x"}};
+  AdapterServer server(GetParam(), CountingHandler(runs), setup);
   EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 1");
   EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 2");
   EXPECT_EQ(server.guard().metrics().Get(Outcome::kFailOpen), 2u);
 }
 
-TEST(AdapterTest, AStoreCallThatThrowsOnThePoolFailsOnlyItsRequest) {
+TEST_P(AdapterTest, AStoreCallThatThrowsOnThePoolFailsOnlyItsRequest) {
   // The exception crosses back from the pool thread to the request's
   // coroutine (the server answers 500, as for a handler that throws), and
   // the pool goes on serving.
   std::atomic<int> runs{0};
   auto store = std::make_shared<FaultyStore>(OpenMemoryStore());
   store->throw_on_claim = true;
-  beast::IdempotentHandlerOptions handler_options;
-  handler_options.store_calls = beast::StoreCalls::kPool;
-  handler_options.store_threads = 1;
-  AdapterServer server(
-      store, GuardOptions{}, CountingHandler(runs),
-      [](IdempotentHandler& h) {
-        ASSERT_THAT(h.Protect(http::verb::post, "/jobs"), IsOk());
-      },
-      handler_options);
-  ASSERT_FALSE(server.handler().store_calls_inline());
+  AdapterSetup setup;
+  setup.store = store;
+  setup.calls.store_calls = beast::StoreCalls::kPool;
+  setup.calls.store_threads = 1;
+  setup.routes = {{"POST", "/jobs"}};
+  AdapterServer server(GetParam(), CountingHandler(runs), setup);
+  ASSERT_FALSE(server.store_calls_inline());
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(SendOnce(server.port(), Post("/jobs", kBody, "k")).result_int(),
               500u);
@@ -257,32 +272,28 @@ TEST(AdapterTest, AStoreCallThatThrowsOnThePoolFailsOnlyItsRequest) {
   EXPECT_EQ(runs.load(), 1);
 }
 
-TEST(AdapterTest, ResponseOverMaxStoredIsSentNotStored) {
+TEST_P(AdapterTest, ResponseOverMaxStoredIsSentNotStored) {
   std::atomic<int> runs{0};
-  GuardOptions options;
-  options.max_stored_response = 4;  // "run 1" is 5 bytes.
-  AdapterServer server(OpenMemoryStore(), options, CountingHandler(runs),
-                       [](IdempotentHandler& h) {
-                         ASSERT_THAT(h.Protect(http::verb::post, "/x"), IsOk());
-                       });
+  AdapterSetup setup;
+  setup.options.max_stored_response = 4;  // "run 1" is 5 bytes.
+  setup.routes = {{"POST", "/x"}};
+  AdapterServer server(GetParam(), CountingHandler(runs), setup);
   EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 1");
   EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 2");
   EXPECT_EQ(server.guard().metrics().Get(Outcome::kNotStored), 2u);
 }
 
-TEST(AdapterTest, CompleteFailingLeavesTheKeyLockedUntilItsTimeout) {
+TEST_P(AdapterTest, CompleteFailingLeavesTheKeyLockedUntilItsTimeout) {
   std::atomic<int> runs{0};
   auto clock = std::make_shared<ManualClock>();
   auto store = std::make_shared<FaultyStore>(OpenMemoryStore());
   store->fail_complete = ErrorCode::kUnavailable;
-  GuardOptions options;
-  options.lock_timeout = std::chrono::seconds(10);
-  AdapterServer server(
-      store, options, CountingHandler(runs),
-      [](IdempotentHandler& h) {
-        ASSERT_THAT(h.Protect(http::verb::post, "/x"), IsOk());
-      },
-      {}, clock);
+  AdapterSetup setup;
+  setup.store = store;
+  setup.clock = clock;
+  setup.options.lock_timeout = std::chrono::seconds(10);
+  setup.routes = {{"POST", "/x"}};
+  AdapterServer server(GetParam(), CountingHandler(runs), setup);
   // Sent, though not stored.
   EXPECT_EQ(SendOnce(server.port(), Post("/x", kBody, "k")).body(), "run 1");
   EXPECT_EQ(server.guard().metrics().Get(Outcome::kStoreFailed), 1u);
@@ -298,16 +309,18 @@ TEST(AdapterTest, CompleteFailingLeavesTheKeyLockedUntilItsTimeout) {
   EXPECT_EQ(runs.load(), 2);
 }
 
-TEST(AdapterTest, StaleCompleteAfterATakeover) {
+TEST_P(AdapterTest, StaleCompleteAfterATakeover) {
   auto clock = std::make_shared<ManualClock>();
   std::atomic<int> runs{0};
   std::mutex mu;
   std::optional<Responder> parked;  // Run 1's, under mu.
   std::optional<Request> parked_request;
-  GuardOptions options;
-  options.lock_timeout = std::chrono::seconds(10);
+  AdapterSetup setup;
+  setup.clock = clock;
+  setup.options.lock_timeout = std::chrono::seconds(10);
+  setup.routes = {{"POST", "/x"}};
   AdapterServer server(
-      OpenMemoryStore(), options,
+      GetParam(),
       [&](Request req, Responder done) {
         const int n = ++runs;
         if (n == 1) {
@@ -318,10 +331,7 @@ TEST(AdapterTest, StaleCompleteAfterATakeover) {
         }
         done(Answer(req, 200, "run " + std::to_string(n)));
       },
-      [](IdempotentHandler& h) {
-        ASSERT_THAT(h.Protect(http::verb::post, "/x"), IsOk());
-      },
-      {}, clock);
+      setup);
   std::optional<Response> first;
   std::thread slow(
       [&] { first = SendOnce(server.port(), Post("/x", kBody, "k")); });
@@ -346,7 +356,8 @@ TEST(AdapterTest, StaleCompleteAfterATakeover) {
   EXPECT_EQ(retry.body(), "run 2");
 }
 
-TEST(AdapterTest, AsyncHandleWithACallback) {
+// Beast's own API: AsyncHandle has no RESTinio counterpart.
+TEST(BeastAdapterTest, AsyncHandleWithACallback) {
   GuardSetup setup;
   setup.store = OpenMemoryStore();
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<Guard> guard,
@@ -373,7 +384,8 @@ TEST(AdapterTest, AsyncHandleWithACallback) {
   EXPECT_EQ(got[1][http::field::content_length], "4");
 }
 
-TEST(AdapterTest, CreateRejectsMissingParts) {
+// Beast's Create and Protect; RESTinio's are in restinio_adapter_test.cc.
+TEST(BeastAdapterTest, CreateRejectsMissingParts) {
   GuardSetup setup;
   setup.store = OpenMemoryStore();
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<Guard> guard,

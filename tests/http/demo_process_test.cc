@@ -192,16 +192,22 @@ TEST(DemoProcessTest, ServesTheContractAndStopsOnSigterm) {
   EXPECT_EQ(demo.Wait(), 0);
 }
 
-// On the default store (in a fresh directory): the request in flight at
-// SIGINT is answered, and its response was stored before the process exited,
-// so a demo started again on the same ./var/idem replays it.
-TEST(DemoProcessTest, SigintFinishesTheRequestInFlight) {
+// On the default store (in a fresh directory), on each --http: the request
+// in flight at SIGINT finishes and its response was stored before the
+// process exited, so a demo started again on the same ./var/idem replays
+// it. Beast answers it; RESTinio hands the answer over as its I/O stops
+// (SEMANTICS.md, the demo's --http), so it is checked when it came.
+IDEM_HTTP_SERVER_SUITE(DemoShutdownProcessTest);
+
+TEST_P(DemoShutdownProcessTest, SigintFinishesTheRequestInFlight) {
   if (!HaveRocksdb()) GTEST_SKIP() << "the default store needs RocksDB";
   TempDir dir{"idem-demo-test"};
-  std::string first_body;
+  const std::vector<std::string> args = {"--listen",   "127.0.0.1:0",
+                                         "--instance", "proc-b",
+                                         "--http",     HttpFlag(GetParam())};
+  std::optional<std::string> first_body;
   {
-    DemoProcess demo({"--listen", "127.0.0.1:0", "--instance", "proc-b"}, {},
-                     dir.path());
+    DemoProcess demo(args, {}, dir.path());
     const std::uint16_t port = demo.WaitListening();
     ASSERT_NE(port, 0);
     TestClient client(port);
@@ -211,25 +217,28 @@ TEST(DemoProcessTest, SigintFinishesTheRequestInFlight) {
       return Json(SendOnce(port, Get("/stats")))["handler_runs"] == 1;
     }));
     demo.Signal(SIGINT);
-    const Response res = client.Read();
-    EXPECT_EQ(res.result_int(), 201u);
-    first_body = res.body();
-    EXPECT_EQ(demo.Wait(), 0);
+    try {
+      const Response res = client.Read();
+      EXPECT_EQ(res.result_int(), 201u);
+      first_body = res.body();
+    } catch (const boost::system::system_error&) {
+      EXPECT_TRUE(restinio()) << "Beast answers the request in flight";
+    }
+    EXPECT_EQ(demo.Wait(), 0) << demo.Stderr();
   }
   EXPECT_TRUE(std::filesystem::is_directory(dir.path() / "var" / "idem"));
 
-  DemoProcess again({"--listen", "127.0.0.1:0", "--instance", "proc-b"}, {},
-                    dir.path());
+  DemoProcess again(args, {}, dir.path());
   const std::uint16_t port = again.WaitListening();
   ASSERT_NE(port, 0);
   const Response replay =
       SendOnce(port, Post("/orders?delay_ms=300", kBody, "p-2"));
   EXPECT_EQ(replay.result_int(), 201u);
   EXPECT_TRUE(IsReplay(replay));
-  EXPECT_EQ(replay.body(), first_body);
+  if (first_body) EXPECT_EQ(replay.body(), *first_body);
   EXPECT_EQ(Json(SendOnce(port, Get("/stats")))["handler_runs"], 0);
   again.Signal(SIGTERM);
-  EXPECT_EQ(again.Wait(), 0);
+  EXPECT_EQ(again.Wait(), 0) << again.Stderr();
 }
 
 // Two instances with the same name, each on its own durable store (the

@@ -1,8 +1,9 @@
 // Over real HTTP: POST /payments beside /orders in idem-demo, per-operation
-// keys (the demo's key_per_operation, and the adapter passing its route
-// pattern), the global switch through the adapter (inline and on the
-// store-call pool), a compressed replay and the request-latency histogram
-// in GET /metrics.
+// keys (the demo's key_per_operation, and each adapter passing its route
+// pattern), the global switch through each adapter (on the store-call
+// pool), a compressed replay and the request-latency histogram in
+// GET /metrics. Demo and adapter suites run on every server of
+// HttpServers().
 
 #include <utility>  // Before Asio's coroutine headers; see handler.h.
 
@@ -15,7 +16,6 @@
 #include "http_test_util.h"
 #include "idem/metrics.h"
 #include "support/down_store.h"
-#include "support/status_matchers.h"
 
 namespace idem::testing {
 namespace {
@@ -29,10 +29,7 @@ demo::DemoOptions PerOperation() {
 }
 
 // On each of idem-demo's servers (HttpServers()).
-class DemoPaymentsTest : public HttpServerTest {};
-INSTANTIATE_TEST_SUITE_P(Servers, DemoPaymentsTest,
-                         ::testing::ValuesIn(HttpServers()),
-                         HttpServerParamName);
+IDEM_HTTP_SERVER_SUITE(DemoPaymentsTest);
 
 TEST_P(DemoPaymentsTest, SameKeyOnOrdersAndPaymentsIsA422ByDefault) {
   DemoServer server(On());
@@ -111,20 +108,21 @@ Response Ok(const Request& req, std::string body) {
   return res;
 }
 
-TEST(AdapterPerOperationTest, TheMatchedPatternNamesTheOperation) {
+// The adapters (HttpServers()) around a test's own handler.
+IDEM_HTTP_SERVER_SUITE(AdapterFeaturesTest);
+
+TEST_P(AdapterFeaturesTest, TheMatchedPatternNamesTheOperation) {
   std::atomic<int> runs{0};
-  GuardOptions options;
-  options.key_per_operation = true;
+  AdapterSetup setup;
+  setup.options.key_per_operation = true;
+  setup.routes = {{"POST", "/orders/{id}"}, {"POST", "/refunds/{id}"}};
   AdapterServer server(
-      OpenMemoryStore(), options,
+      GetParam(),
       [&](Request req) {
         ++runs;
         return Ok(req, "{}");
       },
-      [](beast::IdempotentHandler& h) {
-        ASSERT_THAT(h.Protect(http::verb::post, "/orders/{id}"), IsOk());
-        ASSERT_THAT(h.Protect(http::verb::post, "/refunds/{id}"), IsOk());
-      });
+      setup);
   const auto port = server.port();
   EXPECT_EQ(SendOnce(port, Post("/orders/1", kBody, "k")).result_int(), 201u);
   // Another id on the same pattern is the same operation: the key was used
@@ -137,22 +135,21 @@ TEST(AdapterPerOperationTest, TheMatchedPatternNamesTheOperation) {
   EXPECT_EQ(runs, 2);
 }
 
-TEST(AdapterSwitchTest, SwitchedOffTheHandlerRunsUnprotected) {
+TEST_P(AdapterFeaturesTest, SwitchedOffTheHandlerRunsUnprotected) {
   // Over a store that fails every call, on the store-call pool: nothing may
   // reach it, and no queue timeout may answer for the Guard.
   std::atomic<int> runs{0};
-  beast::IdempotentHandlerOptions handler_options;
-  handler_options.store_calls = beast::StoreCalls::kPool;
+  AdapterSetup setup;
+  setup.store = std::make_shared<DownStore>();
+  setup.routes = {{"POST", "/orders"}};
+  setup.calls.store_calls = ::idem::asio::StoreCalls::kPool;
   AdapterServer server(
-      std::make_shared<DownStore>(), GuardOptions{},
+      GetParam(),
       [&](Request req) {
         ++runs;
         return Ok(req, "{}");
       },
-      [](beast::IdempotentHandler& h) {
-        ASSERT_THAT(h.Protect(http::verb::post, "/orders"), IsOk());
-      },
-      handler_options);
+      setup);
   const auto port = server.port();
   EXPECT_EQ(ProblemMismatch(SendOnce(port, Post("/orders", kBody, "k")), 503,
                             "idempotency_store_unavailable"),
@@ -172,11 +169,13 @@ TEST(AdapterSwitchTest, SwitchedOffTheHandlerRunsUnprotected) {
   EXPECT_EQ(SendOnce(port, Post("/orders", kBody, "k")).result_int(), 503u);
 }
 
-TEST(AdapterReplayTest, ACompressedReplayKeepsItsEncoding) {
+TEST_P(AdapterFeaturesTest, ACompressedReplayKeepsItsEncoding) {
   std::atomic<int> runs{0};
   const std::string gzip("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10);
+  AdapterSetup setup;
+  setup.routes = {{"POST", "/receipts"}};
   AdapterServer server(
-      OpenMemoryStore(), GuardOptions{},
+      GetParam(),
       [&](Request req) {
         ++runs;
         Response res = Ok(req, gzip);
@@ -186,10 +185,10 @@ TEST(AdapterReplayTest, ACompressedReplayKeepsItsEncoding) {
         res.prepare_payload();
         return res;
       },
-      [](beast::IdempotentHandler& h) {
-        ASSERT_THAT(h.Protect(http::verb::post, "/receipts"), IsOk());
-      });
+      setup);
   const Response first = SendOnce(server.port(), Post("/receipts", kBody, "r"));
+  EXPECT_EQ(first.body(), gzip);
+  EXPECT_EQ(HeaderOf(first, "Content-Encoding"), "gzip");
   const Response replay =
       SendOnce(server.port(), Post("/receipts", kBody, "r"));
   EXPECT_TRUE(IsReplay(replay));

@@ -14,6 +14,10 @@
 #include "idem/beast/convert.h"
 #include "idem/open_store.h"
 #include "support/status_matchers.h"
+#if IDEM_DEMO_WITH_RESTINIO
+#include "http_server_restinio.h"
+#include "idem/restinio/idempotent_handler.h"
+#endif
 
 namespace idem::testing {
 namespace {
@@ -200,21 +204,85 @@ DemoServer::~DemoServer() {
   demo_->Wait();
 }
 
-AdapterServer::AdapterServer(
-    std::shared_ptr<Store> store, GuardOptions options, beast::Handler handler,
-    const std::function<void(beast::IdempotentHandler&)>& setup,
-    beast::IdempotentHandlerOptions handler_options,
-    std::shared_ptr<Clock> clock) {
+namespace {
+
+#if IDEM_DEMO_WITH_RESTINIO
+::restinio::http_method_id_t RestinioMethod(std::string_view method) {
+  if (method == "POST") return ::restinio::http_method_post();
+  if (method == "PUT") return ::restinio::http_method_put();
+  if (method == "PATCH") return ::restinio::http_method_patch();
+  if (method == "DELETE") return ::restinio::http_method_delete();
+  if (method == "GET") return ::restinio::http_method_get();
+  throw std::invalid_argument("no RESTinio method for " + std::string(method));
+}
+
+// A parameter, not a capture: the frame owns it (see idem/asio/handler.h).
+boost::asio::awaitable<idem::Response> RunBeastHandler(
+    beast::Handler handler, restinio::RequestHandle request) {
+  co_return beast::FromBeast(co_await handler(demo::ToBeastRequest(*request)));
+}
+
+// `handler` over RESTinio's request handle, in its own form: a synchronous
+// one stays synchronous (the adapter's straight-through path), the others
+// become a coroutine.
+restinio::Handler ForRestinio(beast::Handler handler) {
+  if (handler.synchronous()) {
+    return [handler](restinio::RequestHandle request) {
+      return beast::FromBeast(
+          handler.RunSynchronous(demo::ToBeastRequest(*request)));
+    };
+  }
+  return [handler](restinio::RequestHandle request) {
+    return RunBeastHandler(handler, std::move(request));
+  };
+}
+#endif
+
+}  // namespace
+
+AdapterServer::AdapterServer(demo::HttpFramework http, beast::Handler handler,
+                             AdapterSetup setup) {
   GuardSetup guard_setup;
-  guard_setup.store = std::move(store);
-  guard_setup.clock = std::move(clock);
+  guard_setup.store = setup.store ? std::move(setup.store) : OpenMemoryStore();
+  guard_setup.clock = std::move(setup.clock);
   guard_setup.log = [](LogLevel, std::string_view) {};
-  guard_setup.options = std::move(options);
+  guard_setup.options = std::move(setup.options);
   guard_ = ValueOrThrow(Guard::Create(std::move(guard_setup)));
-  handler_ = ValueOrThrow(beast::IdempotentHandler::Create(
-      guard_, std::move(handler), std::move(handler_options)));
-  setup(*handler_);
-  beast::IdempotentHandler* adapter = handler_.get();
+
+  if (http == demo::HttpFramework::kRestinio) {
+#if IDEM_DEMO_WITH_RESTINIO
+    restinio::IdempotentHandlerOptions options;
+    static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
+    const restinio::Handler converted = ForRestinio(std::move(handler));
+    demo::RestinioServerOptions server_options;
+    server_options.port = 0;
+    restinio_server_ =
+        std::make_shared<demo::RestinioServer>(server_options, converted);
+    restinio_handler_ = ValueOrThrow(restinio::IdempotentHandler::Create(
+        guard_, restinio_server_->io_context().get_executor(),
+        std::move(options)));
+    for (const ProtectedRoute& route : setup.routes) {
+      ValueOrThrow(restinio_handler_->Protect(RestinioMethod(route.method),
+                                              route.pattern, converted,
+                                              route.options));
+    }
+    restinio_server_->set_body_limit(restinio_handler_->BodyLimit());
+    ValueOrThrow(restinio_server_->Start(restinio_handler_.get()));
+    return;
+#else
+    throw std::invalid_argument("this build has no RESTinio");
+#endif
+  }
+
+  beast::IdempotentHandlerOptions options;
+  static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
+  beast_handler_ = ValueOrThrow(beast::IdempotentHandler::Create(
+      guard_, std::move(handler), std::move(options)));
+  for (const ProtectedRoute& route : setup.routes) {
+    ValueOrThrow(beast_handler_->Protect(http::string_to_verb(route.method),
+                                         route.pattern, route.options));
+  }
+  beast::IdempotentHandler* adapter = beast_handler_.get();
   demo::HttpServerOptions server_options;
   server_options.port = 0;
   demo::BodyLimitHooks hooks;
@@ -224,15 +292,52 @@ AdapterServer::AdapterServer(
   hooks.too_large = [adapter](const beast::RequestHeader& header) {
     return adapter->TooLarge(header);
   };
-  server_ = std::make_unique<demo::HttpServer>(
+  beast_server_ = std::make_unique<demo::HttpServer>(
       server_options, [adapter](Request r) { return (*adapter)(std::move(r)); },
       std::move(hooks));
-  ValueOrThrow(server_->Start());
+  ValueOrThrow(beast_server_->Start());
 }
 
 AdapterServer::~AdapterServer() {
-  server_->Shutdown();
-  server_->Wait();
+  if (beast_server_) {
+    beast_server_->Shutdown();
+    beast_server_->Wait();
+  }
+#if IDEM_DEMO_WITH_RESTINIO
+  // As Demo's: the I/O threads stop, the store calls in flight end (they
+  // post to the server's I/O context), then the server goes before its
+  // adapter.
+  if (restinio_server_) {
+    restinio_server_->Shutdown();
+    restinio_server_->Wait();
+    restinio_handler_->JoinStoreCalls();
+    restinio_server_.reset();
+  }
+#endif
 }
+
+#if IDEM_DEMO_WITH_RESTINIO
+std::uint16_t AdapterServer::port() const {
+  return beast_server_ ? beast_server_->port() : restinio_server_->port();
+}
+
+bool AdapterServer::store_calls_inline() const {
+  return beast_handler_ ? beast_handler_->store_calls_inline()
+                        : restinio_handler_->store_calls_inline();
+}
+
+std::size_t AdapterServer::store_threads() const {
+  return beast_handler_ ? beast_handler_->store_threads()
+                        : restinio_handler_->store_threads();
+}
+#else
+std::uint16_t AdapterServer::port() const { return beast_server_->port(); }
+bool AdapterServer::store_calls_inline() const {
+  return beast_handler_->store_calls_inline();
+}
+std::size_t AdapterServer::store_threads() const {
+  return beast_handler_->store_threads();
+}
+#endif
 
 }  // namespace idem::testing

@@ -130,6 +130,14 @@ class HttpServerTest : public ::testing::TestWithParam<demo::HttpFramework> {
   bool restinio() const { return GetParam() == demo::HttpFramework::kRestinio; }
 };
 
+// Declares `Fixture`, an HttpServerTest, and runs its TEST_Ps on every
+// server of HttpServers(), each named by HttpServerParamName.
+#define IDEM_HTTP_SERVER_SUITE(Fixture)                                      \
+  class Fixture : public ::idem::testing::HttpServerTest {};                 \
+  INSTANTIATE_TEST_SUITE_P(                                                  \
+      Servers, Fixture, ::testing::ValuesIn(::idem::testing::HttpServers()), \
+      ::idem::testing::HttpServerParamName)
+
 // idem-demo in this process, on 127.0.0.1:0.
 class DemoServer {
  public:
@@ -149,26 +157,51 @@ class DemoServer {
   std::unique_ptr<demo::Demo> demo_;
 };
 
-// IdempotentHandler around a test's own handler, served by HttpServer on
-// 127.0.0.1:0. Routes are added by `setup` before the server starts.
+// A route AdapterServer's adapter protects.
+struct ProtectedRoute {
+  // "POST", "PUT", "PATCH", "DELETE" or "GET".
+  std::string method = "POST";
+  // idem/route.h: "/orders/{id}", "/jobs/*".
+  std::string pattern;
+  // Null: the guard's own.
+  std::shared_ptr<const GuardOptions> options = nullptr;
+};
+
+// What AdapterServer runs: a Guard over `store` (the memory store when
+// null) with `options` on `clock`, the adapter's store-call options, and
+// the routes it protects.
+struct AdapterSetup {
+  std::shared_ptr<Store> store;
+  GuardOptions options;
+  std::vector<ProtectedRoute> routes;
+  ::idem::asio::GuardCallOptions calls;
+  std::shared_ptr<Clock> clock;
+};
+
+// A test's own handler behind one adapter (the factory of the conformance
+// suite, over HttpServers()), served on 127.0.0.1:0: Beast's
+// IdempotentHandler in demo::HttpServer, or RESTinio's chain handler in
+// demo::RestinioServer, where the handler's Beast messages are converted
+// at the edge (the demo's own way). Requests to routes that are not
+// protected go to the handler too.
 class AdapterServer {
  public:
-  AdapterServer(std::shared_ptr<Store> store, GuardOptions options,
-                beast::Handler handler,
-                const std::function<void(beast::IdempotentHandler&)>& setup,
-                beast::IdempotentHandlerOptions handler_options = {},
-                std::shared_ptr<Clock> clock = nullptr);
+  AdapterServer(demo::HttpFramework http, beast::Handler handler,
+                AdapterSetup setup = {});
   ~AdapterServer();
 
-  std::uint16_t port() const { return server_->port(); }
+  std::uint16_t port() const;
   Guard& guard() { return *guard_; }
-  beast::IdempotentHandler& handler() { return *handler_; }
-  demo::HttpServer& server() { return *server_; }
+  bool store_calls_inline() const;
+  std::size_t store_threads() const;
 
  private:
   std::shared_ptr<Guard> guard_;
-  std::unique_ptr<beast::IdempotentHandler> handler_;
-  std::unique_ptr<demo::HttpServer> server_;
+  std::unique_ptr<beast::IdempotentHandler> beast_handler_;
+  std::unique_ptr<demo::HttpServer> beast_server_;
+  // shared_ptr: complete types only in a build with RESTinio.
+  std::shared_ptr<demo::RestinioServer> restinio_server_;
+  std::shared_ptr<restinio::IdempotentHandler> restinio_handler_;
 };
 
 std::shared_ptr<Store> OpenMemoryStore(std::string_view uri = "memory:");

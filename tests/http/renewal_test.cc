@@ -129,10 +129,7 @@ demo::DemoOptions RenewingDemo(beast::StoreCalls calls) {
 }
 
 // Each adapter renews through the shared Asio layer (idem::asio).
-class RenewalHttpTest : public HttpServerTest {};
-INSTANTIATE_TEST_SUITE_P(Servers, RenewalHttpTest,
-                         ::testing::ValuesIn(HttpServers()),
-                         HttpServerParamName);
+IDEM_HTTP_SERVER_SUITE(RenewalHttpTest);
 
 TEST_P(RenewalHttpTest, AdapterRenewsInlineStoreCalls) {
   auto store = std::make_shared<RenewalTestStore>();

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -117,6 +118,34 @@ TEST(RestinioAdapterTest, TheRequestTimeoutMustCoverLockWait) {
   EXPECT_THAT(idem->CheckRequestTimeout(std::chrono::seconds(5)),
               HasErrorCode(ErrorCode::kInvalidArgument));
   EXPECT_THAT(idem->CheckRequestTimeout(std::chrono::seconds(6)), IsOk());
+}
+
+// RESTinio's Create, Protect and Wrap (Beast's: adapter_test.cc).
+TEST(RestinioAdapterTest, CreateRejectsMissingParts) {
+  auto guard = MakeGuard();
+  boost::asio::io_context ioc;
+  EXPECT_THAT(restinio::IdempotentHandler::Create(nullptr, ioc.get_executor()),
+              HasErrorCode(ErrorCode::kInvalidArgument));
+  EXPECT_THAT(restinio::IdempotentHandler::Create(
+                  guard, boost::asio::any_io_executor()),
+              HasErrorCode(ErrorCode::kInvalidArgument));
+  auto idem = ValueOrThrow(
+      restinio::IdempotentHandler::Create(guard, ioc.get_executor()));
+  const restinio::Handler handler = [](restinio::RequestHandle) {
+    return idem::Response{200, {}, ""};
+  };
+  EXPECT_THAT(
+      idem->Protect(::restinio::http_method_post(), "no-slash", handler),
+      HasErrorCode(ErrorCode::kInvalidArgument));
+  EXPECT_THAT(
+      idem->Protect(::restinio::http_method_post(), "/x", restinio::Handler()),
+      HasErrorCode(ErrorCode::kInvalidArgument));
+  auto bad = std::make_shared<GuardOptions>();
+  bad->ttl = Duration::zero();
+  EXPECT_THAT(idem->Protect(::restinio::http_method_post(), "/x", handler, bad),
+              HasErrorCode(ErrorCode::kInvalidArgument));
+  EXPECT_THROW(idem->Wrap(handler, bad), std::invalid_argument);
+  EXPECT_THROW(idem->Wrap(restinio::Handler()), std::invalid_argument);
 }
 
 }  // namespace

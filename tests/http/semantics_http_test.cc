@@ -262,7 +262,7 @@ TEST_P(SemanticsHttpTest, StatsAndMetrics) {
             std::string::npos);
 }
 
-class SemanticsHttpStoreTest : public HttpServerTest {};
+IDEM_HTTP_SERVER_SUITE(SemanticsHttpStoreTest);
 
 TEST_P(SemanticsHttpStoreTest, StoreFullIs503) {
   DemoServer server(On(), OpenMemoryStore("memory:?capacity=1"));
@@ -285,9 +285,6 @@ TEST_P(SemanticsHttpStoreTest, StoreDownIs503FailClosed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Servers, SemanticsHttpTest,
-                         ::testing::ValuesIn(HttpServers()),
-                         HttpServerParamName);
-INSTANTIATE_TEST_SUITE_P(Servers, SemanticsHttpStoreTest,
                          ::testing::ValuesIn(HttpServers()),
                          HttpServerParamName);
 

@@ -30,7 +30,6 @@ namespace idem::testing {
 namespace {
 
 namespace asio = boost::asio;
-using beast::IdempotentHandler;
 
 constexpr char kBody[] = R"({"n":1})";
 
@@ -115,24 +114,30 @@ beast::Handler CountingHandler(std::atomic<int>& runs) {
   };
 }
 
-beast::IdempotentHandlerOptions OneThread() {
-  beast::IdempotentHandlerOptions options;
-  options.store_calls = beast::StoreCalls::kPool;
-  options.store_threads = 1;
-  options.store_queue_timeout = std::chrono::milliseconds(200);
-  return options;
+// /x and /slow protected over `store`, store calls on the pool.
+AdapterSetup OnThePool(std::shared_ptr<Store> store) {
+  AdapterSetup setup;
+  setup.store = std::move(store);
+  setup.routes = {{"POST", "/x"}, {"POST", "/slow"}};
+  setup.calls.store_calls = beast::StoreCalls::kPool;
+  return setup;
 }
 
-void Protect(IdempotentHandler& h) {
-  ASSERT_THAT(h.Protect(http::verb::post, "/x"), IsOk());
-  ASSERT_THAT(h.Protect(http::verb::post, "/slow"), IsOk());
+// One pool thread, a 200 ms queue timeout.
+AdapterSetup OneThread(std::shared_ptr<Store> store) {
+  AdapterSetup setup = OnThePool(std::move(store));
+  setup.calls.store_threads = 1;
+  setup.calls.store_queue_timeout = std::chrono::milliseconds(200);
+  return setup;
 }
 
-TEST(StoreQueueTest, AClaimNotStartedInTimeAnswers503WithoutTheStore) {
+// On each adapter (HttpServers()): the pool is idem::asio's, shared.
+IDEM_HTTP_SERVER_SUITE(StoreQueueTest);
+
+TEST_P(StoreQueueTest, AClaimNotStartedInTimeAnswers503WithoutTheStore) {
   std::atomic<int> runs{0};
   auto store = std::make_shared<GateStore>();
-  AdapterServer server(store, GuardOptions{}, CountingHandler(runs), Protect,
-                       OneThread());
+  AdapterServer server(GetParam(), CountingHandler(runs), OneThread(store));
   store->Hold();
   std::optional<Response> first;
   std::thread holder(
@@ -168,11 +173,10 @@ TEST(StoreQueueTest, AClaimNotStartedInTimeAnswers503WithoutTheStore) {
             "run 2");
 }
 
-TEST(StoreQueueTest, AFinishNotStartedInTimeIsSentAndLeavesTheRecordLocked) {
+TEST_P(StoreQueueTest, AFinishNotStartedInTimeIsSentAndLeavesTheRecordLocked) {
   std::atomic<int> runs{0};
   auto store = std::make_shared<GateStore>();
-  AdapterServer server(store, GuardOptions{}, CountingHandler(runs), Protect,
-                       OneThread());
+  AdapterServer server(GetParam(), CountingHandler(runs), OneThread(store));
   std::optional<Response> slow;
   std::thread a(
       [&] { slow = SendOnce(server.port(), Post("/slow", kBody, "a")); });
@@ -199,14 +203,11 @@ TEST(StoreQueueTest, AFinishNotStartedInTimeIsSentAndLeavesTheRecordLocked) {
   EXPECT_EQ(runs.load(), 2);  // "a" once, "b" once.
 }
 
-TEST(StoreQueueTest, ThePoolFollowsTheStoresConcurrency) {
+TEST_P(StoreQueueTest, ThePoolFollowsTheStoresConcurrency) {
   std::atomic<int> runs{0};
   auto store = std::make_shared<GateStore>(/*max_concurrent_calls=*/3);
-  beast::IdempotentHandlerOptions options;
-  options.store_calls = beast::StoreCalls::kPool;
-  AdapterServer server(store, GuardOptions{}, CountingHandler(runs), Protect,
-                       options);
-  EXPECT_EQ(server.handler().store_threads(), 3u);
+  AdapterServer server(GetParam(), CountingHandler(runs), OnThePool(store));
+  EXPECT_EQ(server.store_threads(), 3u);
   store->Hold();
   std::vector<std::thread> clients;
   for (int i = 0; i < 3; ++i) {
@@ -219,10 +220,9 @@ TEST(StoreQueueTest, ThePoolFollowsTheStoresConcurrency) {
   store->Open();
   for (auto& t : clients) t.join();
 
-  auto unnamed = std::make_shared<GateStore>();
-  AdapterServer other(unnamed, GuardOptions{}, CountingHandler(runs), Protect,
-                      options);
-  EXPECT_EQ(other.handler().store_threads(), 4u);
+  AdapterServer other(GetParam(), CountingHandler(runs),
+                      OnThePool(std::make_shared<GateStore>()));
+  EXPECT_EQ(other.store_threads(), 4u);
 }
 
 }  // namespace
