@@ -680,6 +680,7 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace) {
         break;
       case ErrorCode::kInvalidArgument:
       case ErrorCode::kInternal:
+      case ErrorCode::kAborted:  // No store returns it.
         // Not an outage: a bug or a store that cannot serve this call.
         // Failing open would switch protection off for a fault that
         // retrying does not cure, so every route answers 503.
