@@ -72,18 +72,21 @@ Result<OnceResult> RunOnceInTransaction(
   Decision d =
       detail::DecideOnce(guard, scope, key, operation, input, std::move(route));
   if (d.action == Action::kRespond) return detail::AnswerOnce(d);
-  // kPassThrough leaves d.claim inactive: RunInTransaction commits the work
-  // alone.
-  Result<Response> done = MakeError(ErrorCode::kInternal, "not run");
+  // kPassThrough leaves d.claim inactive: the work commits alone.
+  Result<std::optional<Response>> done =
+      MakeError(ErrorCode::kInternal, "not run");
   {
     detail::RenewWhileRunning renewing(guard, d.claim);
-    // A throw from `work` rolls back (RunInTransaction) and releases the key
-    // (the claim's destructor).
-    done = RunInTransaction(tx, d.claim, [&](Tx& t) {
-      Response r;
-      r.body = work(t);
-      return r;
-    });
+    // A throw from `work` rolls back (RunInTransactionAs) and releases the
+    // key (the claim's destructor).
+    done = RunInTransactionAs(
+        tx, d.claim,
+        [&](Tx& t) {
+          Response r;
+          r.body = work(t);
+          return r;
+        },
+        [](const Response& r) -> const Response& { return r; });
   }
   if (!done) {
     // Nothing committed, or a commit of unknown outcome: released (a
@@ -91,19 +94,18 @@ Result<OnceResult> RunOnceInTransaction(
     d.claim.Abandon();
     return tl::unexpected(std::move(done).error());
   }
-  if (d.action == Action::kPassThrough) {
-    return OnceResult{std::move(done->body), false,
-                      detail::PassThroughStorage(d)};
-  }
-  const FinishResult finish = d.claim.Finish(*done);
-  if (finish == FinishResult::kStaleComplete) {
-    // Only after MarkClaimLostInTransaction: the completion found the claim
-    // lost and the work was rolled back (done is ClaimLostResponse()).
+  if (!done->has_value()) {
+    d.claim.Abandon();  // Counts stale_complete and logs; no store call.
     return MakeError(ErrorCode::kAborted,
                      "another run took this key over while the work ran; "
                      "the transaction was rolled back");
   }
-  return OnceResult{std::move(done->body), false, OnceStorageOf(finish)};
+  Response& r = **done;
+  if (d.action == Action::kPassThrough) {
+    return OnceResult{std::move(r.body), false, detail::PassThroughStorage(d)};
+  }
+  const FinishResult finish = d.claim.Finish(r);
+  return OnceResult{std::move(r.body), false, OnceStorageOf(finish)};
 }
 
 }  // namespace idem::sql
