@@ -130,6 +130,15 @@ class ClaimHandle {
   // completes the record itself, e.g. in its own SQL transaction).
   const RecordId& record_id() const { return id_; }
   const Token& token() const { return token_; }
+  // For a problem answer the caller makes for this claim (e.g.
+  // sql::ClaimLostResponse): the request's path without the query (RunOnce:
+  // the operation), and the route's problem_type. Empty on an inactive
+  // handle.
+  const std::string& instance() const { return instance_; }
+  std::string_view problem_type() const {
+    return options_ ? std::string_view(options_->problem_type)
+                    : std::string_view();
+  }
 
   // Stores `response` for replay, or releases the key, by the table of
   // SEMANTICS.md. Call it before sending the response. Blocks on the store.
@@ -168,6 +177,8 @@ class ClaimHandle {
   // the Finish or Abandon call in time: the record stays in_progress until
   // its lock times out (a retry gets 409 until then, then runs the handler).
   // Counted as `store_failed`; `why` is logged as an error with the record.
+  // After MarkCommitted/MarkClaimLostInTransaction no store call is needed:
+  // it ends the claim as Finish would.
   void Forget(std::string_view why);
 
   // The route's lock_renewal: how often an adapter renews this claim while
@@ -194,6 +205,7 @@ class ClaimHandle {
   RecordId id_;
   Token token_;
   bool takeover_ = false;
+  std::string instance_;
   enum class InTransaction { kNo, kCommitted, kClaimLost };
   InTransaction in_transaction_ = InTransaction::kNo;
   std::shared_ptr<const GuardOptions> options_;

@@ -47,7 +47,9 @@ namespace sql {
 // The answer RunInTransaction gives when the claim was lost: 409
 // idempotency_request_in_progress with Retry-After 1 (a retry replays the
 // request that took the key over, once it finished). Nothing was changed.
-inline Response ClaimLostResponse() {
+// With `claim`: its request's path as the problem's instance and its route's
+// problem_type, as the Guard's own problems have.
+inline Response ClaimLostResponse(const ClaimHandle* claim = nullptr) {
   Problem problem;
   problem.status = 409;
   problem.code = problem_code::kInProgress;
@@ -55,7 +57,14 @@ inline Response ClaimLostResponse() {
       "Another request took this idempotency key over while this one ran; "
       "nothing was changed. Retry to get that request's response.";
   problem.retry_after = std::chrono::seconds(1);
+  if (claim != nullptr && claim->active()) {
+    problem.instance = claim->instance();
+    problem.type = claim->problem_type();
+  }
   return MakeProblemResponse(problem);
+}
+inline Response ClaimLostResponse(const ClaimHandle& claim) {
+  return ClaimLostResponse(&claim);
 }
 
 // RunInTransaction's steps for a caller whose work answers in a type of its
@@ -110,7 +119,8 @@ auto RunInTransactionAs(Tx& tx, ClaimHandle& claim, Work&& work,
 //      propagates (the Guard releases the key).
 //   3. Storable and the claim active: tx.Complete(claim, stored).
 //      kClaimLost: tx.Rollback(), the claim is told
-//      (MarkClaimLostInTransaction) and ClaimLostResponse() is returned. An
+//      (MarkClaimLostInTransaction) and ClaimLostResponse(claim) is
+//      returned. An
 //      error: tx.Rollback() and the error is returned.
 //   4. tx.Commit(). An error: tx.Rollback() and the error is returned (the
 //      claim is finished as usual then: a commit whose outcome is unknown
@@ -133,7 +143,7 @@ Result<Response> RunInTransaction(Tx& tx, ClaimHandle& claim, Work&& work) {
       RunInTransactionAs(
           tx, claim, std::forward<Work>(work),
           [](const Response& r) -> const Response& { return r; }));
-  if (!response.has_value()) return ClaimLostResponse();
+  if (!response.has_value()) return ClaimLostResponse(claim);
   return std::move(*response);
 }
 
