@@ -5,6 +5,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/post.hpp>
 #include <restinio/all.hpp>
 #include <restinio/sync_chain/fixed_size.hpp>
 
@@ -44,6 +45,21 @@ struct RestinioServer::Impl {
 boost::asio::awaitable<idem::Response> RestinioServer::Serve(
     DemoApp* app, idem::restinio::RequestHandle request) {
   co_return beast::FromBeast(co_await app->Handle(ToBeastRequest(*request)));
+}
+
+void RestinioServer::ServeTransfers(Transfers* transfers,
+                                    idem::restinio::RequestHandle request,
+                                    ClaimHandle& claim,
+                                    idem::restinio::Responder done) {
+  boost::asio::post(
+      transfers->pool(), [transfers, converted = ToBeastRequest(*request),
+                          &claim, done = std::move(done)]() mutable {
+        try {
+          done(beast::FromBeast(transfers->Serve(converted, claim)));
+        } catch (...) {
+          done.Fail(std::current_exception());
+        }
+      });
 }
 
 boost::asio::awaitable<idem::Response> RestinioServer::ServeRest(

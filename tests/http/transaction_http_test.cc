@@ -10,6 +10,8 @@
 //   POST /plain  the same answer without a transaction or claim: what the
 //                adapter itself stores
 //   POST /opt    as /tx, the key optional
+//
+// And idem-demo's POST /transfers, which is built that way, on each adapter.
 
 #include <utility>  // Before Asio's coroutine headers; see handler.h.
 
@@ -461,6 +463,58 @@ TEST_P(TransactionHttpTest, RenewalGoesOnWhileTheHandlerRuns) {
   EXPECT_TRUE(IsReplay(Send("/tx", "r", "\"r\"")));
   EXPECT_EQ(app_.Rows(), 1);
 }
+
+// idem-demo's POST /transfers behind each adapter (its claim-taking
+// completion form): protected like /orders, key required, exactly once with
+// --exactly-once; GET /transfers/count unprotected; 501 without SQL.
+class DemoTransfersTest : public HttpServerTest {};
+
+TEST_P(DemoTransfersTest, ProtectedByTheAdapterWithASqlStore) {
+  TempDir dir("idem-demo-transfers");
+  for (bool exactly_once : {false, true}) {
+    SCOPED_TRACE(exactly_once);
+    demo::DemoOptions options = On();
+    options.store_uri =
+        "sqlite:" + (dir.path() / (exactly_once ? "x.db" : "p.db")).string();
+    options.exactly_once = exactly_once;
+    DemoServer server(options);
+    EXPECT_EQ(ProblemMismatch(SendOnce(server.port(),
+                                       Post("/transfers", "{}", std::nullopt)),
+                              400, "idempotency_key_missing"),
+              "");
+    const Response first =
+        SendOnce(server.port(), Post("/transfers", "{}", "\"t1\""));
+    EXPECT_EQ(first.result_int(), 201u) << first.body();
+    const Response again =
+        SendOnce(server.port(), Post("/transfers", "{}", "\"t1\""));
+    EXPECT_TRUE(IsReplay(again));
+    EXPECT_EQ(again.body(), first.body());
+    EXPECT_EQ(HeaderOf(again, "Location"), HeaderOf(first, "Location"));
+    EXPECT_EQ(Json(SendOnce(server.port(), Get("/transfers/count")))["count"],
+              1);
+    EXPECT_EQ(server.handler_runs(), 1u);
+    EXPECT_EQ(server.Count(Outcome::kReplayed), 1u);
+    EXPECT_EQ(server.Count(Outcome::kStaleComplete), 0u);
+    EXPECT_EQ(SendOnce(server.port(), Get("/transfers")).result_int(), 405u);
+  }
+}
+
+TEST_P(DemoTransfersTest, AStoreWithoutSqlAnswers501) {
+  DemoServer server(On());
+  EXPECT_EQ(
+      SendOnce(server.port(), Post("/transfers", "{}", "\"t\"")).result_int(),
+      501u);
+  EXPECT_EQ(SendOnce(server.port(), Post("/transfers", "{}", std::nullopt))
+                .result_int(),
+            501u);
+  EXPECT_EQ(SendOnce(server.port(), Get("/transfers/count")).result_int(),
+            501u);
+  EXPECT_EQ(server.handler_runs(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Servers, DemoTransfersTest,
+                         ::testing::ValuesIn(HttpServers()),
+                         HttpServerParamName);
 
 INSTANTIATE_TEST_SUITE_P(Servers, TransactionHttpTest,
                          ::testing::ValuesIn(HttpServers()),
