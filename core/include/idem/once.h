@@ -14,6 +14,10 @@
 // unreachable), its result is stored before RunOnce returns, and if `fn` throws
 // the key is released and the exception propagates.
 //
+// `fn` may take the run's ClaimHandle& (below); sql::RunOnceInTransaction
+// (sql_once.h) stores the result in the work's own SQL transaction, exactly
+// once.
+//
 // At most once per key holds while results are stored. When one is not (it
 // is over max_stored_response, storing it failed, the lock had been taken
 // over, the store was skipped fail-open, or the route does not store status
