@@ -164,8 +164,14 @@ class ClaimHandle {
   //    and the caller rolled back. The next Finish (or Abandon) makes no
   //    store call, counts `stale_complete`, logs a warning and returns
   //    kStaleComplete.
+  //  - StopRenewal: ends lock renewal now. sql::RunInTransaction calls it
+  //    once the record is completed inside the open transaction, whose locks
+  //    keep any other request from taking the key over until it ends: a
+  //    renewal blocked on those locks then reports nothing, rather than a
+  //    lost claim once the commit completed the record.
   // After any other rollback, finish or abandon the claim as usual.
   std::optional<Response> StorableResponse(const Response& response) const;
+  void StopRenewal() { EndLease(); }
   void MarkCommittedInTransaction() {
     if (guard_ != nullptr) in_transaction_ = InTransaction::kCommitted;
   }

@@ -102,6 +102,9 @@ auto RunInTransactionAs(Tx& tx, ClaimHandle& claim, Work&& work,
       claim.MarkClaimLostInTransaction();
       return std::optional<R>();
     }
+    // Completed under the transaction's locks: no one can take the key over
+    // before it ends, so renewing is over.
+    claim.StopRenewal();
   }
   if (auto committed = tx.Commit(); !committed) {
     tx.Rollback();
