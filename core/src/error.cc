@@ -14,6 +14,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "resource_exhausted";
     case ErrorCode::kInternal:
       return "internal";
+    case ErrorCode::kAborted:
+      return "aborted";
   }
   return "unknown";
 }

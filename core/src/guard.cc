@@ -193,6 +193,7 @@ ClaimHandle& ClaimHandle::operator=(ClaimHandle&& other) noexcept {
     id_ = other.id_;
     token_ = other.token_;
     takeover_ = other.takeover_;
+    instance_ = std::move(other.instance_);
     in_transaction_ = std::exchange(other.in_transaction_, InTransaction::kNo);
     options_ = std::move(other.options_);
     started_ = other.started_;
@@ -220,6 +221,11 @@ void ClaimHandle::Abandon() {
 void ClaimHandle::Forget(std::string_view why) {
   if (guard_ == nullptr) return;
   EndLease();
+  if (in_transaction_ != InTransaction::kNo) {
+    // Ended in the caller's transaction already: no store call was missed.
+    EndInTransaction(0);
+    return;
+  }
   Guard& guard = *std::exchange(guard_, nullptr);
   guard.metrics().Count(Outcome::kStoreFailed);
   guard.Log(LogLevel::kError, std::string(why) +
@@ -680,6 +686,7 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace) {
         break;
       case ErrorCode::kInvalidArgument:
       case ErrorCode::kInternal:
+      case ErrorCode::kAborted:  // No store returns it.
         // Not an outage: a bug or a store that cannot serve this call.
         // Failing open would switch protection off for a fault that
         // retrying does not cure, so every route answers 503.
@@ -706,6 +713,7 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace) {
       d.claim.token_ = claimed->token;
       d.claim.takeover_ = claimed->takeover;
       d.claim.options_ = std::move(state->options);
+      d.claim.instance_ = std::move(state->instance);
       return d;
     }
     case ClaimOutcome::kMismatch:

@@ -132,12 +132,12 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
     if (it == header.end()) return std::nullopt;
     return BearerScope(beast::ToStd(it->value()));
   };
-  // POST /transfers and GET /transfers/count, on either server: not behind
-  // the adapter (Guard::Run on a pool of their own).
+  // POST /transfers and GET /transfers/count, on either server: with a SQL
+  // store POST /transfers is protected by the adapter like /orders, its
+  // handler the claim-taking completion form on a pool of its own.
   Transfers::Options transfer_options;
   transfer_options.instance = options.instance;
   transfer_options.exactly_once = options.exactly_once;
-  transfer_options.scope = beast_scope;
   transfer_options.count_run = [app] { app->CountHandlerRun(); };
   transfer_options.log = log;
   auto transfers = Transfers::Create(demo->guard_, options.store_uri,
@@ -177,6 +177,19 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
         return tl::unexpected(ok.error());
       }
     }
+    if (t->protect()) {
+      if (auto ok = demo->restinio_handler_->Protect(
+              ::restinio::http_method_post(), "/transfers",
+              [t](restinio::RequestHandle r, ClaimHandle& claim,
+                  restinio::Responder done) {
+                RestinioServer::ServeTransfers(t, std::move(r), claim,
+                                               std::move(done));
+              });
+          !ok) {
+        return tl::unexpected(ok.error());
+      }
+    }
+    // The rest of /transfers (GET /transfers/count, 405, 501).
     demo->restinio_server_->set_transfers(t);
     demo->restinio_server_->set_body_limit(
         demo->restinio_handler_->BodyLimit());
@@ -189,14 +202,19 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   handler_options.store_calls = options.store_calls;
   handler_options.log = log;
   handler_options.scope = beast_scope;
+  // One handler for every route; /transfers takes the request's claim.
   auto handler = beast::IdempotentHandler::Create(
       demo->guard_,
-      [app](beast::Request r) { return app->Handle(std::move(r)); },
+      [app, t](beast::Request r, ClaimHandle& claim) {
+        return Transfers::Matches(r) ? t->Handle(std::move(r), claim)
+                                     : app->Handle(std::move(r));
+      },
       std::move(handler_options));
   if (!handler) return tl::unexpected(handler.error());
   demo->handler_ = std::move(*handler);
   // Both with the guard's options: the same protection, one id space.
-  for (const char* path : {"/orders", "/payments"}) {
+  for (const char* path : {"/orders", "/payments", "/transfers"}) {
+    if (std::string_view(path) == "/transfers" && !t->protect()) continue;
     if (auto ok = demo->handler_->Protect(boost::beast::http::verb::post, path);
         !ok) {
       return tl::unexpected(ok.error());
@@ -213,11 +231,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   };
   server_options.body_limit = h->BodyLimit(beast::RequestHeader());
   demo->server_ = std::make_unique<HttpServer>(
-      server_options,
-      [h, t](beast::Request r) {
-        return Transfers::Matches(r) ? t->Handle(std::move(r))
-                                     : (*h)(std::move(r));
-      },
+      server_options, [h](beast::Request r) { return (*h)(std::move(r)); },
       std::move(hooks));
   return demo;
 }

@@ -49,6 +49,21 @@ boost::asio::awaitable<idem::Response> RestinioServer::Serve(
   co_return beast::FromBeast(co_await app->Handle(ToBeastRequest(*request)));
 }
 
+void RestinioServer::ServeTransfers(Transfers* transfers,
+                                    idem::restinio::RequestHandle request,
+                                    ClaimHandle& claim,
+                                    idem::restinio::Responder done) {
+  boost::asio::post(
+      transfers->pool(), [transfers, converted = ToBeastRequest(*request),
+                          &claim, done = std::move(done)]() mutable {
+        try {
+          done(beast::FromBeast(transfers->Serve(converted, claim)));
+        } catch (...) {
+          done.Fail(std::current_exception());
+        }
+      });
+}
+
 boost::asio::awaitable<idem::Response> RestinioServer::ServeRest(
     DemoApp* app, Transfers* transfers, idem::restinio::RequestHandle request) {
   beast::Request converted = ToBeastRequest(*request);

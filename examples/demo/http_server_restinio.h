@@ -111,6 +111,12 @@ class RestinioServer {
   // DemoApp behind RESTinio: the protected routes' handler.
   static boost::asio::awaitable<idem::Response> Serve(
       DemoApp* app, idem::restinio::RequestHandle request);
+  // POST /transfers behind RESTinio, the claim-taking completion form: the
+  // blocking SQL on the transfers' pool, answered through `done`.
+  static void ServeTransfers(Transfers* transfers,
+                             idem::restinio::RequestHandle request,
+                             ClaimHandle& claim,
+                             idem::restinio::Responder done);
 
  private:
   struct Impl;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "idem/beast/convert.h"
+#include "idem/beast/transaction.h"
 #include "idem/problem.h"
 #include "idem/sql_transaction.h"
 #include "idem/store_uri.h"
@@ -109,11 +110,11 @@ class Transfers::Database {
   virtual ~Database() = default;
   // Inserts transfer `id` and commits, completing `claim` in the same
   // transaction when it is active (exactly once); aborts at `crash`.
-  virtual Result<idem::Response> Insert(ClaimHandle& claim,
-                                        const std::string& id,
-                                        std::string_view body,
-                                        const idem::Response& created,
-                                        Crash crash) = 0;
+  virtual Result<beast::Response> Insert(ClaimHandle& claim,
+                                         const std::string& id,
+                                         std::string_view body,
+                                         const beast::Response& created,
+                                         Crash crash) = 0;
   virtual Result<std::int64_t> Count() = 0;
 };
 
@@ -126,12 +127,14 @@ struct InsertFailed {
 
 // The steps both SQL stores share: the transaction, the crash points.
 template <typename Tx, typename InsertRow>
-Result<idem::Response> InsertInTransaction(Tx& tx, ClaimHandle& claim,
-                                           const idem::Response& created,
-                                           Crash crash, InsertRow&& insert) {
-  Result<idem::Response> done = created;
+Result<beast::Response> InsertInTransaction(Tx& tx, ClaimHandle& claim,
+                                            const beast::Response& created,
+                                            Crash crash, InsertRow&& insert) {
+  Result<beast::Response> done = created;
   try {
-    done = sql::RunInTransaction(tx, claim, [&](Tx& t) {
+    // The adapter's own helper: the record completed with exactly what the
+    // adapter would store for `created`.
+    done = beast::RunInTransaction(tx, claim, [&](Tx& t) {
       if (auto ok = insert(t); !ok) throw InsertFailed{ok.error()};
       // The row is written and the record (with --exactly-once) completed,
       // neither committed.
@@ -163,10 +166,10 @@ class SqliteDatabase final : public Transfers::Database {
                 "body TEXT NOT NULL)");
   }
 
-  Result<idem::Response> Insert(ClaimHandle& claim, const std::string& id,
-                                std::string_view body,
-                                const idem::Response& created,
-                                Crash crash) override {
+  Result<beast::Response> Insert(ClaimHandle& claim, const std::string& id,
+                                 std::string_view body,
+                                 const beast::Response& created,
+                                 Crash crash) override {
     IDEM_ASSIGN_OR_RETURN(auto lease, conns_.Acquire());
     SqliteTransaction tx(store_, (*lease).db);
     auto done = InsertInTransaction(
@@ -258,10 +261,10 @@ class PostgresDatabase final : public Transfers::Database {
         .map([](auto&&) {});
   }
 
-  Result<idem::Response> Insert(ClaimHandle& claim, const std::string& id,
-                                std::string_view body,
-                                const idem::Response& created,
-                                Crash crash) override {
+  Result<beast::Response> Insert(ClaimHandle& claim, const std::string& id,
+                                 std::string_view body,
+                                 const beast::Response& created,
+                                 Crash crash) override {
     IDEM_ASSIGN_OR_RETURN(auto lease, conns_.Acquire());
     PostgresTransaction tx(store_, (*lease).conn);
     const std::string body_text(body);
@@ -424,13 +427,15 @@ Transfers::Transfers(std::shared_ptr<Guard> guard, Options options,
       store_(std::move(store)),
       db_(std::move(db)),
       pool_(std::make_unique<Pool>(options_.threads)) {
-  // The completion form of handler.h: the blocking SQL runs on the pool and
-  // the request resumes on its connection's executor.
-  blocking_ = [this](beast::Request request, beast::Responder done) {
-    asio::post(pool_->pool, [this, request = std::move(request),
+  // The claim-taking completion form of handler.h: the blocking SQL runs on
+  // the pool and the request resumes on its connection's executor. The
+  // claim stays valid until `done` is called.
+  blocking_ = [this](beast::Request request, ClaimHandle& claim,
+                     beast::Responder done) {
+    asio::post(pool_->pool, [this, request = std::move(request), &claim,
                              done = std::move(done)]() mutable {
       try {
-        done(PathOf(request) == kCount ? Count(request) : Post(request));
+        done(Serve(request, claim));
       } catch (...) {
         done.Fail(std::current_exception());
       }
@@ -445,7 +450,15 @@ bool Transfers::Matches(const beast::Request& request) {
   return path == kTransfers || path == kCount;
 }
 
+asio::thread_pool& Transfers::pool() { return pool_->pool; }
+
 asio::awaitable<beast::Response> Transfers::Handle(beast::Request request) {
+  ClaimHandle unprotected;
+  co_return co_await Handle(std::move(request), unprotected);
+}
+
+asio::awaitable<beast::Response> Transfers::Handle(beast::Request request,
+                                                   ClaimHandle& claim) {
   const std::string_view path = PathOf(request);
   const http::verb want = path == kCount ? http::verb::get : http::verb::post;
   const unsigned version = request.version();
@@ -465,7 +478,12 @@ asio::awaitable<beast::Response> Transfers::Handle(beast::Request request) {
     res.set(http::field::allow, want == http::verb::get ? "GET" : "POST");
     co_return res;
   }
-  co_return co_await blocking_(std::move(request));
+  co_return co_await blocking_(std::move(request), claim);
+}
+
+beast::Response Transfers::Serve(const beast::Request& request,
+                                 ClaimHandle& claim) {
+  return PathOf(request) == kCount ? Count(request) : Post(request, claim);
 }
 
 beast::Response Transfers::Count(const beast::Request& request) {
@@ -483,52 +501,41 @@ beast::Response Transfers::Count(const beast::Request& request) {
   return beast::ToBeast(res, request.version(), request.keep_alive());
 }
 
-beast::Response Transfers::Post(const beast::Request& request) {
-  std::optional<std::string> scope;
-  if (options_.scope) scope = options_.scope(request.base());
-  const std::vector<HeaderView> headers = beast::HeaderViews(request.base());
-  RequestView view;
-  view.method = beast::ToStd(request.method_string());
-  view.target = beast::ToStd(request.target());
-  view.headers = headers;
-  view.body = request.body();
-  if (scope) view.scope = *scope;
-
+beast::Response Transfers::Post(const beast::Request& request,
+                                ClaimHandle& claim) {
   Crash crash = Crash::kNone;
   if (auto it = request.find("X-Demo-Crash"); it != request.end()) {
     const std::string_view value = beast::ToStd(it->value());
     if (value == "before_commit") crash = Crash::kBeforeCommit;
     if (value == "after_commit") crash = Crash::kAfterCommit;
   }
-  const idem::Response response =
-      guard_->Run(view, [&](ClaimHandle& claim) -> idem::Response {
-        if (options_.count_run) options_.count_run();
-        char id[48];
-        std::snprintf(
-            id, sizeof id, "t%016llx-%llu",
-            static_cast<unsigned long long>(pool_->nonce),
-            static_cast<unsigned long long>(pool_->next.fetch_add(1)));
-        nlohmann::ordered_json j;
-        j["id"] = id;
-        j["instance"] = options_.instance;
-        idem::Response created;
-        created.status = 201;
-        created.headers = {{"Content-Type", "application/json"},
-                           {"Location", std::string("/transfers/") + id},
-                           {"X-Demo-Instance", options_.instance}};
-        created.body = j.dump();
-        // Without --exactly-once the record is completed afterwards, by
-        // Run's Finish, as for /orders: the transaction holds the row only.
-        ClaimHandle unprotected;
-        auto done = db_->Insert(options_.exactly_once ? claim : unprotected, id,
-                                request.body(), created, crash);
-        if (done) return *done;
-        if (options_.log)
-          options_.log(LogLevel::kError, done.error().message());
-        return ProblemOf(500, "demo_transfers_failed",
-                         "The transfer was not written.");
-      });
-  return beast::ToBeast(response, request.version(), request.keep_alive());
+  if (options_.count_run) options_.count_run();
+  char id[48];
+  std::snprintf(id, sizeof id, "t%016llx-%llu",
+                static_cast<unsigned long long>(pool_->nonce),
+                static_cast<unsigned long long>(pool_->next.fetch_add(1)));
+  nlohmann::ordered_json j;
+  j["id"] = id;
+  j["instance"] = options_.instance;
+  idem::Response created;
+  created.status = 201;
+  created.headers = {{"Content-Type", "application/json"},
+                     {"Location", std::string("/transfers/") + id},
+                     {"X-Demo-Instance", options_.instance}};
+  created.body = j.dump();
+  const unsigned version = request.version();
+  const bool keep_alive = request.keep_alive();
+  // Without --exactly-once the record is completed afterwards, by the
+  // adapter's Finish, as for /orders: the transaction holds the row only.
+  ClaimHandle unprotected;
+  auto done = db_->Insert(options_.exactly_once ? claim : unprotected, id,
+                          request.body(),
+                          beast::ToBeast(created, version, keep_alive), crash);
+  if (done) return std::move(*done);
+  if (options_.log) options_.log(LogLevel::kError, done.error().message());
+  return beast::ToBeast(
+      ProblemOf(500, "demo_transfers_failed", "The transfer was not written."),
+      version, keep_alive);
 }
 
 }  // namespace idem::demo

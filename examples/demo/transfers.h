@@ -9,9 +9,13 @@
 //                          the process at that point.
 //   GET  /transfers/count  {"count":N}
 //
-// Both answer 501 on a store without SQL (memory, RocksDB, Redis). The
-// handler is blocking SQL, so it runs on a thread pool of its own (never on
-// an I/O thread), under Guard::Run.
+// Both answer 501 on a store without SQL (memory, RocksDB, Redis). With a
+// SQL store POST /transfers is a protected route of the server's idem
+// adapter like /orders (both --http beast and restinio), with the guard's
+// options: its handler is the adapters' claim-taking completion form
+// (idem/asio/handler.h), blocking SQL on a thread pool of its own (never on
+// an I/O thread), answering through its Responder; with --exactly-once it
+// completes the record in its transaction (idem::beast::RunInTransaction).
 //
 // Thread-safety: Handle may run concurrently on any number of threads.
 
@@ -28,6 +32,7 @@
 #include <string_view>
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include "idem/beast/handler.h"
 #include "idem/beast/idempotent_handler.h"
@@ -49,8 +54,6 @@ class Transfers {
     bool exactly_once = false;
     // Threads running the blocking handler. Default: 4.
     std::size_t threads = 4;
-    // Resolves the request's scope, as the IdempotentHandler does.
-    beast::ScopeResolver scope;
     // Called once per POST /transfers handler run (DemoApp's handler_runs).
     std::function<void()> count_run;
     LogSink log;
@@ -85,15 +88,32 @@ class Transfers {
 
   // Whether the request is one of this class's paths.
   static bool Matches(const beast::Request& request);
+  // Whether POST /transfers is to be protected: the store has SQL (else
+  // every request is answered 501).
+  bool protect() const { return db_ != nullptr; }
 
+  // Either path, for the adapter's handler: 501 without SQL, 405 for the
+  // wrong method, else Serve on the pool (its completion form). `claim`
+  // (inactive when the request is not protected) must stay valid until the
+  // awaitable completes.
+  boost::asio::awaitable<beast::Response> Handle(beast::Request request,
+                                                 ClaimHandle& claim);
+  // Unprotected (an inactive claim).
   boost::asio::awaitable<beast::Response> Handle(beast::Request request);
+
+  // The blocking part, for a pool thread: GET /transfers/count, or POST
+  // /transfers under `claim`. Throws nothing; a failed insert is a 500
+  // (not stored: the adapter releases the key).
+  beast::Response Serve(const beast::Request& request, ClaimHandle& claim);
+  // The pool Serve runs on.
+  boost::asio::thread_pool& pool();
 
   class Database;  // The SQL side, per store (transfers.cc).
 
  private:
   Transfers(std::shared_ptr<Guard> guard, Options options,
             std::unique_ptr<Store> store, std::unique_ptr<Database> db);
-  beast::Response Post(const beast::Request& request);
+  beast::Response Post(const beast::Request& request, ClaimHandle& claim);
   beast::Response Count(const beast::Request& request);
 
   const std::shared_ptr<Guard> guard_;

@@ -34,6 +34,10 @@ enum class ErrorCode {
   kResourceExhausted,
   // A bug or an unexpected failure inside idem or a dependency.
   kInternal,
+  // The caller's work was rolled back because another run took its
+  // idempotency key over (sql::RunOnceInTransaction): nothing it did was
+  // kept. Retrying with the same key gets that other run's result.
+  kAborted,
 };
 
 // Stable lowercase name ("unavailable", ...) for logs and metrics.

@@ -130,6 +130,15 @@ class ClaimHandle {
   // completes the record itself, e.g. in its own SQL transaction).
   const RecordId& record_id() const { return id_; }
   const Token& token() const { return token_; }
+  // For a problem answer the caller makes for this claim (e.g.
+  // sql::ClaimLostResponse): the request's path without the query (RunOnce:
+  // the operation), and the route's problem_type. Empty on an inactive
+  // handle.
+  const std::string& instance() const { return instance_; }
+  std::string_view problem_type() const {
+    return options_ ? std::string_view(options_->problem_type)
+                    : std::string_view();
+  }
 
   // Stores `response` for replay, or releases the key, by the table of
   // SEMANTICS.md. Call it before sending the response. Blocks on the store.
@@ -155,8 +164,14 @@ class ClaimHandle {
   //    and the caller rolled back. The next Finish (or Abandon) makes no
   //    store call, counts `stale_complete`, logs a warning and returns
   //    kStaleComplete.
+  //  - StopRenewal: ends lock renewal now. sql::RunInTransaction calls it
+  //    once the record is completed inside the open transaction, whose locks
+  //    keep any other request from taking the key over until it ends: a
+  //    renewal blocked on those locks then reports nothing, rather than a
+  //    lost claim once the commit completed the record.
   // After any other rollback, finish or abandon the claim as usual.
   std::optional<Response> StorableResponse(const Response& response) const;
+  void StopRenewal() { EndLease(); }
   void MarkCommittedInTransaction() {
     if (guard_ != nullptr) in_transaction_ = InTransaction::kCommitted;
   }
@@ -168,6 +183,8 @@ class ClaimHandle {
   // the Finish or Abandon call in time: the record stays in_progress until
   // its lock times out (a retry gets 409 until then, then runs the handler).
   // Counted as `store_failed`; `why` is logged as an error with the record.
+  // After MarkCommitted/MarkClaimLostInTransaction no store call is needed:
+  // it ends the claim as Finish would.
   void Forget(std::string_view why);
 
   // The route's lock_renewal: how often an adapter renews this claim while
@@ -194,6 +211,7 @@ class ClaimHandle {
   RecordId id_;
   Token token_;
   bool takeover_ = false;
+  std::string instance_;
   enum class InTransaction { kNo, kCommitted, kClaimLost };
   InTransaction in_transaction_ = InTransaction::kNo;
   std::shared_ptr<const GuardOptions> options_;

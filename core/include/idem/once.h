@@ -14,6 +14,10 @@
 // unreachable), its result is stored before RunOnce returns, and if `fn` throws
 // the key is released and the exception propagates.
 //
+// `fn` may take the run's ClaimHandle& (below); sql::RunOnceInTransaction
+// (sql_once.h) stores the result in the work's own SQL transaction, exactly
+// once.
+//
 // At most once per key holds while results are stored. When one is not (it
 // is over max_stored_response, storing it failed, the lock had been taken
 // over, the store was skipped fail-open, or the route does not store status
@@ -25,8 +29,10 @@
 #ifndef IDEM_ONCE_H_
 #define IDEM_ONCE_H_
 
+#include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "idem/error.h"
@@ -81,48 +87,26 @@ inline OnceStorage OnceStorageOf(FinishResult finish) {
   return OnceStorage::kStoreFailed;
 }
 
-// Errors (never from `fn`, whose exceptions propagate):
-//  - kInvalidArgument: the key is empty or too long, `input` is over
-//    max_request_body, the key was used before with another operation or
-//    input (do not retry with this key), or the route options are invalid;
-//  - kDataLoss: the key's stored record is damaged (logged with its record
-//    id; an operator revokes it);
-//  - kUnavailable: another run with this key is still in progress after
-//    lock_wait, or the store failed and the policy is fail-closed (retry
-//    later with the same key);
-//  - kResourceExhausted: the store is full.
-template <typename Fn>
-Result<OnceResult> RunOnce(
-    Guard& guard, std::string_view scope, std::string_view key,
-    std::string_view operation, std::string_view input, Fn&& fn,
-    std::shared_ptr<const GuardOptions> route = nullptr) {
+namespace detail {
+
+// BeginWithKey, then Resume after each retry_in (sleeping on the guard's
+// clock) until the wait ends: never returns kWait.
+inline Decision DecideOnce(Guard& guard, std::string_view scope,
+                           std::string_view key, std::string_view operation,
+                           std::string_view input,
+                           std::shared_ptr<const GuardOptions> route) {
   Decision d =
       guard.BeginWithKey(scope, key, operation, input, std::move(route));
   while (d.action == Action::kWait) {
     guard.clock().SleepFor(d.retry_in);
     d = guard.Resume(std::move(d));
   }
-  switch (d.action) {
-    case Action::kExecute: {
-      Response r;
-      {
-        // With the route's lock_renewal, the claim is renewed while fn runs.
-        detail::RenewWhileRunning renewing(guard, d.claim);
-        r.body = std::forward<Fn>(fn)();
-      }
-      const FinishResult finish = d.claim.Finish(r);
-      return OnceResult{std::move(r.body), false, OnceStorageOf(finish)};
-    }
-    case Action::kPassThrough:
-      // BeginWithKey passes through only fail-open or switched off.
-      return OnceResult{std::forward<Fn>(fn)(), false,
-                        d.outcome == Outcome::kUnprotected
-                            ? OnceStorage::kUnprotected
-                            : OnceStorage::kFailOpen};
-    case Action::kRespond:
-    case Action::kWait:
-      break;
-  }
+  return d;
+}
+
+// What RunOnce returns for a kRespond decision: the replay, or the error
+// its outcome names.
+inline Result<OnceResult> AnswerOnce(Decision& d) {
   switch (d.outcome) {
     case Outcome::kReplayed:
       return OnceResult{std::move(d.response.body), true,
@@ -148,6 +132,69 @@ Result<OnceResult> RunOnce(
           ErrorCode::kInvalidArgument,
           "rejected (" + std::string(OutcomeName(d.outcome)) + ")");
   }
+}
+
+// BeginWithKey passes through only fail-open or switched off.
+inline OnceStorage PassThroughStorage(const Decision& d) {
+  return d.outcome == Outcome::kUnprotected ? OnceStorage::kUnprotected
+                                            : OnceStorage::kFailOpen;
+}
+
+// Calls `fn` with `claim` when it takes a ClaimHandle&, else with nothing.
+template <typename Fn>
+decltype(auto) CallOnce(Fn& fn, ClaimHandle& claim) {
+  if constexpr (std::is_invocable_v<Fn&, ClaimHandle&>) {
+    return fn(claim);
+  } else {
+    return fn();
+  }
+}
+
+}  // namespace detail
+
+// `fn` returns the std::string to store, and takes nothing or the
+// ClaimHandle& of the run (inactive when it runs unprotected: fail-open or
+// switched off), e.g. to complete the record in its own transaction
+// (idem/sql_transaction.h; or use sql::RunOnceInTransaction, sql_once.h).
+//
+// Errors (never from `fn`, whose exceptions propagate):
+//  - kInvalidArgument: the key is empty or too long, `input` is over
+//    max_request_body, the key was used before with another operation or
+//    input (do not retry with this key), or the route options are invalid;
+//  - kDataLoss: the key's stored record is damaged (logged with its record
+//    id; an operator revokes it);
+//  - kUnavailable: another run with this key is still in progress after
+//    lock_wait, or the store failed and the policy is fail-closed (retry
+//    later with the same key);
+//  - kResourceExhausted: the store is full.
+template <typename Fn>
+Result<OnceResult> RunOnce(
+    Guard& guard, std::string_view scope, std::string_view key,
+    std::string_view operation, std::string_view input, Fn&& fn,
+    std::shared_ptr<const GuardOptions> route = nullptr) {
+  Decision d =
+      detail::DecideOnce(guard, scope, key, operation, input, std::move(route));
+  switch (d.action) {
+    case Action::kExecute: {
+      Response r;
+      {
+        // With the route's lock_renewal, the claim is renewed while fn runs.
+        detail::RenewWhileRunning renewing(guard, d.claim);
+        r.body = detail::CallOnce(fn, d.claim);
+      }
+      const FinishResult finish = d.claim.Finish(r);
+      return OnceResult{std::move(r.body), false, OnceStorageOf(finish)};
+    }
+    case Action::kPassThrough: {
+      ClaimHandle unprotected;
+      return OnceResult{detail::CallOnce(fn, unprotected), false,
+                        detail::PassThroughStorage(d)};
+    }
+    case Action::kRespond:
+    case Action::kWait:
+      break;
+  }
+  return detail::AnswerOnce(d);
 }
 
 }  // namespace idem

@@ -20,6 +20,7 @@
 
 #include <exception>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "idem/error.h"
@@ -46,7 +47,9 @@ namespace sql {
 // The answer RunInTransaction gives when the claim was lost: 409
 // idempotency_request_in_progress with Retry-After 1 (a retry replays the
 // request that took the key over, once it finished). Nothing was changed.
-inline Response ClaimLostResponse() {
+// With `claim`: its request's path as the problem's instance and its route's
+// problem_type, as the Guard's own problems have.
+inline Response ClaimLostResponse(const ClaimHandle* claim = nullptr) {
   Problem problem;
   problem.status = 409;
   problem.code = problem_code::kInProgress;
@@ -54,7 +57,61 @@ inline Response ClaimLostResponse() {
       "Another request took this idempotency key over while this one ran; "
       "nothing was changed. Retry to get that request's response.";
   problem.retry_after = std::chrono::seconds(1);
+  if (claim != nullptr && claim->active()) {
+    problem.instance = claim->instance();
+    problem.type = claim->problem_type();
+  }
   return MakeProblemResponse(problem);
+}
+inline Response ClaimLostResponse(const ClaimHandle& claim) {
+  return ClaimLostResponse(&claim);
+}
+
+// RunInTransaction's steps for a caller whose work answers in a type of its
+// own (an HTTP adapter's response, idem/beast/transaction.h): `work(tx)`
+// returns an R, and `stored(r)` (taking R&) the idem::Response that
+// ClaimHandle::Finish would be given for it (the adapter's one conversion).
+// Returns the work's R, or nullopt when the claim was lost (rolled back; the
+// caller answers ClaimLostResponse() in its own type). Errors and the claim
+// as for RunInTransaction.
+template <typename Tx, typename Work, typename ToStored>
+auto RunInTransactionAs(Tx& tx, ClaimHandle& claim, Work&& work,
+                        ToStored&& stored_form)
+    -> Result<std::optional<std::invoke_result_t<Work&, Tx&>>> {
+  using R = std::invoke_result_t<Work&, Tx&>;
+  IDEM_RETURN_IF_ERROR(tx.Begin());
+  std::optional<R> response;
+  std::optional<Response> stored;
+  try {
+    response.emplace(work(tx));
+    // Only when Finish would store it: a claim held, its status stored, its
+    // body within max_stored_response.
+    if (claim.active()) stored = claim.StorableResponse(stored_form(*response));
+  } catch (...) {
+    tx.Rollback();
+    throw;
+  }
+  if (stored.has_value()) {
+    auto completed = tx.Complete(claim, *stored);
+    if (!completed) {
+      tx.Rollback();
+      return tl::unexpected(std::move(completed).error());
+    }
+    if (*completed == TransactionCompletion::kClaimLost) {
+      tx.Rollback();
+      claim.MarkClaimLostInTransaction();
+      return std::optional<R>();
+    }
+    // Completed under the transaction's locks: no one can take the key over
+    // before it ends, so renewing is over.
+    claim.StopRenewal();
+  }
+  if (auto committed = tx.Commit(); !committed) {
+    tx.Rollback();
+    return tl::unexpected(std::move(committed).error());
+  }
+  if (stored.has_value()) claim.MarkCommittedInTransaction();
+  return response;
 }
 
 // Runs `work(tx)` (returning Response) in one transaction of `tx`, and
@@ -65,11 +122,13 @@ inline Response ClaimLostResponse() {
 //      propagates (the Guard releases the key).
 //   3. Storable and the claim active: tx.Complete(claim, stored).
 //      kClaimLost: tx.Rollback(), the claim is told
-//      (MarkClaimLostInTransaction) and ClaimLostResponse() is returned. An
+//      (MarkClaimLostInTransaction) and ClaimLostResponse(claim) is
+//      returned. An
 //      error: tx.Rollback() and the error is returned.
 //   4. tx.Commit(). An error: tx.Rollback() and the error is returned (the
 //      claim is finished as usual then: a commit whose outcome is unknown
-//      leaves either a completed record or one the Guard releases).
+//      leaves either a completed record, which a release does not remove, so
+//      a retry replays, or nothing, and the release lets a retry run again).
 //   5. Completed in the transaction: claim.MarkCommittedInTransaction(), so
 //      that Finish makes no store call. Returns the response.
 // A response the Guard would not store (a status not stored, a body over
@@ -82,32 +141,12 @@ inline Response ClaimLostResponse() {
 // ClaimHandle&, const Response& stored).
 template <typename Tx, typename Work>
 Result<Response> RunInTransaction(Tx& tx, ClaimHandle& claim, Work&& work) {
-  IDEM_RETURN_IF_ERROR(tx.Begin());
-  std::optional<Response> response;
-  try {
-    response.emplace(work(tx));
-  } catch (...) {
-    tx.Rollback();
-    throw;
-  }
-  const std::optional<Response> stored = claim.StorableResponse(*response);
-  if (stored.has_value()) {
-    auto completed = tx.Complete(claim, *stored);
-    if (!completed) {
-      tx.Rollback();
-      return tl::unexpected(std::move(completed).error());
-    }
-    if (*completed == TransactionCompletion::kClaimLost) {
-      tx.Rollback();
-      claim.MarkClaimLostInTransaction();
-      return ClaimLostResponse();
-    }
-  }
-  if (auto committed = tx.Commit(); !committed) {
-    tx.Rollback();
-    return tl::unexpected(std::move(committed).error());
-  }
-  if (stored.has_value()) claim.MarkCommittedInTransaction();
+  IDEM_ASSIGN_OR_RETURN(
+      std::optional<Response> response,
+      RunInTransactionAs(
+          tx, claim, std::forward<Work>(work),
+          [](const Response& r) -> const Response& { return r; }));
+  if (!response.has_value()) return ClaimLostResponse(claim);
   return std::move(*response);
 }
 

@@ -47,6 +47,15 @@ void PreparePayload(Response& response) {
   }
 }
 
+idem::Response ToStored(Response& response,
+                        const std::vector<std::string>* stored_headers) {
+  if (!response.has_content_length() && !response.chunked()) {
+    PreparePayload(response);
+  }
+  return stored_headers != nullptr ? FromBeast(response, *stored_headers)
+                                   : FromBeast(response);
+}
+
 Response ToBeast(const idem::Response& response, unsigned version,
                  bool keep_alive) {
   Response out;

@@ -150,15 +150,16 @@ asio::awaitable<Response> IdempotentHandler::HandleProtected(const Route& route,
     case Action::kWait:
       break;
   }
-  Response response = co_await calls_->Execute(d, handler_(std::move(request)));
-  if (!response.has_content_length() && !response.chunked()) {
-    PreparePayload(response);
-  }
+  // A claim-taking handler gets d.claim, valid until it completes.
+  Response response =
+      co_await calls_->Execute(d, handler_(std::move(request), d.claim));
   // Stored before it is returned: a client that disconnects after this point
   // gets the replay when it retries. Only the headers the route stores are
-  // copied.
-  co_await calls_->Finish(d.claim,
-                          FromBeast(response, route.options->stored_headers));
+  // copied. After a completion in the handler's own committed transaction
+  // (RunInTransaction, transaction.h) Finish makes no store call.
+  const idem::Response stored =
+      ToStored(response, &route.options->stored_headers);
+  co_await calls_->Finish(d.claim, stored);
   co_return response;
 }
 

@@ -216,8 +216,12 @@ Status IdempotentHandler::CheckRequestTimeout(
   RunInfo info;
   idem::Response response;
   try {
+    // A claim-taking handler gets the claim (inactive when unprotected).
     response = guard_->Run(
-        view, [&] { return entry.handler.RunSynchronous(request); },
+        view,
+        [&](ClaimHandle& claim) {
+          return entry.handler.RunSynchronous(request, claim);
+        },
         entry.options, &info);
   } catch (...) {
     SendHandlerFailed(*request);
@@ -248,10 +252,13 @@ boost::asio::awaitable<void> IdempotentHandler::HandleAsync(
     case Action::kWait:
       break;
   }
+  // A claim-taking handler gets d.claim, valid until it completes.
   const idem::Response response =
-      co_await calls_->Execute(d, entry->handler(request));
+      co_await calls_->Execute(d, entry->handler(request, d.claim));
   // Stored before it is sent: a client that disconnects after this point
-  // gets the replay when it retries.
+  // gets the replay when it retries. After a completion in the handler's own
+  // committed transaction (RunInTransaction, transaction.h) Finish makes no
+  // store call.
   co_await calls_->Finish(d.claim, response);
   Send(*request, response);
 }

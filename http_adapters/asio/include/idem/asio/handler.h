@@ -1,4 +1,4 @@
-// An adapter's view of the application's request handler, in any of three
+// An adapter's view of the application's request handler, in any of six
 // forms, behind one type, for any request and response types:
 //
 //   1. synchronous:          Response(Request req)
@@ -6,6 +6,19 @@
 //   3. completion handler:   void(Request req, BasicResponder<Response> done)
 //                            (call done(response) or done.Fail(exception)
 //                            exactly once, from any thread)
+//   4-6. the same, also taking the request's claim (idem/guard.h), after
+//      the request:          Response(Request, ClaimHandle&)
+//                            net::awaitable<Response>(Request, ClaimHandle&)
+//                            void(Request, ClaimHandle&, Responder)
+//      e.g. to complete the idempotency record in the handler's own SQL
+//      transaction (idem/sql_transaction.h; the adapters' RunInTransaction).
+//      The claim is valid until the handler completes (returns, or calls
+//      its Responder) and must not be touched afterwards; it is inactive
+//      when the request runs unprotected (no key on an optional route, a
+//      route idem does not protect, fail-open, switched off). The handler
+//      may use it from the thread it completes on (a pool), never finish,
+//      abandon or move it: the adapter does. Lock renewal goes on while it
+//      runs.
 //
 // `Request` may also be taken as `Request&&` (the adapter keeps the request
 // alive until the handler completes). BasicHandler detects the form from the
@@ -35,6 +48,8 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include "idem/guard.h"
 
 namespace idem::asio {
 
@@ -104,7 +119,7 @@ class BasicResponder {
   std::unique_ptr<Base> impl_;
 };
 
-// Any of the three forms, type-erased.
+// Any of the six forms, type-erased.
 //
 // Thread-safety: a BasicHandler may be invoked concurrently from many
 // threads; the wrapped callable must allow that.
@@ -122,51 +137,102 @@ class BasicHandler {
     // The forwarding lambdas are not coroutines themselves: the coroutines
     // are the functions below, which own what they use as parameters
     // (GCC 12 mishandles captures of coroutine lambdas).
-    if constexpr (std::is_invocable_v<Fn&, Request&&, Responder&&>) {
+    constexpr bool kCompletionWithClaim =
+        std::is_invocable_v<Fn&, Request&&, ClaimHandle&, Responder&&>;
+    constexpr bool kCoroutineWithClaim =
+        std::is_invocable_r_v<net::awaitable<Response>, Fn&, Request&&,
+                              ClaimHandle&>;
+    constexpr bool kSyncWithClaim =
+        std::is_invocable_r_v<Response, Fn&, Request&&, ClaimHandle&>;
+    takes_claim_ =
+        kCompletionWithClaim || kCoroutineWithClaim || kSyncWithClaim;
+    if constexpr (kCompletionWithClaim ||
+                  std::is_invocable_v<Fn&, Request&&, Responder&&>) {
       auto shared = std::make_shared<Fn>(std::move(f));
-      async_ = [shared](Request req) {
-        return CallCompletionForm(shared, std::move(req));
+      async_ = [shared](Request req, ClaimHandle* claim) {
+        return CallCompletionForm(shared, std::move(req), claim);
       };
-    } else if constexpr (std::is_invocable_r_v<net::awaitable<Response>, Fn&,
+    } else if constexpr (kCoroutineWithClaim ||
+                         std::is_invocable_r_v<net::awaitable<Response>, Fn&,
                                                Request&&>) {
       auto shared = std::make_shared<Fn>(std::move(f));
-      async_ = [shared](Request req) {
-        return CallCoroutineForm(shared, std::move(req));
+      async_ = [shared](Request req, ClaimHandle* claim) {
+        return CallCoroutineForm(shared, std::move(req), claim);
       };
+    } else if constexpr (kSyncWithClaim) {
+      sync_ = std::move(f);
     } else {
       static_assert(std::is_invocable_r_v<Response, Fn&, Request&&>,
                     "a handler is Response(Request), "
                     "net::awaitable<Response>(Request) or "
-                    "void(Request, Responder)");
-      sync_ = std::move(f);
+                    "void(Request, Responder), each optionally taking "
+                    "ClaimHandle& after the request");
+      sync_ = [fn = std::move(f)](Request&& req, ClaimHandle&) mutable {
+        return fn(std::move(req));
+      };
     }
   }
 
   explicit operator bool() const { return sync_ || async_; }
   bool synchronous() const { return static_cast<bool>(sync_); }
-  // Calls a synchronous handler (synchronous() must be true) on this thread.
-  Response RunSynchronous(Request req) const { return sync_(std::move(req)); }
+  // Whether the handler takes the request's ClaimHandle& (forms 4-6).
+  bool takes_claim() const { return takes_claim_; }
+  // Calls a synchronous handler (synchronous() must be true) on this thread,
+  // with `claim`, or an inactive one.
+  Response RunSynchronous(Request req) const {
+    ClaimHandle unprotected;
+    return sync_(std::move(req), unprotected);
+  }
+  Response RunSynchronous(Request req, ClaimHandle& claim) const {
+    return sync_(std::move(req), claim);
+  }
 
   // Runs the handler; a synchronous one runs inline. Not a coroutine itself,
-  // so an asynchronous handler costs no extra frame.
+  // so an asynchronous handler costs no extra frame. Without a claim, a
+  // claim-taking handler gets an inactive one (the request is unprotected).
   net::awaitable<Response> operator()(Request req) const {
-    if (sync_) return RunSync(&sync_, std::move(req));
-    return async_(std::move(req));
+    if (sync_) return RunSync(&sync_, std::move(req), nullptr);
+    return async_(std::move(req), nullptr);
+  }
+  // With the request's claim, which must stay valid until the awaitable
+  // completes.
+  net::awaitable<Response> operator()(Request req, ClaimHandle& claim) const {
+    if (sync_) return RunSync(&sync_, std::move(req), &claim);
+    return async_(std::move(req), &claim);
   }
 
  private:
-  static net::awaitable<Response> RunSync(
-      const std::function<Response(Request&&)>* fn, Request req) {
-    co_return (*fn)(std::move(req));
+  using SyncFn = std::function<Response(Request&&, ClaimHandle&)>;
+
+  // `claim` null: the frame's own inactive claim stands in, alive until the
+  // handler completes.
+  static net::awaitable<Response> RunSync(const SyncFn* fn, Request req,
+                                          ClaimHandle* claim) {
+    ClaimHandle unprotected;
+    co_return (*fn)(std::move(req), claim ? *claim : unprotected);
+  }
+
+  template <typename Fn>
+  static decltype(auto) Call(Fn& fn, Request&& req, ClaimHandle& claim,
+                             auto&&... rest) {
+    if constexpr (std::is_invocable_v<Fn&, Request&&, ClaimHandle&,
+                                      decltype(rest)...>) {
+      return fn(std::move(req), claim, std::forward<decltype(rest)>(rest)...);
+    } else {
+      return fn(std::move(req), std::forward<decltype(rest)>(rest)...);
+    }
   }
 
   template <typename Fn>
   static net::awaitable<Response> CallCompletionForm(std::shared_ptr<Fn> fn,
-                                                     Request req) {
+                                                     Request req,
+                                                     ClaimHandle* claim) {
+    ClaimHandle unprotected;
+    ClaimHandle& c = claim ? *claim : unprotected;
     co_return co_await net::async_initiate<const net::use_awaitable_t<>,
                                            void(std::exception_ptr, Response)>(
-        [&fn, &req](auto handler) {
-          (*fn)(std::move(req), Responder(std::move(handler)));
+        [&fn, &req, &c](auto handler) {
+          Call(*fn, std::move(req), c, Responder(std::move(handler)));
         },
         net::use_awaitable);
   }
@@ -175,12 +241,15 @@ class BasicHandler {
   // so a handler taking `Request&&` cannot dangle.
   template <typename Fn>
   static net::awaitable<Response> CallCoroutineForm(std::shared_ptr<Fn> fn,
-                                                    Request req) {
-    co_return co_await (*fn)(std::move(req));
+                                                    Request req,
+                                                    ClaimHandle* claim) {
+    ClaimHandle unprotected;
+    co_return co_await Call(*fn, std::move(req), claim ? *claim : unprotected);
   }
 
-  std::function<Response(Request&&)> sync_;
-  std::function<net::awaitable<Response>(Request)> async_;
+  SyncFn sync_;
+  std::function<net::awaitable<Response>(Request, ClaimHandle*)> async_;
+  bool takes_claim_ = false;
 };
 
 }  // namespace idem::asio

@@ -36,6 +36,16 @@ idem::Response FromBeast(const Response& response,
 // std::invalid_argument otherwise).
 void PreparePayload(Response& response);
 
+// What the adapter gives ClaimHandle::Finish for the handler's `response`,
+// the one conversion of the stored form (IdempotentHandler and
+// RunInTransaction, transaction.h, both use it): `response` is framed first
+// as it will be sent (PreparePayload unless it has a Content-Length or is
+// chunked), then its status, the headers `stored_headers` names (every
+// header when null: the Guard keeps only the route's stored_headers either
+// way) and its body.
+idem::Response ToStored(Response& response,
+                        const std::vector<std::string>* stored_headers);
+
 // An idem response (a problem or a replay) as a Beast message for a request
 // of HTTP `version` (11 for 1.1) and keep-alive wish, with Content-Length
 // computed from the body.

@@ -8,6 +8,11 @@
 //   3. completion handler:   void(Request req, Responder done)
 //                            (call done(response) or done.Fail(exception)
 //                            exactly once, from any thread)
+//   4-6. the same taking the request's claim after the request:
+//        Response(Request, ClaimHandle&), asio::awaitable<Response>(Request,
+//        ClaimHandle&), void(Request, ClaimHandle&, Responder): valid until
+//        the handler completes, inactive when the request is unprotected,
+//        for RunInTransaction (transaction.h; idem/asio/handler.h).
 //
 // `Request` may also be taken as `Request&&` (the adapter keeps the request
 // alive until the handler completes). Handler (below; the shared
@@ -48,7 +53,7 @@ using RequestHeader = http::request_header<>;
 // connection.
 using Responder = ::idem::asio::BasicResponder<Response>;
 
-// Any of the three forms, type-erased.
+// Any of the six forms, type-erased.
 using Handler = ::idem::asio::BasicHandler<Request, Response>;
 
 }  // namespace idem::beast

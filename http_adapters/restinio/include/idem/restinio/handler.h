@@ -10,6 +10,10 @@
 //   3. completion handler:  void(RequestHandle req, Responder done)
 //                           (call done(response) or done.Fail(exception)
 //                           exactly once, from any thread)
+//   4-6. the same taking the request's claim after the request
+//        (RequestHandle, ClaimHandle&[, Responder]): valid until the handler
+//        completes, inactive when the request is unprotected, for
+//        RunInTransaction (transaction.h; idem/asio/handler.h).
 //
 // A synchronous handler runs on the RESTinio thread that received the
 // request: it must not block; use a coroutine or a completion handler (and
