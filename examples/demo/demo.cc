@@ -246,6 +246,14 @@ namespace idem::demo {
 // context, which must still exist), then destroys the server (and its I/O
 // context) before the adapter goes.
 Demo::~Demo() {
+  // The store calls in flight post their completions to the server's I/O
+  // context: they end before it goes (JoinStoreCalls), once its I/O threads
+  // have stopped.
+  if (server_) {
+    server_->Shutdown();
+    server_->Wait();
+    if (handler_) handler_->JoinStoreCalls();
+  }
   if (restinio_server_) {
     restinio_server_->Shutdown();
     restinio_server_->Wait();
@@ -283,7 +291,13 @@ void Demo::Wait() {
   }
 }
 #else
-Demo::~Demo() = default;
+Demo::~Demo() {
+  // As above: the store calls in flight end before the I/O context goes.
+  if (!server_) return;
+  server_->Shutdown();
+  server_->Wait();
+  if (handler_) handler_->JoinStoreCalls();
+}
 Status Demo::Start() { return server_->Start(); }
 std::uint16_t Demo::port() const { return server_->port(); }
 const std::string& Demo::host() const { return server_->host(); }

@@ -235,7 +235,9 @@ TEST_P(DemoShutdownProcessTest, SigintFinishesTheRequestInFlight) {
       SendOnce(port, Post("/orders?delay_ms=300", kBody, "p-2"));
   EXPECT_EQ(replay.result_int(), 201u);
   EXPECT_TRUE(IsReplay(replay));
-  if (first_body) EXPECT_EQ(replay.body(), *first_body);
+  if (first_body) {
+    EXPECT_EQ(replay.body(), *first_body);
+  }
   EXPECT_EQ(Json(SendOnce(port, Get("/stats")))["handler_runs"], 0);
   again.Signal(SIGTERM);
   EXPECT_EQ(again.Wait(), 0) << again.Stderr();

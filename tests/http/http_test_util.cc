@@ -302,6 +302,7 @@ AdapterServer::~AdapterServer() {
   if (beast_server_) {
     beast_server_->Shutdown();
     beast_server_->Wait();
+    beast_handler_->JoinStoreCalls();
   }
 #if IDEM_DEMO_WITH_RESTINIO
   // As Demo's: the I/O threads stop, the store calls in flight end (they

@@ -109,7 +109,9 @@ void ExpectNoTakeover(std::uint16_t port, const std::function<int()>& runs) {
   EXPECT_FALSE(run.other.has_value())
       << "a retry was not answered 409: " << proc::Describe(run.other);
   EXPECT_GT(run.late_conflicts, 0) << "no retry after the lock timeout";
-  if (run.early_replay) EXPECT_EQ(run.early_replay->body, run.first->body);
+  if (run.early_replay) {
+    EXPECT_EQ(run.early_replay->body, run.first->body);
+  }
   EXPECT_EQ(runs(), 1);
   auto replay = proc::Send(port, "POST", kSlow, "renewed", kBody);
   ASSERT_TRUE(replay.has_value());

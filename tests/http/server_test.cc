@@ -36,7 +36,9 @@ TEST_P(ServerTest, KeepAlive) {
   const Response stats = client.Send(Get("/stats"));
   EXPECT_EQ(Json(stats)["handler_runs"], 3);
   // Only the Beast server counts its connections.
-  if (!restinio()) EXPECT_EQ(server.demo().server().connections(), 1u);
+  if (!restinio()) {
+    EXPECT_EQ(server.demo().server().connections(), 1u);
+  }
 }
 
 TEST_P(ServerTest, PipelinedRequestsAreAnsweredInOrder) {
@@ -189,7 +191,9 @@ TEST(RestinioServerTest, ShutdownLetsTheRequestInItsHandlerFinish) {
   EXPECT_EQ(store->releases.load(), 0);
   server.reset();
   slow.join();
-  if (answer) EXPECT_EQ(answer->result_int(), 201u);
+  if (answer) {
+    EXPECT_EQ(answer->result_int(), 201u);
+  }
 
   DemoServer again(options, store);
   const Response retry = SendOnce(again.port(), slow_request);

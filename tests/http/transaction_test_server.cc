@@ -61,19 +61,21 @@ TxServer::TxServer(demo::HttpFramework http, std::shared_ptr<Store> store,
     beast::Handler tx = BeastHandler(app);
     beast::Handler sync = BeastSyncHandler(app);
     auto optional = OptionalKey(options);
+    AdapterSetup setup;
+    setup.store = store;
+    setup.options = options;
+    setup.clock = std::move(clock);
+    for (const char* path : {"/tx", "/plain", "/sync"}) {
+      setup.routes.push_back({.pattern = path});
+    }
+    setup.routes.push_back({.pattern = "/opt", .options = optional});
     beast_ = std::make_unique<AdapterServer>(
-        store, options,
+        demo::HttpFramework::kBeast,
         [tx, sync](beast::Request r, ClaimHandle& claim) {
           return beast::ToStd(r.target()) == "/sync" ? sync(std::move(r), claim)
                                                      : tx(std::move(r), claim);
         },
-        [&](beast::IdempotentHandler& h) {
-          for (const char* path : {"/tx", "/plain", "/sync"}) {
-            ValueOrThrow(h.Protect(http::verb::post, path));
-          }
-          ValueOrThrow(h.Protect(http::verb::post, "/opt", optional));
-        },
-        beast::IdempotentHandlerOptions{}, std::move(clock));
+        std::move(setup));
     return;
   }
 #if IDEM_DEMO_WITH_RESTINIO

@@ -218,11 +218,14 @@ class GuardCalls {
               error = std::current_exception();
             }
             Home home = std::move(*call->home);
-            net::post(home,
-                      [call, error, result = std::move(result)]() mutable {
-                        call->timer.cancel();
-                        std::move(call->handler)(error, std::move(result));
-                      });
+            // `call` moves into the completion: the last reference, and the
+            // timer with it, goes on the caller's context, not on this
+            // thread after that context may have been shut down.
+            net::post(home, [call = std::move(call), error,
+                             result = std::move(result)]() mutable {
+              call->timer.cancel();
+              std::move(call->handler)(error, std::move(result));
+            });
           });
         },
         net::use_awaitable);

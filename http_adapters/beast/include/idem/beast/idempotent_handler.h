@@ -161,6 +161,11 @@ class IdempotentHandler {
   bool store_calls_inline() const { return calls_->store_calls_inline(); }
   // Threads of the store-call pool (0 when store calls run inline).
   std::size_t store_threads() const { return calls_->store_threads(); }
+  // For the server's shutdown, after its I/O threads stopped and before its
+  // I/O context goes: waits for the store calls in flight (GuardCalls::
+  // JoinPool), whose completions are posted to that context. The handler
+  // serves no request afterwards.
+  void JoinStoreCalls() { calls_->JoinPool(); }
 
  private:
   IdempotentHandler(std::shared_ptr<Guard> guard, Handler handler,
