@@ -40,6 +40,7 @@
 #include "idem/forwarding_store.h"
 #include "idem/sqlite_store.h"
 #include "idem/sqlite_transaction.h"
+#include "support/sqlite_count.h"
 #include "support/status_matchers.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
@@ -129,20 +130,7 @@ struct App {
     if (fail_next.exchange(false)) throw std::runtime_error("work failed");
     return Created(body);
   }
-  long long Rows() {
-    sqlite3* db = nullptr;
-    sqlite3_open(path.c_str(), &db);
-    sqlite3_stmt* stmt = nullptr;
-    long long n = -1;
-    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM transfers", -1, &stmt,
-                           nullptr) == SQLITE_OK &&
-        sqlite3_step(stmt) == SQLITE_ROW) {
-      n = sqlite3_column_int64(stmt, 0);
-    }
-    sqlite3_finalize(stmt);
-    sqlite3_close(db);
-    return n;
-  }
+  long long Rows() { return SqliteCountRows(path, "transfers"); }
 };
 
 // One adapter's server around App on 127.0.0.1:0.

@@ -32,12 +32,12 @@
 
 #include "support/demo_http_flags.h"
 #include "support/demo_process.h"
+#include "support/sqlite_count.h"
 #include "support/temp_dir.h"
 #ifdef IDEM_MULTI_INSTANCE_POSTGRES
 #include "postgres_test_util.h"
 #endif
 #ifdef IDEM_MULTI_INSTANCE_SQLITE
-#include <sqlite3.h>
 #endif
 #ifdef IDEM_MULTI_INSTANCE_REDIS
 #include "redis_test_util.h"
@@ -236,21 +236,8 @@ INSTANTIATE_TEST_SUITE_P(Stores, MultiInstanceTest,
 // Rows in the idem table of a SQLite file, read with a connection of our
 // own (the demo keeps the file open: that is allowed); -1 on error.
 int CountRows(const std::filesystem::path& file) {
-  sqlite3* db = nullptr;
-  int n = -1;
-  if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
-      SQLITE_OK) {
-    sqlite3_busy_timeout(db, 10000);
-    sqlite3_stmt* stmt = nullptr;
-    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM idem_records", -1, &stmt,
-                           nullptr) == SQLITE_OK &&
-        sqlite3_step(stmt) == SQLITE_ROW) {
-      n = sqlite3_column_int(stmt, 0);
-    }
-    sqlite3_finalize(stmt);
-  }
-  sqlite3_close(db);
-  return n;
+  return static_cast<int>(
+      idem::testing::SqliteCountRows(file.string(), "idem_records"));
 }
 
 // idem-demo --sweep-interval: with 1 s, a record past its 1 s ttl leaves

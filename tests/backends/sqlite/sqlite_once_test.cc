@@ -17,6 +17,7 @@
 #include "idem/sql_once.h"
 #include "idem/sqlite_store.h"
 #include "idem/sqlite_transaction.h"
+#include "support/sqlite_count.h"
 #include "support/temp_dir.h"
 
 namespace idem {
@@ -89,17 +90,7 @@ class SqliteOnceTest : public ::testing::Test {
         });
   }
 
-  long long Rows() {
-    sqlite3_stmt* stmt = nullptr;
-    long long n = -1;
-    if (sqlite3_prepare_v2(db_, "SELECT count(*) FROM charges", -1, &stmt,
-                           nullptr) == SQLITE_OK &&
-        sqlite3_step(stmt) == SQLITE_ROW) {
-      n = sqlite3_column_int64(stmt, 0);
-    }
-    sqlite3_finalize(stmt);
-    return n;
-  }
+  long long Rows() { return testing::SqliteCountRows(db_, "charges"); }
 
   testing::TempDir dir_{"idem-sqlite-once"};
   std::shared_ptr<SqliteStore> store_;

@@ -19,6 +19,7 @@
 #include "idem/sqlite_store.h"
 #include "idem/sqlite_transaction.h"
 #include "support/ids.h"
+#include "support/sqlite_count.h"
 #include "support/temp_dir.h"
 
 namespace idem {
@@ -43,17 +44,7 @@ struct Db {
     ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK)
         << sql << ": " << sqlite3_errmsg(db);
   }
-  long long Count() {
-    sqlite3_stmt* stmt = nullptr;
-    long long n = -1;
-    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM transfers", -1, &stmt,
-                           nullptr) == SQLITE_OK &&
-        sqlite3_step(stmt) == SQLITE_ROW) {
-      n = sqlite3_column_int64(stmt, 0);
-    }
-    sqlite3_finalize(stmt);
-    return n;
-  }
+  long long Count() { return testing::SqliteCountRows(db, "transfers"); }
   sqlite3* db = nullptr;
 };
 
