@@ -5,6 +5,7 @@
 // 8 threads claim.
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "idem/store.h"
 #include "redis_cluster.h"
 #include "redis_test_util.h"
+#include "support/wait_for.h"
 
 namespace idem {
 namespace {
@@ -256,12 +258,31 @@ TEST_F(RedisClusterTest, EveryClaimHappensOnceWhileASlotRangeMoves) {
   std::atomic<int> errors{0};
   std::string first_error;
   std::mutex error_mu;
+  // redis-cli refuses to reshard while the nodes do not agree about the
+  // slots yet (the last move is still being gossiped): it waits for
+  // `--cluster check` first, and tries a refused move again, with its
+  // output kept for the failure message.
   auto reshard = [&](const std::string& a, const std::string& b) {
-    const std::string command =
-        "redis-cli --cluster reshard " + servers_[0] + " --cluster-from " + a +
-        " --cluster-to " + b +
-        " --cluster-slots 600 --cluster-yes >/dev/null 2>&1";
-    return std::system(command.c_str());
+    const std::string log = "/tmp/idem-reshard-" + a + ".log";
+    const std::string check =
+        "redis-cli --cluster check " + servers_[0] + " >/dev/null 2>&1";
+    const std::string command = "redis-cli --cluster reshard " + servers_[0] +
+                                " --cluster-from " + a + " --cluster-to " + b +
+                                " --cluster-slots 600 --cluster-yes >" + log +
+                                " 2>&1";
+    int rc = -1;
+    testing::WaitFor(
+        [&] {
+          if (std::system(check.c_str()) != 0) return false;
+          rc = std::system(command.c_str());
+          return rc == 0;
+        },
+        seconds(60), std::chrono::milliseconds(200));
+    if (rc != 0) {
+      std::system(("cat " + log).c_str());
+    }
+    std::remove(log.c_str());
+    return rc;
   };
   std::thread mover([&] {
     EXPECT_EQ(reshard(from, to), 0);
