@@ -3,7 +3,8 @@
 // Where the parts live: the statements' text and why the claim has its
 // shape in postgres_sql.h, opening connections and the round trip with its
 // deadlines in postgres_connection.cc, the pool in postgres_pool.cc, the
-// schema and its versions in postgres_schema.cc, the claims remembered for a
+// schema and its versions in postgres_schema.cc, the options' ranges and
+// the URI parser in postgres_store_uri.cc, the claims remembered for a
 // one-statement Complete in idem/claim_memo.h.
 //
 // A claim inserts a fresh record if the id is free. When a record stood in
@@ -43,6 +44,7 @@
 #include "idem/store_checks.h"
 #include "postgres_binary.h"
 #include "postgres_connection.h"
+#include "postgres_options.h"
 #include "postgres_pool.h"
 #include "postgres_schema.h"
 #include "postgres_sql.h"
@@ -61,52 +63,10 @@ using postgres_internal::View;
 
 namespace {
 
-constexpr std::size_t kMaxPool = 1024;
-// Every duration option's maximum.
-constexpr std::chrono::hours kMaxTimeout{1};
-
-// How the store names itself in messages when opened without a URI.
-std::string Display(const PostgresStoreOptions& o) {
-  std::string s = "postgresql://";
-  if (!o.user.empty()) s += o.user + "@";
-  s += o.host;
-  if (!o.port.empty()) s += ":" + o.port;
-  return s + "/" + o.dbname;
-}
-
 // The number of rows a statement affected ("1" for "INSERT 0 1").
 std::size_t Affected(const PgResult& r) {
   return static_cast<std::size_t>(
       std::strtoull(PQcmdTuples(r.get()), nullptr, 10));
-}
-
-// kInvalidArgument when an option is out of range; the ranges are those
-// OpenFromUri reads the parameters with.
-Status Validate(const PostgresStoreOptions& o, const std::string& display) {
-  auto invalid = [&](const std::string& what) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "postgres store '" + display + "': " + what);
-  };
-  if (!postgres_internal::ValidTableName(o.table)) {
-    return invalid("table name '" + o.table +
-                   "' is not a plain identifier (letters, digits and '_', "
-                   "not starting with a digit, at most " +
-                   std::to_string(postgres_internal::kMaxTableName) +
-                   " bytes)");
-  }
-  if (o.pool_size < 1 || o.pool_size > kMaxPool) {
-    return invalid("pool must be in 1.." + std::to_string(kMaxPool));
-  }
-  if (o.acquire_timeout.count() < 0 || o.acquire_timeout > kMaxTimeout) {
-    return invalid("acquire_timeout must be in 0..3600000 ms");
-  }
-  if (o.connect_timeout.count() < 1 || o.connect_timeout > kMaxTimeout) {
-    return invalid("connect_timeout must be in 1..3600 s");
-  }
-  if (o.statement_timeout.count() < 1 || o.statement_timeout > kMaxTimeout) {
-    return invalid("statement_timeout must be in 1..3600000 ms");
-  }
-  return {};
 }
 
 }  // namespace
@@ -386,7 +346,7 @@ PostgresStore::~PostgresStore() = default;
 
 Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(
     const PostgresStoreOptions& options, const StoreOptions&) {
-  return OpenNamed(options, Display(options));
+  return OpenNamed(options, postgres_internal::DisplayName(options));
 }
 
 Result<std::unique_ptr<PostgresStore>> PostgresStore::OpenNamed(
@@ -394,55 +354,13 @@ Result<std::unique_ptr<PostgresStore>> PostgresStore::OpenNamed(
   return CatchExceptions(
       [&] { return "postgres store '" + display + "': open"; },
       [&]() -> Result<std::unique_ptr<PostgresStore>> {
-        IDEM_RETURN_IF_ERROR(Validate(options, display));
+        IDEM_RETURN_IF_ERROR(
+            postgres_internal::ValidateOptions(options, display));
         auto impl = std::make_unique<Impl>(options, display);
         IDEM_RETURN_IF_ERROR(impl->Start());
         return std::unique_ptr<PostgresStore>(
             new PostgresStore(std::move(impl)));
       });
-}
-
-Result<std::unique_ptr<Store>> PostgresStore::OpenFromUri(
-    StoreUri& uri, const StoreOptions& /*options: no clock needed*/) {
-  using std::chrono::milliseconds;
-  using std::chrono::seconds;
-  if (uri.scheme() != "postgresql" && uri.scheme() != "postgres") {
-    return tl::unexpected(uri.InvalidArgument(
-        "scheme '" + uri.scheme() + "' is not postgresql or postgres"));
-  }
-  PostgresStoreOptions o;
-  o.host = uri.host();
-  o.port = uri.port();
-  o.user = uri.user();
-  o.password = uri.password();
-  o.dbname = uri.path();
-  if (o.dbname.empty() || o.dbname.find('/') != std::string::npos) {
-    return tl::unexpected(
-        uri.InvalidArgument("missing or malformed database name "
-                            "(postgresql://user@host:port/dbname)"));
-  }
-  // The ranges Validate checks, so that the URI's errors name the parameter.
-  IDEM_RETURN_IF_ERROR(uri.ReadString("table", o.table));
-  IDEM_RETURN_IF_ERROR(uri.ReadUint("pool", o.pool_size, 1, kMaxPool));
-  IDEM_RETURN_IF_ERROR(uri.ReadDuration("acquire_timeout_ms", o.acquire_timeout,
-                                        milliseconds(0),
-                                        milliseconds(kMaxTimeout)));
-  IDEM_RETURN_IF_ERROR(uri.ReadDuration("connect_timeout_s", o.connect_timeout,
-                                        seconds(1), seconds(kMaxTimeout)));
-  IDEM_RETURN_IF_ERROR(uri.ReadDuration("statement_timeout_ms",
-                                        o.statement_timeout, milliseconds(1),
-                                        milliseconds(kMaxTimeout)));
-  IDEM_RETURN_IF_ERROR(
-      uri.ReadEnum<std::string>("sslmode", o.sslmode,
-                                {{"disable", "disable"},
-                                 {"allow", "allow"},
-                                 {"prefer", "prefer"},
-                                 {"require", "require"},
-                                 {"verify-ca", "verify-ca"},
-                                 {"verify-full", "verify-full"}}));
-  IDEM_RETURN_IF_ERROR(uri.RejectUnknown());
-  IDEM_ASSIGN_OR_RETURN(auto store, OpenNamed(o, uri.redacted()));
-  return std::unique_ptr<Store>(std::move(store));
 }
 
 Result<ClaimResult> PostgresStore::Claim(const RecordId& id,

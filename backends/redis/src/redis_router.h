@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "idem/error.h"
+#include "idem/redis_store.h"
 #include "redis_connection.h"
 
 namespace idem::redis {
@@ -58,6 +59,14 @@ class SingleRouter final : public Router {
  private:
   const std::unique_ptr<Pool> pool_;
 };
+
+// Connects to `options`' server or cluster (redis_router.cc): a
+// SingleRouter whose pool has connected once, so that a wrong address
+// fails at start-up, or a ClusterRouter that read the slot map. Errors:
+// kUnavailable (no server answered), kInvalidArgument (AUTH refused...),
+// as Pool::Acquire and ClusterRouter::Open say.
+Result<std::unique_ptr<Router>> OpenRouter(const RedisStoreOptions& options,
+                                           const std::string& display);
 
 }  // namespace idem::redis
 

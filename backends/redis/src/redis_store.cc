@@ -1,7 +1,8 @@
 // The Redis store's operations; see redis_store.h for its contract, data
 // layout and timeouts, redis_scripts.h for the scripts, redis_record.h for
 // the fields' times and decoding, redis_options.h for the options' ranges,
-// redis_router.h and redis_cluster.h for where commands go.
+// redis_router.h and redis_cluster.h for where commands go,
+// redis_script_runner.h for how a script or command is sent and answered.
 //
 // Why scripts decide and C++ answers: a claim must read and write one key
 // atomically, which on Redis (and on a cluster, where MULTI/WATCH would
@@ -34,12 +35,12 @@
 #include "idem/record_codec.h"
 #include "idem/store_checks.h"
 #include "idem/token.h"
-#include "redis_cluster.h"
 #include "redis_connection.h"
 #include "redis_options.h"
 #include "redis_record.h"
 #include "redis_router.h"
 #include "redis_scan.h"
+#include "redis_script_runner.h"
 #include "redis_scripts.h"
 #include "redis_server_checks.h"
 
@@ -72,8 +73,7 @@ class RedisStore::Impl {
       : o_(std::move(options)),
         display_(std::move(display)),
         router_(std::move(router)),
-        wait_replicas_(std::to_string(o_.wait_replicas)),
-        wait_ms_(std::to_string(o_.wait_timeout.count())) {}
+        runner_(*router_, o_.wait_replicas, o_.wait_timeout, display_) {}
 
   std::string Prefix() const { return display_ + ": "; }
 
@@ -99,44 +99,14 @@ class RedisStore::Impl {
     return {};
   }
 
-  // Runs `script` on `key` (EVALSHA, EVAL after NOSCRIPT), followed by
-  // WAIT when `wait` and replicas are asked for; returns the script's
-  // reply.
   Result<Reply> RunScript(const redis::Script& script, const std::string& key,
                           std::span<const std::string_view> args, bool wait,
                           int resends) {
-    Command call = {"EVALSHA", script.sha1, "1", key};
-    call.insert(call.end(), args.begin(), args.end());
-    std::vector<Command> commands = {call};
-    const bool waits = wait && o_.wait_replicas > 0;
-    if (waits) commands.push_back({"WAIT", wait_replicas_, wait_ms_});
-    IDEM_ASSIGN_OR_RETURN(auto replies, router_->Run(key, commands, resends));
-    if (redis::IsError(replies[0].get(), "NOSCRIPT")) {
-      commands[0][0] = "EVAL";
-      commands[0][1] = script.source;
-      IDEM_ASSIGN_OR_RETURN(replies, router_->Run(key, commands, resends));
-    }
-    if (replies[0]->type == REDIS_REPLY_ERROR) {
-      return tl::unexpected(redis::ReplyError(*replies[0], display_));
-    }
-    if (waits) {
-      const redisReply* w = replies[1].get();
-      if (w->type != REDIS_REPLY_INTEGER || w->integer < o_.wait_replicas) {
-        return MakeError(ErrorCode::kUnavailable,
-                         Prefix() + "the write reached fewer than " +
-                             wait_replicas_ + " replicas within " + wait_ms_ +
-                             " ms");
-      }
-    }
-    return std::move(replies[0]);
+    return runner_.Run(script, key, args, wait, resends);
   }
 
   Result<Reply> RunCommand(const std::string& key, Command command) {
-    IDEM_ASSIGN_OR_RETURN(auto replies, router_->Run(key, {&command, 1}, 0));
-    if (replies[0]->type == REDIS_REPLY_ERROR) {
-      return tl::unexpected(redis::ReplyError(*replies[0], display_));
-    }
-    return std::move(replies[0]);
+    return runner_.RunCommand(key, std::move(command));
   }
 
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
@@ -358,8 +328,7 @@ class RedisStore::Impl {
   const RedisStoreOptions o_;
   const std::string display_;
   const std::unique_ptr<redis::Router> router_;
-  const std::string wait_replicas_;
-  const std::string wait_ms_;
+  redis::ScriptRunner runner_;
   bool durable_ = false;  // Set once at Open.
   ClaimMemo memo_;
 };
@@ -385,32 +354,7 @@ Result<std::unique_ptr<RedisStore>> RedisStore::OpenNamed(
   return CatchExceptions(
       [&] { return display + ": open"; },
       [&]() -> Result<std::unique_ptr<RedisStore>> {
-        redis::ConnectOptions connect{.user = options.user,
-                                      .password = options.password,
-                                      .db = options.db,
-                                      .timeout = options.timeout};
-        std::unique_ptr<redis::Router> router;
-        if (options.cluster) {
-          redis::ClusterOptions cluster;
-          for (const auto& n : options.nodes) {
-            cluster.seeds.push_back({n.host, n.port});
-          }
-          cluster.connect = connect;
-          cluster.pool_size = options.pool_size;
-          cluster.acquire_timeout = options.acquire_timeout;
-          cluster.max_redirects = kMaxRedirects;
-          cluster.display = display;
-          IDEM_ASSIGN_OR_RETURN(router,
-                                redis::ClusterRouter::Open(std::move(cluster)));
-        } else {
-          auto pool = std::make_unique<redis::Pool>(
-              redis::Endpoint{options.nodes[0].host, options.nodes[0].port},
-              connect, options.pool_size, options.acquire_timeout, display);
-          // Connect now, so that a wrong address fails at start-up.
-          IDEM_ASSIGN_OR_RETURN(auto lease, pool->Acquire());
-          (void)lease;
-          router = std::make_unique<redis::SingleRouter>(std::move(pool));
-        }
+        IDEM_ASSIGN_OR_RETURN(auto router, redis::OpenRouter(options, display));
         auto impl = std::make_unique<Impl>(options, display, std::move(router));
         IDEM_RETURN_IF_ERROR(impl->CheckServers(store_options.log));
         return std::unique_ptr<RedisStore>(new RedisStore(std::move(impl)));

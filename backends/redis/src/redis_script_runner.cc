@@ -1,0 +1,55 @@
+#include "redis_script_runner.h"
+
+#include <utility>
+#include <vector>
+
+namespace idem::redis {
+
+ScriptRunner::ScriptRunner(Router& router, int wait_replicas,
+                           std::chrono::milliseconds wait_timeout,
+                           std::string display)
+    : router_(router),
+      wait_replicas_(wait_replicas),
+      wait_replicas_text_(std::to_string(wait_replicas)),
+      wait_ms_text_(std::to_string(wait_timeout.count())),
+      display_(std::move(display)) {}
+
+Result<Reply> ScriptRunner::Run(const Script& script, const std::string& key,
+                                std::span<const std::string_view> args,
+                                bool wait, int resends) {
+  redis::Command call = {"EVALSHA", script.sha1, "1", key};
+  call.insert(call.end(), args.begin(), args.end());
+  std::vector<redis::Command> commands = {call};
+  const bool waits = wait && wait_replicas_ > 0;
+  if (waits) commands.push_back({"WAIT", wait_replicas_text_, wait_ms_text_});
+  IDEM_ASSIGN_OR_RETURN(auto replies, router_.Run(key, commands, resends));
+  if (IsError(replies[0].get(), "NOSCRIPT")) {
+    commands[0][0] = "EVAL";
+    commands[0][1] = script.source;
+    IDEM_ASSIGN_OR_RETURN(replies, router_.Run(key, commands, resends));
+  }
+  if (replies[0]->type == REDIS_REPLY_ERROR) {
+    return tl::unexpected(ReplyError(*replies[0], display_));
+  }
+  if (waits) {
+    const redisReply* w = replies[1].get();
+    if (w->type != REDIS_REPLY_INTEGER || w->integer < wait_replicas_) {
+      return MakeError(ErrorCode::kUnavailable,
+                       display_ + ": the write reached fewer than " +
+                           wait_replicas_text_ + " replicas within " +
+                           wait_ms_text_ + " ms");
+    }
+  }
+  return std::move(replies[0]);
+}
+
+Result<Reply> ScriptRunner::RunCommand(const std::string& key,
+                                       Command command) {
+  IDEM_ASSIGN_OR_RETURN(auto replies, router_.Run(key, {&command, 1}, 0));
+  if (replies[0]->type == REDIS_REPLY_ERROR) {
+    return tl::unexpected(ReplyError(*replies[0], display_));
+  }
+  return std::move(replies[0]);
+}
+
+}  // namespace idem::redis
