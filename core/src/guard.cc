@@ -13,6 +13,7 @@
 #include "idem/idempotency_key.h"
 #include "idem/problem.h"
 #include "idem/record_id.h"
+#include "timed_store_call.h"
 
 namespace idem {
 namespace detail {
@@ -53,6 +54,7 @@ struct Guard::Trace {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
+using internal::Timed;
 
 // Waiting for an in-progress request polls the store; back off from 10 ms to
 // at most 250 ms so a long handler is not hammered with claims.
@@ -65,33 +67,6 @@ constexpr std::string_view kCallMethod = "CALL";
 
 std::string_view PathOf(std::string_view target) {
   return target.substr(0, target.find('?'));
-}
-
-// Hop-by-hop and length headers describe one transfer, not the resource:
-// never store them, even when listed.
-bool NeverStored(std::string_view name) {
-  return HeaderNameEquals(name, "Content-Length") ||
-         HeaderNameEquals(name, "Transfer-Encoding") ||
-         HeaderNameEquals(name, "Connection") ||
-         HeaderNameEquals(name, "Keep-Alive");
-}
-
-// What Finish stores of `response`: its status and body, and only the
-// headers the route lists.
-Response StoredForm(const GuardOptions& opts, const Response& response) {
-  Response stored;
-  stored.status = response.status;
-  for (const Header& header : response.headers) {
-    if (NeverStored(header.first)) continue;
-    const bool listed =
-        std::any_of(opts.stored_headers.begin(), opts.stored_headers.end(),
-                    [&](const std::string& allowed) {
-                      return HeaderNameEquals(allowed, header.first);
-                    });
-    if (listed) stored.headers.push_back(header);
-  }
-  stored.body = response.body;
-  return stored;
 }
 
 // Every answer the Guard gives instead of the handler's, one row per
@@ -163,153 +138,7 @@ bool IsValidatedRoute(const std::shared_ptr<const GuardOptions>& route) {
   return mark != nullptr && mark->options == route.get();
 }
 
-// Runs the store call `fn`, observes its latency for `op` and adds it to
-// `latency`.
-template <typename Fn>
-auto Timed(Metrics& metrics, StoreOperation op, Duration& latency, Fn&& fn) {
-  const auto start = SteadyClock::now();
-  auto result = fn();
-  const auto took = SteadyClock::now() - start;
-  metrics.ObserveStoreLatency(op, took);
-  latency += std::chrono::duration_cast<Duration>(took);
-  return result;
-}
-
-template <typename Fn>
-auto Timed(Metrics& metrics, StoreOperation op, Fn&& fn) {
-  Duration unused{};
-  return Timed(metrics, op, unused, std::forward<Fn>(fn));
-}
-
 }  // namespace
-
-// ---------------------------------------------------------------------------
-// ClaimHandle
-
-ClaimHandle& ClaimHandle::operator=(ClaimHandle&& other) noexcept {
-  if (this != &other) {
-    Abandon();
-    guard_ = std::exchange(other.guard_, nullptr);
-    id_ = other.id_;
-    token_ = other.token_;
-    takeover_ = other.takeover_;
-    instance_ = std::move(other.instance_);
-    in_transaction_ = std::exchange(other.in_transaction_, InTransaction::kNo);
-    options_ = std::move(other.options_);
-    started_ = other.started_;
-    method_ = std::move(other.method_);
-    route_ = std::move(other.route_);
-    lease_ = std::move(other.lease_);
-  }
-  return *this;
-}
-
-void ClaimHandle::Abandon() {
-  if (guard_ == nullptr) return;
-  EndLease();
-  if (in_transaction_ != InTransaction::kNo) {
-    // Ended inside the caller's transaction: completed there, or lost to
-    // another request. There is nothing to release.
-    EndInTransaction(0);
-    return;
-  }
-  const Duration latency = guard_->ReleaseClaim(*this, Outcome::kReleased);
-  guard_->ClaimEnded(*this, FinishResult::kReleased, 0, latency);
-  guard_ = nullptr;
-}
-
-void ClaimHandle::Forget(std::string_view why) {
-  if (guard_ == nullptr) return;
-  EndLease();
-  if (in_transaction_ != InTransaction::kNo) {
-    // Ended in the caller's transaction already: no store call was missed.
-    EndInTransaction(0);
-    return;
-  }
-  Guard& guard = *std::exchange(guard_, nullptr);
-  guard.metrics().Count(Outcome::kStoreFailed);
-  guard.Log(LogLevel::kError, std::string(why) +
-                                  "; the key stays locked until its lock "
-                                  "timeout, record " +
-                                  id_.ToHex());
-  guard.ClaimEnded(*this, FinishResult::kStoreFailed, 0, Duration::zero());
-}
-
-std::optional<Response> ClaimHandle::StorableResponse(
-    const Response& response) const {
-  if (guard_ == nullptr) return std::nullopt;
-  const GuardOptions& opts = *options_;
-  if (!opts.stored_statuses.Contains(response.status) ||
-      response.body.size() > opts.max_stored_response) {
-    return std::nullopt;
-  }
-  return StoredForm(opts, response);
-}
-
-FinishResult ClaimHandle::EndInTransaction(int status) {
-  Guard& guard = *std::exchange(guard_, nullptr);
-  if (in_transaction_ == InTransaction::kCommitted) {
-    guard.ClaimEnded(*this, FinishResult::kStored, status, Duration::zero());
-    return FinishResult::kStored;
-  }
-  guard.metrics().Count(Outcome::kStaleComplete);
-  guard.Log(LogLevel::kWarning,
-            "completion in the application's transaction found the claim "
-            "lost (another request took the key over); rolled back, record " +
-                id_.ToHex());
-  guard.ClaimEnded(*this, FinishResult::kStaleComplete, status,
-                   Duration::zero());
-  return FinishResult::kStaleComplete;
-}
-
-FinishResult ClaimHandle::Finish(const Response& response) {
-  if (guard_ == nullptr) return FinishResult::kInactive;
-  EndLease();
-  if (in_transaction_ != InTransaction::kNo) {
-    return EndInTransaction(response.status);
-  }
-  Guard& guard = *std::exchange(guard_, nullptr);
-  const GuardOptions& opts = *options_;
-  auto ended = [&](FinishResult result, Duration store_latency) {
-    guard.ClaimEnded(*this, result, response.status, store_latency);
-    return result;
-  };
-  if (!opts.stored_statuses.Contains(response.status)) {
-    return ended(FinishResult::kReleased,
-                 guard.ReleaseClaim(*this, Outcome::kReleased));
-  }
-  if (response.body.size() > opts.max_stored_response) {
-    guard.Log(LogLevel::kWarning,
-              "response of " + std::to_string(response.body.size()) +
-                  " bytes exceeds max_stored_response (" +
-                  std::to_string(opts.max_stored_response) +
-                  "); sent unstored and key released, record " + id_.ToHex());
-    return ended(FinishResult::kNotStored,
-                 guard.ReleaseClaim(*this, Outcome::kNotStored));
-  }
-  auto stored_ptr = std::make_shared<Response>(StoredForm(opts, response));
-  Duration latency{};
-  auto done = Timed(guard.metrics(), StoreOperation::kComplete, latency, [&] {
-    return guard.store().CompleteShared(id_, token_, std::move(stored_ptr));
-  });
-  if (!done) {
-    guard.metrics().Count(Outcome::kStoreFailed);
-    guard.Log(LogLevel::kError,
-              "storing the response failed (" + done.error().ToString() +
-                  "); the key stays locked until its lock timeout, record " +
-                  id_.ToHex());
-    return ended(FinishResult::kStoreFailed, latency);
-  }
-  if (!*done) {
-    guard.metrics().Count(Outcome::kStaleComplete);
-    guard.Log(LogLevel::kWarning,
-              "response not stored: the lock timed out and another request "
-              "took the key over, record " +
-                  id_.ToHex());
-    return ended(FinishResult::kStaleComplete, latency);
-  }
-  return ended(FinishResult::kStored, latency);
-}
 
 // ---------------------------------------------------------------------------
 // Guard
