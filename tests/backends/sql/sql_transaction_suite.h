@@ -8,8 +8,8 @@
 //  - SqlOnceTest (sql_once_suite.cc): sql::RunOnceInTransaction over the
 //    backend's transaction type with a Guard.
 //
-// A backend joins with a SqlBackend of its own and one line per suite, in a
-// test binary that links idem_sql_transaction_suite:
+// A backend joins with a SqlBackend of its own and one line for both suites,
+// in a test binary that links idem_sql_transaction_suite:
 //
 //   IDEM_INSTANTIATE_SQL_TRANSACTION_SUITES(Sqlite, SqlBackendFactory{
 //       .name = "sqlite",
@@ -17,7 +17,7 @@
 //
 // Cases only one backend has (SQLite's file checks, PostgreSQL's failed
 // transactions, search_path and takeover inside an open transaction) stay in
-// that backend's test file, on SqlTransactionFixture with its own backend.
+// that backend's test file, on SqlTransactionFixtureOn<its SqlBackend>.
 //
 // Thread-safety: one test thread; a SqlBackend is used by its test only.
 
