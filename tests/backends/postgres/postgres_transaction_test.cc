@@ -1,8 +1,8 @@
-// Exactly once on PostgreSQL: PostgresStore::CompleteInTransaction, the
-// fencing token checked inside the caller's transaction on its own
-// connection, the connections it refuses, and sql::RunInTransaction with a
-// Guard, including a takeover while the first handler's transaction is open.
-// Shared test server (IDEM_TEST_POSTGRES_URI), tables of each test's own.
+// Exactly once on PostgreSQL: the SQL suites (backends/sql) on the shared
+// test server (IDEM_TEST_POSTGRES_URI), tables of each test's own, and the
+// cases only PostgreSQL has: a completion after a renewal, a failed
+// transaction and another database refused, the store's table whatever the
+// search_path, and a takeover while the first handler's transaction is open.
 
 #include <libpq-fe.h>
 
@@ -10,10 +10,10 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "backends/sql/sql_transaction_suite.h"
 #include "idem/guard.h"
 #include "idem/postgres_store.h"
 #include "idem/postgres_transaction.h"
@@ -27,114 +27,108 @@ namespace {
 
 using std::chrono::seconds;
 using testing::ConnectPostgres;
+using testing::Created;
 using testing::DropPostgresTable;
 using testing::PostgresConnection;
 using testing::PostgresTestUri;
 using testing::TestFingerprint;
 using testing::TestId;
-using testing::TestToken;
 using testing::UniquePostgresTable;
 using testing::WithParams;
 
-constexpr Duration kTtl = std::chrono::hours(1);
-constexpr Duration kLock = seconds(10);
-const TimePoint kT0 = TimePoint(std::chrono::hours(24 * 365 * 50));
-
-Response Created(std::string body) {
-  Response r;
-  r.status = 201;
-  r.headers = {{"Content-Type", "application/json"}};
-  r.body = std::move(body);
-  return r;
-}
-
-class PostgresTransactionTest : public ::testing::Test {
- protected:
-  void SetUp() override {
+// A PostgresStore on a table of its own, and a connection of the
+// application's own to the store's database.
+class PostgresSql : public testing::SqlBackend {
+ public:
+  void SetUp(const std::string& table, const std::string& columns) override {
     IDEM_REQUIRE_TEST_POSTGRES();
     base_ = PostgresTestUri();
-    table_ = UniquePostgresTable("idemtx");
-    business_ = table_ + "_transfers";
-    auto uri = StoreUri::Parse(WithParams(base_, "table=" + table_));
+    store_table_ = UniquePostgresTable("idemtx");
+    table_ = store_table_ + "_" + table;
+    auto uri = StoreUri::Parse(WithParams(base_, "table=" + store_table_));
     ASSERT_TRUE(uri) << uri.error().ToString();
     auto opened = PostgresStore::OpenFromUri(*uri, {});
     ASSERT_TRUE(opened) << opened.error().ToString();
     store_.reset(static_cast<PostgresStore*>(opened->release()));
     conn_ = ConnectPostgres(base_);
     ASSERT_EQ(PQstatus(conn_.get()), CONNECTION_OK);
-    Exec("CREATE TABLE " + business_ + " (id text PRIMARY KEY)");
+    Exec("CREATE TABLE " + table_ + " (" + columns + ")");
   }
 
   void TearDown() override {
     if (base_.empty()) return;
     conn_.reset();
     store_.reset();
+    DropPostgresTable(base_, store_table_);
     DropPostgresTable(base_, table_);
-    DropPostgresTable(base_, business_);
   }
 
-  void Exec(const std::string& sql, PGconn* c = nullptr) {
-    PGresult* r = PQexec(c ? c : conn_.get(), sql.c_str());
-    const auto status = PQresultStatus(r);
-    EXPECT_TRUE(status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)
-        << sql << ": " << PQerrorMessage(c ? c : conn_.get());
-    PQclear(r);
-  }
-
-  long long Count() {
+  std::shared_ptr<Store> store() override { return store_; }
+  const std::string& table() const override { return table_; }
+  void Exec(const std::string& sql) override { ExecOn(conn_.get(), sql); }
+  long long Count() override {
     PGresult* r =
-        PQexec(conn_.get(), ("SELECT count(*) FROM " + business_).c_str());
+        PQexec(conn_.get(), ("SELECT count(*) FROM " + table_).c_str());
     const long long n = PQresultStatus(r) == PGRES_TUPLES_OK
                             ? std::stoll(PQgetvalue(r, 0, 0))
                             : -1;
     PQclear(r);
     return n;
   }
+  bool InTransaction() override {
+    return PQtransactionStatus(conn_.get()) != PQTRANS_IDLE;
+  }
+  Result<TransactionCompletion> CompleteInTransaction(
+      const RecordId& id, const Token& token, const Response& r) override {
+    return store_->CompleteInTransaction(conn_.get(), id, token, r);
+  }
+  Result<TransactionCompletion> CompleteWithoutConnection(
+      const RecordId& id, const Token& token, const Response& r) override {
+    return store_->CompleteInTransaction(nullptr, id, token, r);
+  }
+  std::unique_ptr<testing::AnySqlTransaction> Transaction() override {
+    return std::make_unique<testing::AnySqlTransactionOf<PostgresTransaction>>(
+        *store_, conn_.get());
+  }
+  std::string begin_statement() const override { return "BEGIN"; }
+  std::string no_transaction_error() const override {
+    return "not inside a transaction";
+  }
+  bool takeover_while_open() const override { return true; }
 
-  Token ClaimAt(const RecordId& id, TimePoint now) {
-    auto claimed = store_->Claim(id, TestFingerprint(1), now, kTtl, kLock);
-    EXPECT_TRUE(claimed) << claimed.error().ToString();
-    EXPECT_EQ(claimed->outcome, ClaimOutcome::kAcquired);
-    return claimed->token;
+  // `sql` on `conn`; a failure fails the test.
+  static void ExecOn(PGconn* conn, const std::string& sql) {
+    PGresult* r = PQexec(conn, sql.c_str());
+    const auto status = PQresultStatus(r);
+    EXPECT_TRUE(status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)
+        << sql << ": " << PQerrorMessage(conn);
+    PQclear(r);
   }
 
-  Result<TransactionCompletion> CompleteAndCommit(const RecordId& id,
-                                                  const Token& token,
-                                                  const Response& r) {
-    Exec("BEGIN");
-    Exec("INSERT INTO " + business_ + " VALUES (md5(random()::text))");
-    auto done = store_->CompleteInTransaction(conn_.get(), id, token, r);
-    Exec(done && *done == TransactionCompletion::kStored ? "COMMIT"
-                                                         : "ROLLBACK");
-    return done;
-  }
+  const std::string& base() const { return base_; }
+  PostgresStore& postgres_store() { return *store_; }
+  PGconn* conn() const { return conn_.get(); }
 
+ private:
   std::string base_;
+  std::string store_table_;
   std::string table_;
-  std::string business_;
-  std::unique_ptr<PostgresStore> store_;
+  std::shared_ptr<PostgresStore> store_;
   PostgresConnection conn_;
 };
 
-TEST_F(PostgresTransactionTest, StoredAndVisibleOnlyAfterCommit) {
-  const RecordId id = TestId(1);
-  const Token token = ClaimAt(id, kT0);
-  Exec("BEGIN");
-  Exec("INSERT INTO " + business_ + " VALUES ('a')");
-  auto done =
-      store_->CompleteInTransaction(conn_.get(), id, token, Created("x"));
-  ASSERT_TRUE(done) << done.error().ToString();
-  EXPECT_EQ(*done, TransactionCompletion::kStored);
-  auto before = store_->Inspect(id, kT0);
-  ASSERT_TRUE(before && before->has_value());
-  EXPECT_EQ((*before)->state, RecordState::kInProgress);
-  Exec("COMMIT");
-  auto after = store_->Inspect(id, kT0);
-  ASSERT_TRUE(after && after->has_value());
-  EXPECT_EQ((*after)->state, RecordState::kCompleted);
-  EXPECT_EQ(*(*after)->response, Created("x"));
-  EXPECT_EQ(Count(), 1);
-}
+}  // namespace
+}  // namespace idem
+
+IDEM_INSTANTIATE_SQL_TRANSACTION_SUITES(
+    Postgres, SqlBackendFactory{.name = "postgres", .make = [] {
+                                  return std::make_unique<idem::PostgresSql>();
+                                }});
+
+namespace idem {
+namespace {
+
+using PostgresTransactionTest = testing::SqlTransactionFixtureOn<PostgresSql>;
 
 // The claim memo remembers the claim's locked_until; a renewal moves the
 // column. The completion writes both together, so the completed record
@@ -142,112 +136,47 @@ TEST_F(PostgresTransactionTest, StoredAndVisibleOnlyAfterCommit) {
 TEST_F(PostgresTransactionTest, ACompletionAfterARenewalStaysReadable) {
   const RecordId id = TestId(7);
   const Token token = ClaimAt(id, kT0);
-  auto renewed = store_->ExtendLock(id, token, kT0 + kLock / 2, kLock);
+  auto renewed = store().ExtendLock(id, token, kT0 + kLock / 2, kLock);
   ASSERT_TRUE(renewed) << renewed.error().ToString();
   ASSERT_TRUE(*renewed);
   auto done = CompleteAndCommit(id, token, Created("renewed"));
   ASSERT_TRUE(done) << done.error().ToString();
   EXPECT_EQ(*done, TransactionCompletion::kStored);
-  auto after = store_->Inspect(id, kT0 + kLock);
+  auto after = store().Inspect(id, kT0 + kLock);
   ASSERT_TRUE(after) << after.error().ToString();
   ASSERT_TRUE(after->has_value());
   EXPECT_EQ((*after)->state, RecordState::kCompleted);
   EXPECT_EQ(*(*after)->response, Created("renewed"));
-  auto replay = store_->Claim(id, TestFingerprint(1), kT0 + kLock, kTtl, kLock);
+  auto replay = store().Claim(id, TestFingerprint(1), kT0 + kLock, kTtl, kLock);
   ASSERT_TRUE(replay) << replay.error().ToString();
   EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
 }
 
-TEST_F(PostgresTransactionTest, RollbackLeavesTheClaimToRelease) {
-  const RecordId id = TestId(2);
-  const Token token = ClaimAt(id, kT0);
-  Exec("BEGIN");
-  auto done =
-      store_->CompleteInTransaction(conn_.get(), id, token, Created("x"));
-  ASSERT_TRUE(done && *done == TransactionCompletion::kStored);
-  Exec("ROLLBACK");
-  auto released = store_->Release(id, token);
-  ASSERT_TRUE(released);
-  EXPECT_TRUE(*released);
-}
-
-TEST_F(PostgresTransactionTest, WrongTokenExpiredReleasedRevokedTwiceAreLost) {
-  const RecordId wrong = TestId(3);
-  ClaimAt(wrong, kT0);
-  auto done = CompleteAndCommit(wrong, TestToken(99), Created("x"));
-  ASSERT_TRUE(done) << done.error().ToString();
-  EXPECT_EQ(*done, TransactionCompletion::kClaimLost);
-
-  const RecordId expired = TestId(4);
-  const Token t1 = ClaimAt(expired, kT0);
-  ClaimAt(expired, kT0 + kTtl + seconds(1));
-  done = CompleteAndCommit(expired, t1, Created("x"));
-  ASSERT_TRUE(done);
-  EXPECT_EQ(*done, TransactionCompletion::kClaimLost);
-
-  const RecordId released = TestId(5);
-  const Token t2 = ClaimAt(released, kT0);
-  ASSERT_TRUE(store_->Release(released, t2));
-  done = CompleteAndCommit(released, t2, Created("x"));
-  ASSERT_TRUE(done);
-  EXPECT_EQ(*done, TransactionCompletion::kClaimLost);
-
-  const RecordId revoked = TestId(6);
-  const Token t3 = ClaimAt(revoked, kT0);
-  ASSERT_TRUE(store_->Revoke(revoked));
-  done = CompleteAndCommit(revoked, t3, Created("x"));
-  ASSERT_TRUE(done);
-  EXPECT_EQ(*done, TransactionCompletion::kClaimLost);
-
-  const RecordId twice = TestId(7);
-  const Token t4 = ClaimAt(twice, kT0);
-  done = CompleteAndCommit(twice, t4, Created("one"));
-  ASSERT_TRUE(done);
-  EXPECT_EQ(*done, TransactionCompletion::kStored);
-  done = CompleteAndCommit(twice, t4, Created("two"));
-  ASSERT_TRUE(done);
-  EXPECT_EQ(*done, TransactionCompletion::kClaimLost);
-  auto record = store_->Inspect(twice, kT0);
-  ASSERT_TRUE(record && record->has_value());
-  EXPECT_EQ((*record)->response->body, "one");
-  EXPECT_EQ(Count(), 1);
-}
-
-TEST_F(PostgresTransactionTest, RefusesNoTransactionAFailedOneAndAnotherDb) {
+TEST_F(PostgresTransactionTest, RefusesAFailedTransactionAndAnotherDb) {
   const RecordId id = TestId(8);
   const Token token = ClaimAt(id, kT0);
-  auto done =
-      store_->CompleteInTransaction(conn_.get(), id, token, Created("x"));
+  backend().Exec("BEGIN");
+  PQclear(PQexec(backend().conn(), "SELECT no_such_column"));
+  auto done = backend().CompleteInTransaction(id, token, Created("x"));
   ASSERT_FALSE(done);
   EXPECT_EQ(done.error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(done.error().message().find("not inside a transaction"),
-            std::string::npos)
-      << done.error().message();
-
-  Exec("BEGIN");
-  PQclear(PQexec(conn_.get(), "SELECT no_such_column"));
-  done = store_->CompleteInTransaction(conn_.get(), id, token, Created("x"));
-  ASSERT_FALSE(done);
-  EXPECT_EQ(done.error().code(), ErrorCode::kInvalidArgument);
-  Exec("ROLLBACK");
+  backend().Exec("ROLLBACK");
 
   // The server's maintenance database: not the store's.
-  std::string other = base_.substr(0, base_.rfind('/')) + "/postgres";
+  std::string other =
+      backend().base().substr(0, backend().base().rfind('/')) + "/postgres";
   PostgresConnection elsewhere = ConnectPostgres(other);
   ASSERT_EQ(PQstatus(elsewhere.get()), CONNECTION_OK);
-  Exec("BEGIN", elsewhere.get());
-  done =
-      store_->CompleteInTransaction(elsewhere.get(), id, token, Created("x"));
+  PostgresSql::ExecOn(elsewhere.get(), "BEGIN");
+  done = backend().postgres_store().CompleteInTransaction(elsewhere.get(), id,
+                                                          token, Created("x"));
   ASSERT_FALSE(done);
   EXPECT_EQ(done.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(done.error().message().find("not the store's"), std::string::npos)
       << done.error().message();
-  Exec("ROLLBACK", elsewhere.get());
+  PostgresSql::ExecOn(elsewhere.get(), "ROLLBACK");
 
-  done = store_->CompleteInTransaction(nullptr, id, token, Created("x"));
-  ASSERT_FALSE(done);
-  EXPECT_EQ(done.error().code(), ErrorCode::kInvalidArgument);
-  auto record = store_->Inspect(id, kT0);
+  auto record = store().Inspect(id, kT0);
   ASSERT_TRUE(record && record->has_value());
   EXPECT_EQ((*record)->state, RecordState::kInProgress);
 }
@@ -255,16 +184,15 @@ TEST_F(PostgresTransactionTest, RefusesNoTransactionAFailedOneAndAnotherDb) {
 TEST_F(PostgresTransactionTest, WritesTheStoresTableWhateverTheSearchPath) {
   const RecordId id = TestId(9);
   const Token token = ClaimAt(id, kT0);
-  Exec("CREATE SCHEMA IF NOT EXISTS idem_tx_elsewhere");
-  Exec("SET search_path TO idem_tx_elsewhere");
-  Exec("BEGIN");
-  auto done =
-      store_->CompleteInTransaction(conn_.get(), id, token, Created("x"));
+  backend().Exec("CREATE SCHEMA IF NOT EXISTS idem_tx_elsewhere");
+  backend().Exec("SET search_path TO idem_tx_elsewhere");
+  backend().Exec("BEGIN");
+  auto done = backend().CompleteInTransaction(id, token, Created("x"));
   ASSERT_TRUE(done) << done.error().ToString();
   EXPECT_EQ(*done, TransactionCompletion::kStored);
-  Exec("COMMIT");
-  Exec("RESET search_path");
-  auto record = store_->Inspect(id, kT0);
+  backend().Exec("COMMIT");
+  backend().Exec("RESET search_path");
+  auto record = store().Inspect(id, kT0);
   ASSERT_TRUE(record && record->has_value());
   EXPECT_EQ((*record)->state, RecordState::kCompleted);
 }
@@ -274,7 +202,7 @@ TEST_F(PostgresTransactionTest, WritesTheStoresTableWhateverTheSearchPath) {
 TEST_F(PostgresTransactionTest, TakeoverDuringTheOpenTransactionRollsItBack) {
   auto clock = std::make_shared<ManualClock>(kT0);
   GuardSetup setup;
-  setup.store = std::shared_ptr<Store>(store_.get(), [](Store*) {});
+  setup.store = backend().store();
   setup.clock = clock;
   setup.options.lock_timeout = kLock;
   auto guard = Guard::Create(std::move(setup));
@@ -282,21 +210,23 @@ TEST_F(PostgresTransactionTest, TakeoverDuringTheOpenTransactionRollsItBack) {
   Decision first = (*guard)->BeginWithKey("", "key", "transfer", "in");
   ASSERT_EQ(first.action, Action::kExecute);
 
-  PostgresConnection second_conn = ConnectPostgres(base_);
+  PostgresConnection second_conn = ConnectPostgres(backend().base());
   ASSERT_EQ(PQstatus(second_conn.get()), CONNECTION_OK);
-  PostgresTransaction tx(*store_, conn_.get());
+  PostgresTransaction tx(backend().postgres_store(), backend().conn());
   std::optional<Decision> second;
   auto sent = sql::RunInTransaction(tx, first.claim, [&](auto& t) {
-    Exec("INSERT INTO " + business_ + " VALUES ('first')", t.conn());
+    PostgresSql::ExecOn(
+        t.conn(), "INSERT INTO " + backend().table() + " VALUES ('first')");
     // The first handler is slow: its lock times out, and a retry takes the
     // key over and completes, all while this transaction is open.
     clock->Advance(kLock + seconds(1));
     second.emplace((*guard)->BeginWithKey("", "key", "transfer", "in"));
     EXPECT_EQ(second->action, Action::kExecute);
     EXPECT_TRUE(second->claim.takeover());
-    PostgresTransaction tx2(*store_, second_conn.get());
+    PostgresTransaction tx2(backend().postgres_store(), second_conn.get());
     auto won = sql::RunInTransaction(tx2, second->claim, [&](auto& t2) {
-      Exec("INSERT INTO " + business_ + " VALUES ('second')", t2.conn());
+      PostgresSql::ExecOn(
+          t2.conn(), "INSERT INTO " + backend().table() + " VALUES ('second')");
       return Created("second");
     });
     EXPECT_TRUE(won && won->status == 201);
@@ -306,8 +236,8 @@ TEST_F(PostgresTransactionTest, TakeoverDuringTheOpenTransactionRollsItBack) {
   ASSERT_TRUE(sent) << sent.error().ToString();
   EXPECT_EQ(sent->status, 409);
   EXPECT_EQ(first.claim.Finish(*sent), FinishResult::kStaleComplete);
-  EXPECT_EQ(PQtransactionStatus(conn_.get()), PQTRANS_IDLE);
-  EXPECT_EQ(Count(), 1);
+  EXPECT_EQ(PQtransactionStatus(backend().conn()), PQTRANS_IDLE);
+  EXPECT_EQ(backend().Count(), 1);
   Decision replay = (*guard)->BeginWithKey("", "key", "transfer", "in");
   ASSERT_EQ(replay.action, Action::kRespond);
   EXPECT_EQ(replay.response.body, "second");

@@ -1,8 +1,8 @@
-// Exactly once on SQLite: SqliteStore::CompleteInTransaction, the fencing
-// token checked inside the caller's transaction on its own connection, the
-// connections it refuses, and sql::RunInTransaction with a Guard (the
-// ClaimHandle told of the commit, a takeover that makes the first
-// transaction roll back).
+// Exactly once on SQLite: the SQL suites (backends/sql) on a SQLite file,
+// and the cases only SQLite has: a takeover that comes before BEGIN
+// IMMEDIATE, the other files and ATTACHed store files CompleteInTransaction
+// refuses, and sql::RunInTransaction with a Guard (the ClaimHandle told of
+// the commit, a takeover that makes the first transaction roll back).
 
 #include <sqlite3.h>
 
@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/sql/sql_transaction_suite.h"
 #include "idem/guard.h"
 #include "idem/sql_transaction.h"
 #include "idem/sqlite_store.h"
@@ -26,13 +27,8 @@ namespace idem {
 namespace {
 
 using std::chrono::seconds;
-using testing::TestFingerprint;
+using testing::Created;
 using testing::TestId;
-using testing::TestToken;
-
-constexpr Duration kTtl = std::chrono::hours(1);
-constexpr Duration kLock = seconds(10);
-const TimePoint kT0 = TimePoint(std::chrono::hours(24 * 365 * 50));
 
 struct Db {
   explicit Db(const std::string& path) {
@@ -44,104 +40,72 @@ struct Db {
     ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK)
         << sql << ": " << sqlite3_errmsg(db);
   }
-  long long Count() { return testing::SqliteCountRows(db, "transfers"); }
   sqlite3* db = nullptr;
 };
 
-Response Created(std::string body) {
-  Response r;
-  r.status = 201;
-  r.headers = {{"Content-Type", "application/json"}};
-  r.body = std::move(body);
-  return r;
-}
-
-class SqliteTransactionTest : public ::testing::Test {
- protected:
-  void SetUp() override {
+// A SqliteStore in a fresh directory, and a connection of the
+// application's own to its file.
+class SqliteSql : public testing::SqlBackend {
+ public:
+  void SetUp(const std::string& table, const std::string& columns) override {
+    table_ = table;
     SqliteStoreOptions options;
     options.path = (dir_.path() / "idem.db").string();
     auto opened = SqliteStore::Open(options);
     ASSERT_TRUE(opened) << opened.error().ToString();
     store_ = std::shared_ptr<SqliteStore>(std::move(*opened));
     db_ = std::make_unique<Db>(options.path);
-    db_->Exec("CREATE TABLE transfers (id TEXT PRIMARY KEY)");
+    Exec("CREATE TABLE " + table_ + " (" + columns + ")");
   }
 
-  Token ClaimAt(const RecordId& id, TimePoint now) {
-    auto claimed = store_->Claim(id, TestFingerprint(1), now, kTtl, kLock);
-    EXPECT_TRUE(claimed) << claimed.error().ToString();
-    EXPECT_EQ(claimed->outcome, ClaimOutcome::kAcquired);
-    return claimed->token;
+  std::shared_ptr<Store> store() override { return store_; }
+  const std::string& table() const override { return table_; }
+  void Exec(const std::string& sql) override { db_->Exec(sql.c_str()); }
+  long long Count() override {
+    return testing::SqliteCountRows(db_->db, table_);
   }
-
-  // BEGIN IMMEDIATE; insert; CompleteInTransaction; COMMIT or ROLLBACK as
-  // the completion says.
-  Result<TransactionCompletion> CompleteAndCommit(const RecordId& id,
-                                                  const Token& token,
-                                                  const Response& r) {
-    db_->Exec("BEGIN IMMEDIATE");
-    db_->Exec("INSERT INTO transfers VALUES (hex(randomblob(8)))");
-    auto done = store_->CompleteInTransaction(db_->db, id, token, r);
-    db_->Exec(done && *done == TransactionCompletion::kStored ? "COMMIT"
-                                                              : "ROLLBACK");
-    return done;
+  bool InTransaction() override { return sqlite3_get_autocommit(db_->db) == 0; }
+  Result<TransactionCompletion> CompleteInTransaction(
+      const RecordId& id, const Token& token, const Response& r) override {
+    return store_->CompleteInTransaction(db_->db, id, token, r);
   }
+  Result<TransactionCompletion> CompleteWithoutConnection(
+      const RecordId& id, const Token& token, const Response& r) override {
+    return store_->CompleteInTransaction(nullptr, id, token, r);
+  }
+  std::unique_ptr<testing::AnySqlTransaction> Transaction() override {
+    return std::make_unique<testing::AnySqlTransactionOf<SqliteTransaction>>(
+        *store_, db_->db);
+  }
+  std::string begin_statement() const override { return "BEGIN IMMEDIATE"; }
+  std::string no_transaction_error() const override {
+    return "no transaction open";
+  }
+  bool takeover_while_open() const override { return false; }
 
+  const testing::TempDir& dir() const { return dir_; }
+  SqliteStore& sqlite_store() { return *store_; }
+  sqlite3* db() const { return db_->db; }
+
+ private:
   testing::TempDir dir_{"idem-sqlite-tx"};
+  std::string table_;
   std::shared_ptr<SqliteStore> store_;
   std::unique_ptr<Db> db_;
 };
 
-TEST_F(SqliteTransactionTest, StoredAndVisibleOnlyAfterCommit) {
-  const RecordId id = TestId(1);
-  const Token token = ClaimAt(id, kT0);
-  db_->Exec("BEGIN IMMEDIATE");
-  db_->Exec("INSERT INTO transfers VALUES ('a')");
-  auto done = store_->CompleteInTransaction(db_->db, id, token, Created("x"));
-  ASSERT_TRUE(done) << done.error().ToString();
-  EXPECT_EQ(*done, TransactionCompletion::kStored);
-  // Not committed: the store's own reader still sees the claim.
-  auto before = store_->Inspect(id, kT0);
-  ASSERT_TRUE(before && before->has_value());
-  EXPECT_EQ((*before)->state, RecordState::kInProgress);
-  db_->Exec("COMMIT");
-  auto after = store_->Inspect(id, kT0);
-  ASSERT_TRUE(after && after->has_value());
-  EXPECT_EQ((*after)->state, RecordState::kCompleted);
-  EXPECT_EQ(*(*after)->response, Created("x"));
-  auto replay = store_->Claim(id, TestFingerprint(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(replay);
-  EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
-  EXPECT_EQ(db_->Count(), 1);
-}
+}  // namespace
+}  // namespace idem
 
-TEST_F(SqliteTransactionTest, RollbackLeavesTheClaimToRelease) {
-  const RecordId id = TestId(2);
-  const Token token = ClaimAt(id, kT0);
-  db_->Exec("BEGIN IMMEDIATE");
-  auto done = store_->CompleteInTransaction(db_->db, id, token, Created("x"));
-  ASSERT_TRUE(done && *done == TransactionCompletion::kStored);
-  db_->Exec("ROLLBACK");
-  auto record = store_->Inspect(id, kT0);
-  ASSERT_TRUE(record && record->has_value());
-  EXPECT_EQ((*record)->state, RecordState::kInProgress);
-  auto released = store_->Release(id, token);
-  ASSERT_TRUE(released);
-  EXPECT_TRUE(*released);
-}
+IDEM_INSTANTIATE_SQL_TRANSACTION_SUITES(
+    Sqlite, SqlBackendFactory{.name = "sqlite", .make = [] {
+                                return std::make_unique<idem::SqliteSql>();
+                              }});
 
-TEST_F(SqliteTransactionTest, WrongTokenIsClaimLostAndWritesNothing) {
-  const RecordId id = TestId(3);
-  ClaimAt(id, kT0);
-  auto done = CompleteAndCommit(id, TestToken(99), Created("x"));
-  ASSERT_TRUE(done) << done.error().ToString();
-  EXPECT_EQ(*done, TransactionCompletion::kClaimLost);
-  EXPECT_EQ(db_->Count(), 0);
-  auto record = store_->Inspect(id, kT0);
-  ASSERT_TRUE(record && record->has_value());
-  EXPECT_EQ((*record)->state, RecordState::kInProgress);
-}
+namespace idem {
+namespace {
+
+using SqliteTransactionTest = testing::SqlTransactionFixtureOn<SqliteSql>;
 
 TEST_F(SqliteTransactionTest, TakenOverAfterTheLockTimedOutIsClaimLost) {
   const RecordId id = TestId(4);
@@ -153,71 +117,16 @@ TEST_F(SqliteTransactionTest, TakenOverAfterTheLockTimedOutIsClaimLost) {
   done = CompleteAndCommit(id, second, Created("second"));
   ASSERT_TRUE(done);
   EXPECT_EQ(*done, TransactionCompletion::kStored);
-  EXPECT_EQ(db_->Count(), 1);
-}
-
-TEST_F(SqliteTransactionTest, ExpiredAndReclaimedIsClaimLost) {
-  const RecordId id = TestId(5);
-  const Token first = ClaimAt(id, kT0);
-  ClaimAt(id, kT0 + kTtl + seconds(1));
-  auto done = CompleteAndCommit(id, first, Created("x"));
-  ASSERT_TRUE(done);
-  EXPECT_EQ(*done, TransactionCompletion::kClaimLost);
-}
-
-TEST_F(SqliteTransactionTest, ReleasedRevokedOrCompletedIsClaimLost) {
-  const RecordId released = TestId(6);
-  const Token t1 = ClaimAt(released, kT0);
-  ASSERT_TRUE(store_->Release(released, t1));
-  auto done = CompleteAndCommit(released, t1, Created("x"));
-  ASSERT_TRUE(done);
-  EXPECT_EQ(*done, TransactionCompletion::kClaimLost);
-
-  const RecordId revoked = TestId(7);
-  const Token t2 = ClaimAt(revoked, kT0);
-  ASSERT_TRUE(store_->Revoke(revoked));
-  done = CompleteAndCommit(revoked, t2, Created("x"));
-  ASSERT_TRUE(done);
-  EXPECT_EQ(*done, TransactionCompletion::kClaimLost);
-
-  const RecordId twice = TestId(8);
-  const Token t3 = ClaimAt(twice, kT0);
-  done = CompleteAndCommit(twice, t3, Created("one"));
-  ASSERT_TRUE(done);
-  EXPECT_EQ(*done, TransactionCompletion::kStored);
-  done = CompleteAndCommit(twice, t3, Created("two"));
-  ASSERT_TRUE(done);
-  EXPECT_EQ(*done, TransactionCompletion::kClaimLost);
-  auto record = store_->Inspect(twice, kT0);
-  ASSERT_TRUE(record && record->has_value());
-  EXPECT_EQ((*record)->response->body, "one");
-  EXPECT_EQ(db_->Count(), 1);
-}
-
-TEST_F(SqliteTransactionTest, RefusesAConnectionOutsideATransaction) {
-  const RecordId id = TestId(9);
-  const Token token = ClaimAt(id, kT0);
-  auto done = store_->CompleteInTransaction(db_->db, id, token, Created("x"));
-  ASSERT_FALSE(done);
-  EXPECT_EQ(done.error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(done.error().message().find("no transaction open"),
-            std::string::npos)
-      << done.error().message();
-  done = store_->CompleteInTransaction(nullptr, id, token, Created("x"));
-  ASSERT_FALSE(done);
-  EXPECT_EQ(done.error().code(), ErrorCode::kInvalidArgument);
-  // Nothing was written.
-  auto record = store_->Inspect(id, kT0);
-  ASSERT_TRUE(record && record->has_value());
-  EXPECT_EQ((*record)->state, RecordState::kInProgress);
+  EXPECT_EQ(backend().Count(), 1);
 }
 
 TEST_F(SqliteTransactionTest, RefusesAnotherFileAndAnAttachedStoreFile) {
   const RecordId id = TestId(10);
   const Token token = ClaimAt(id, kT0);
-  Db other((dir_.path() / "business.db").string());
+  Db other((backend().dir().path() / "business.db").string());
   other.Exec("BEGIN IMMEDIATE");
-  auto done = store_->CompleteInTransaction(other.db, id, token, Created("x"));
+  auto done = backend().sqlite_store().CompleteInTransaction(
+      other.db, id, token, Created("x"));
   ASSERT_FALSE(done);
   EXPECT_EQ(done.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(done.error().message().find("not the store's file"),
@@ -226,14 +135,16 @@ TEST_F(SqliteTransactionTest, RefusesAnotherFileAndAnAttachedStoreFile) {
   other.Exec("ROLLBACK");
   // The store's file ATTACHed to another main database is refused too: WAL
   // mode does not commit the two files atomically.
-  const std::string attach = "ATTACH DATABASE '" + store_->path() + "' AS idem";
+  const std::string attach =
+      "ATTACH DATABASE '" + backend().sqlite_store().path() + "' AS idem";
   other.Exec(attach.c_str());
   other.Exec("BEGIN IMMEDIATE");
-  done = store_->CompleteInTransaction(other.db, id, token, Created("x"));
+  done = backend().sqlite_store().CompleteInTransaction(other.db, id, token,
+                                                        Created("x"));
   ASSERT_FALSE(done);
   EXPECT_EQ(done.error().code(), ErrorCode::kInvalidArgument);
   other.Exec("ROLLBACK");
-  auto record = store_->Inspect(id, kT0);
+  auto record = store().Inspect(id, kT0);
   ASSERT_TRUE(record && record->has_value());
   EXPECT_EQ((*record)->state, RecordState::kInProgress);
 }
@@ -246,7 +157,7 @@ class SqliteGuardTransactionTest : public SqliteTransactionTest {
   void SetUp() override {
     SqliteTransactionTest::SetUp();
     GuardSetup setup;
-    setup.store = store_;
+    setup.store = backend().store();
     setup.clock = clock_;
     setup.options.lock_timeout = kLock;
     auto guard = Guard::Create(std::move(setup));
@@ -257,7 +168,7 @@ class SqliteGuardTransactionTest : public SqliteTransactionTest {
   Decision Begin() { return guard_->BeginWithKey("", "key", "transfer", "in"); }
 
   Result<Response> Transfer(ClaimHandle& claim, const char* id) {
-    SqliteTransaction tx(*store_, db_->db);
+    SqliteTransaction tx(backend().sqlite_store(), backend().db());
     return sql::RunInTransaction(tx, claim, [&](SqliteTransaction& t) {
       const std::string insert =
           std::string("INSERT INTO transfers VALUES ('") + id + "')";
@@ -287,13 +198,13 @@ TEST_F(SqliteGuardTransactionTest, CommittedCompletionIsFinishedWithoutAWrite) {
   ASSERT_EQ(replay.action, Action::kRespond);
   EXPECT_EQ(replay.outcome, Outcome::kReplayed);
   EXPECT_EQ(replay.response.body, "t1");
-  EXPECT_EQ(db_->Count(), 1);
+  EXPECT_EQ(backend().Count(), 1);
 }
 
 TEST_F(SqliteGuardTransactionTest, UnstoredStatusCommitsAndReleases) {
   Decision d = Begin();
   ASSERT_EQ(d.action, Action::kExecute);
-  SqliteTransaction tx(*store_, db_->db);
+  SqliteTransaction tx(backend().sqlite_store(), backend().db());
   auto sent = sql::RunInTransaction(tx, d.claim, [](SqliteTransaction&) {
     Response r;
     r.status = 503;
@@ -315,7 +226,7 @@ TEST_F(SqliteGuardTransactionTest, TakeoverMakesTheFirstTransactionRollBack) {
   auto lost = Transfer(first.claim, "first");
   ASSERT_TRUE(lost) << lost.error().ToString();
   EXPECT_EQ(lost->status, 409);
-  EXPECT_EQ(db_->Count(), 0);  // Rolled back.
+  EXPECT_EQ(backend().Count(), 0);  // Rolled back.
   EXPECT_EQ(first.claim.Finish(*lost), FinishResult::kStaleComplete);
   EXPECT_EQ(Count(Outcome::kStaleComplete), 1u);
 
@@ -323,7 +234,7 @@ TEST_F(SqliteGuardTransactionTest, TakeoverMakesTheFirstTransactionRollBack) {
   ASSERT_TRUE(won);
   EXPECT_EQ(won->status, 201);
   EXPECT_EQ(second.claim.Finish(*won), FinishResult::kStored);
-  EXPECT_EQ(db_->Count(), 1);
+  EXPECT_EQ(backend().Count(), 1);
   Decision replay = Begin();
   ASSERT_EQ(replay.action, Action::kRespond);
   EXPECT_EQ(replay.response.body, "second");
@@ -332,7 +243,7 @@ TEST_F(SqliteGuardTransactionTest, TakeoverMakesTheFirstTransactionRollBack) {
 TEST_F(SqliteGuardTransactionTest, HandlerThatThrowsRollsBackAndReleases) {
   Decision d = Begin();
   ASSERT_EQ(d.action, Action::kExecute);
-  SqliteTransaction tx(*store_, db_->db);
+  SqliteTransaction tx(backend().sqlite_store(), backend().db());
   EXPECT_THROW(sql::RunInTransaction(
                    tx, d.claim,
                    [](SqliteTransaction& t) -> Response {
@@ -341,8 +252,8 @@ TEST_F(SqliteGuardTransactionTest, HandlerThatThrowsRollsBackAndReleases) {
                      throw std::runtime_error("boom");
                    }),
                std::runtime_error);
-  EXPECT_EQ(sqlite3_get_autocommit(db_->db), 1);
-  EXPECT_EQ(db_->Count(), 0);
+  EXPECT_EQ(sqlite3_get_autocommit(backend().db()), 1);
+  EXPECT_EQ(backend().Count(), 0);
   d.claim.Abandon();
   EXPECT_EQ(Begin().action, Action::kExecute);
 }
@@ -371,7 +282,7 @@ TEST_F(SqliteGuardTransactionTest, GuardRunPassesTheClaimToTheHandler) {
   EXPECT_EQ(run().status, 201);
   EXPECT_EQ(info.outcome, Outcome::kReplayed);
   EXPECT_EQ(runs, 1);
-  EXPECT_EQ(db_->Count(), 1);
+  EXPECT_EQ(backend().Count(), 1);
 }
 
 }  // namespace
