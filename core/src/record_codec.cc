@@ -306,4 +306,13 @@ Result<Record> DecodeRecordWithColumns(const RecordId& id,
   return record;
 }
 
+std::string EncodeCompleted(const Record& held, const Response& response) {
+  Record completed = held;
+  completed.state = RecordState::kCompleted;
+  // Non-owning: `response` outlives the encoding below.
+  completed.response = std::shared_ptr<const Response>(
+      std::shared_ptr<const Response>(), &response);
+  return EncodeRecord(completed);
+}
+
 }  // namespace idem

@@ -135,6 +135,30 @@ TEST(RecordCodecTest, InProgressGoldenBytes) {
   EXPECT_EQ(DecodeRecord(golden).value(), InProgress());
 }
 
+TEST(RecordCodecTest, EncodeCompletedIsTheHeldRecordWithTheResponse) {
+  Record held = Completed(OrderResponse());
+  held.state = RecordState::kInProgress;
+  held.response.reset();
+  const Response response = OrderResponse();
+  Record want = held;
+  want.state = RecordState::kCompleted;
+  want.response = std::make_shared<const Response>(response);
+  // Byte for byte what encoding the completed record gives, and `held` is
+  // left as it was.
+  EXPECT_EQ(EncodeCompleted(held, response), EncodeRecord(want));
+  EXPECT_EQ(held.state, RecordState::kInProgress);
+  EXPECT_EQ(held.response, nullptr);
+  auto decoded = DecodeRecord(EncodeCompleted(held, response));
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().ToString();
+  EXPECT_EQ(decoded->state, RecordState::kCompleted);
+  EXPECT_EQ(decoded->token, held.token);
+  EXPECT_EQ(decoded->locked_until, held.locked_until);
+  EXPECT_EQ(decoded->expires_at, held.expires_at);
+  ASSERT_NE(decoded->response, nullptr);
+  EXPECT_EQ(decoded->response->body, response.body);
+  EXPECT_EQ(decoded->response->headers, response.headers);
+}
+
 TEST(RecordCodecTest, PeekExpiresAtReadsTheFixedHeaderOnly) {
   const Record completed = Completed(OrderResponse());
   EXPECT_EQ(PeekExpiresAt(EncodeRecord(completed)), completed.expires_at);

@@ -180,11 +180,7 @@ class PostgresStore::Impl {
       if (!row.has_value() || !row->HeldBy(token)) return false;
       record = std::move(*row);
     }
-    record.state = RecordState::kCompleted;
-    // Non-owning: the caller's response outlives the encoding below.
-    record.response = std::shared_ptr<const Response>(
-        std::shared_ptr<const Response>(), &response);
-    const std::string blob = EncodeRecord(record);
+    const std::string blob = EncodeCompleted(record, response);
     const auto locked_until = BigEndian64(ToUnixNanos(record.locked_until));
     IDEM_ASSIGN_OR_RETURN(
         const PgResult r,

@@ -151,11 +151,7 @@ class Caller {
         return TransactionCompletion::kClaimLost;
       }
     }
-    record->state = RecordState::kCompleted;
-    // Non-owning: `stored` outlives the encoding below.
-    record->response = std::shared_ptr<const Response>(
-        std::shared_ptr<const Response>(), &stored);
-    const std::string blob = EncodeRecord(*record);
+    const std::string blob = EncodeCompleted(*record, stored);
     // current_database() again: without the SELECT, the UPDATE is the only
     // statement the server sees. locked_until is written with the record:
     // a renewal (ExtendLock) since the claim moved the column, and the

@@ -184,16 +184,14 @@ class RedisStore::Impl {
       fields = ClaimFields{id, record->fingerprint, record->locked_until,
                            record->expires_at};
     }
-    Record completed{.state = RecordState::kCompleted,
-                     .fingerprint = fields->fingerprint,
-                     .token = token,
-                     .locked_until = fields->locked_until,
-                     .expires_at = fields->expires_at,
-                     .response = std::make_shared<const Response>(response)};
-    const std::string encoded = EncodeRecord(completed);
+    const Record held{.state = RecordState::kInProgress,
+                      .fingerprint = fields->fingerprint,
+                      .token = token,
+                      .locked_until = fields->locked_until,
+                      .expires_at = fields->expires_at};
+    const std::string encoded = EncodeCompleted(held, response);
     const Token call = NewToken();
-    const std::string locked =
-        std::to_string(CeilMicros(completed.locked_until));
+    const std::string locked = std::to_string(CeilMicros(held.locked_until));
     const std::array<std::string_view, 4> args = {token.view(), encoded,
                                                   call.view(), locked};
     IDEM_ASSIGN_OR_RETURN(Reply reply,

@@ -157,12 +157,8 @@ Result<bool> RocksdbStore::Impl::Complete(const RecordId& id,
     IDEM_ASSIGN_OR_RETURN(std::optional<Record> old,
                           HeldRecord(id, current, token));
     if (!old) return false;
-    old->state = RecordState::kCompleted;
-    // Non-owning: the caller's response outlives the encoding below.
-    old->response = std::shared_ptr<const Response>(
-        std::shared_ptr<const Response>(), &response);
     write.kind = Write::Kind::kPut;
-    write.value = EncodeRecord(*old);
+    write.value = EncodeCompleted(*old, response);
     return true;
   };
   return Update<bool>(id, "complete", decide);

@@ -275,11 +275,7 @@ class SqliteStore::Impl {
                           const Token& token, const Response& response) {
     IDEM_ASSIGN_OR_RETURN(std::optional<Record> record, SelectRecord(conn, id));
     if (!record.has_value() || !record->HeldBy(token)) return false;
-    record->state = RecordState::kCompleted;
-    // Non-owning: the caller's response outlives the encoding below.
-    record->response = std::shared_ptr<const Response>(
-        std::shared_ptr<const Response>(), &response);
-    const std::string blob = EncodeRecord(*record);
+    const std::string blob = EncodeCompleted(*record, response);
     IDEM_ASSIGN_OR_RETURN(int changed,
                           Change(conn, sqlite_internal::kComplete, "complete",
                                  [&](sqlite3_stmt* stmt) {

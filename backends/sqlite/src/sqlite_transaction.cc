@@ -96,11 +96,7 @@ class Completion {
     if (!record.has_value() || !record->HeldBy(token)) {
       return TransactionCompletion::kClaimLost;
     }
-    record->state = RecordState::kCompleted;
-    // Non-owning: `stored` outlives the encoding below.
-    record->response = std::shared_ptr<const Response>(
-        std::shared_ptr<const Response>(), &stored);
-    const std::string blob = EncodeRecord(*record);
+    const std::string blob = EncodeCompleted(*record, stored);
     Statement update;
     int rc = sqlite3_prepare_v2(db_, kCompleteInTransaction, -1, &update.out(),
                                 nullptr);

@@ -56,6 +56,10 @@ inline constexpr std::uint8_t kRecordCodecVersion = 1;
 // not encoded. Header names and values must be shorter than 4 GiB each.
 std::string EncodeRecord(const Record& record);
 
+// The encoding of `held` (an in_progress record) completed with `response`:
+// the form every store's Complete writes. `response` is encoded, not copied.
+std::string EncodeCompleted(const Record& held, const Response& response);
+
 // Errors: kDataLoss for anything that is not a valid encoding.
 Result<Record> DecodeRecord(std::string_view bytes);
 
