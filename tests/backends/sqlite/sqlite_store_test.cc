@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -421,6 +422,29 @@ TEST_F(SqliteStoreTest, ANewerSchemaVersionIsRefused) {
   ASSERT_FALSE(store.has_value());
   EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(store.error().message(), HasSubstr("schema version 3"));
+}
+
+// The store's busy handler (short pauses, not SQLite's 1 ms and more) keeps
+// trying until busy_timeout: a lock another connection gives up in time is
+// waited for, however often the handler ran.
+TEST_F(SqliteStoreTest, AWriteLockReleasedWithinBusyTimeoutIsWaitedFor) {
+  auto store = OpenStore({.busy_timeout = milliseconds(60000)});
+  ASSERT_NE(store, nullptr);
+  RawDb holder(DbPath());
+  holder.Exec("BEGIN IMMEDIATE");
+  std::atomic<bool> started{false};
+  Result<ClaimResult> claim = tl::unexpected(Error(ErrorCode::kInternal, ""));
+  std::thread waiter([&] {
+    started = true;
+    claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  });
+  for (int i = 0; i < 1'000'000 && !started; ++i) std::this_thread::yield();
+  // Give the claim many chances to meet the lock before it goes.
+  for (int i = 0; i < 10'000; ++i) std::this_thread::yield();
+  holder.Exec("COMMIT");
+  waiter.join();
+  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+  EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
 }
 
 TEST_F(SqliteStoreTest, AWriteLockHeldBeyondBusyTimeoutIsUnavailable) {
