@@ -410,6 +410,10 @@ Result<std::unique_ptr<Transfers>> Transfers::Create(
     db = std::move(pg_db);
   }
 #endif
+  if (options.threads == 0) {
+    const std::size_t served = store ? store->Info().max_concurrent_calls : 0;
+    options.threads = served != 0 ? served : 4;
+  }
   if (!db && options.exactly_once) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "--exactly-once needs a SQL store (sqlite: or "

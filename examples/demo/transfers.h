@@ -52,8 +52,12 @@ class Transfers {
     std::string instance = "demo";
     // Complete the record inside the business transaction (--exactly-once).
     bool exactly_once = false;
-    // Threads running the blocking handler. Default: 4.
-    std::size_t threads = 4;
+    // Threads running the blocking handler, each on a database connection of
+    // its own. 0: the SQL store's Info().max_concurrent_calls (PostgreSQL:
+    // its pool), else 4. With --exactly-once the record's completion runs
+    // here too, not on the adapter's store-call pool: fewer threads than the
+    // store serves would queue requests the server could take. Default: 0.
+    std::size_t threads = 0;
     // Called once per POST /transfers handler run (DemoApp's handler_runs).
     std::function<void()> count_run;
     LogSink log;
