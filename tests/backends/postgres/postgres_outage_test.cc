@@ -41,17 +41,17 @@
 #include "postgres_test_util.h"
 #include "support/faulty_store.h"
 #include "support/guard_client.h"
+#include "support/store_times.h"
 
 namespace idem {
 namespace {
 
-using std::chrono::hours;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-constexpr TimePoint kT0{hours(24 * 365 * 50)};
-constexpr Duration kTtl = hours(24);
-constexpr Duration kLock = seconds(60);
+using testing::kLock;
+using testing::kT0;
+using testing::kTtl;
 // Far beyond what any one call may take with the timeouts below (connect
 // 2 s, statement 2 s + 2 s grace, acquire 2 s), sanitizers included.
 constexpr auto kCallBound = seconds(30);

@@ -40,12 +40,12 @@
 #include "postgres_test_util.h"
 #include "support/lost_races.h"
 #include "support/secret_request.h"
+#include "support/store_times.h"
 #include "support/wait_for.h"
 
 namespace idem {
 namespace {
 
-using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::DropPostgresTable;
@@ -56,9 +56,9 @@ using testing::PostgresTestUri;
 using testing::UniquePostgresTable;
 using testing::WithParams;
 
-constexpr TimePoint kT0{hours(24 * 365 * 50)};
-constexpr Duration kTtl = hours(24);
-constexpr Duration kLock = seconds(60);
+using testing::kLock;
+using testing::kT0;
+using testing::kTtl;
 
 template <typename IdType>
 IdType MakeBytes(std::uint64_t n, std::uint64_t salt) {

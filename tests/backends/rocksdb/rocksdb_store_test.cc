@@ -44,6 +44,7 @@
 #include "rocksdb_call.h"
 #include "support/full_disk.h"
 #include "support/ids.h"
+#include "support/store_times.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
 
@@ -71,9 +72,9 @@ using std::chrono::hours;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-constexpr TimePoint kT0{hours(24 * 365 * 50)};
-constexpr Duration kTtl = hours(24);
-constexpr Duration kLock = seconds(60);
+using testing::kLock;
+using testing::kT0;
+using testing::kTtl;
 
 // The helper test below runs in a child process when this is set: it opens
 // the store at the directory named here and holds it until its stdin closes.

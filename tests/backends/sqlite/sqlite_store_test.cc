@@ -42,6 +42,7 @@
 #include "support/full_disk.h"
 #include "support/ids.h"
 #include "support/lost_races.h"
+#include "support/store_times.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
 
@@ -66,9 +67,9 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-constexpr TimePoint kT0{hours(24 * 365 * 50)};
-constexpr Duration kTtl = hours(24);
-constexpr Duration kLock = seconds(60);
+using testing::kLock;
+using testing::kT0;
+using testing::kTtl;
 
 RecordId Id(std::uint64_t n) { return testing::TestId(n); }
 Fingerprint Fp(std::uint64_t n) { return testing::TestFingerprint(n); }
