@@ -42,6 +42,7 @@
 #include <gtest/gtest.h>
 
 #include "rocksdb_call.h"
+#include "support/durable_store.h"
 #include "support/full_disk.h"
 #include "support/ids.h"
 #include "support/store_times.h"
@@ -63,6 +64,7 @@ extern char** environ;
 namespace idem {
 namespace {
 
+using testing::SomeResponse;
 using testing::TempDir;
 using testing::TestFingerprint;
 using testing::TestId;
@@ -80,13 +82,6 @@ using testing::kTtl;
 // the store at the directory named here and holds it until its stdin closes.
 constexpr char kHoldEnv[] = "IDEM_ROCKSDB_TEST_HOLD_DIR";
 constexpr char kHeldLine[] = "idem-rocksdb-test: held";
-
-Response SomeResponse() {
-  return Response{.status = 201,
-                  .headers = {{"Content-Type", "application/json"},
-                              {"Location", "/orders/7"}},
-                  .body = std::string("{\"id\":7}\0\xff", 10)};
-}
 
 class RocksdbStoreTest : public ::testing::Test {
  protected:
@@ -152,44 +147,8 @@ class RocksdbStoreTest : public ::testing::Test {
 };
 
 TEST_F(RocksdbStoreTest, ReopeningKeepsInProgressAndCompletedRecords) {
-  Token pending_token, done_token;
-  {
-    auto store = OpenStore();
-    ASSERT_NE(store, nullptr);
-    auto pending =
-        store->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
-    ASSERT_TRUE(pending.has_value());
-    pending_token = pending->token;
-    auto done = store->Claim(TestId(2), TestFingerprint(2), kT0, kTtl, kLock);
-    ASSERT_TRUE(done.has_value());
-    done_token = done->token;
-    ASSERT_EQ(store->Complete(TestId(2), done_token, SomeResponse()), true);
-  }
-  auto store = OpenStore();
-  ASSERT_NE(store, nullptr);
-
-  auto pending = store->Inspect(TestId(1), kT0);
-  ASSERT_TRUE(pending.has_value()) << pending.error().ToString();
-  ASSERT_TRUE(pending->has_value());
-  EXPECT_EQ((*pending)->state, RecordState::kInProgress);
-  EXPECT_EQ((*pending)->token, pending_token);
-  EXPECT_EQ((*pending)->locked_until, kT0 + kLock);
-  EXPECT_EQ((*pending)->expires_at, kT0 + kTtl);
-
-  auto busy = store->Claim(TestId(1), TestFingerprint(1), kT0 + seconds(1),
-                           kTtl, kLock);
-  ASSERT_TRUE(busy.has_value());
-  EXPECT_EQ(busy->outcome, ClaimOutcome::kInProgress);
-
-  auto replay = store->Claim(TestId(2), TestFingerprint(2), kT0 + seconds(1),
-                             kTtl, kLock);
-  ASSERT_TRUE(replay.has_value());
-  ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
-  ASSERT_NE(replay->response, nullptr);
-  EXPECT_EQ(*replay->response, SomeResponse());
-
-  // The token of the claim from before the restart still completes it.
-  EXPECT_EQ(store->Complete(TestId(1), pending_token, SomeResponse()), true);
+  testing::ExpectReopeningKeepsInProgressAndCompletedRecords(
+      [&] { return OpenStore(); });
 }
 
 TEST_F(RocksdbStoreTest, WritesWithSyncSurviveReopening) {
@@ -242,23 +201,12 @@ TEST_F(RocksdbStoreTest, CorruptedValuesAreDataLossNotMisses) {
   ASSERT_NE(store, nullptr);
   for (int i = 1; i <= 3; ++i) {
     SCOPED_TRACE(i);
-    auto claim = store->Claim(TestId(i), TestFingerprint(1), kT0, kTtl, kLock);
-    ASSERT_FALSE(claim.has_value());
-    EXPECT_EQ(claim.error().code(), ErrorCode::kDataLoss);
-    EXPECT_THAT(claim.error().message(), HasSubstr(TestId(i).ToHex()));
-    EXPECT_THAT(claim.error().message(), HasSubstr(DbPath()));
-    auto inspect = store->Inspect(TestId(i), kT0);
-    ASSERT_FALSE(inspect.has_value());
-    EXPECT_EQ(inspect.error().code(), ErrorCode::kDataLoss);
-    auto complete = store->Complete(TestId(i), token, SomeResponse());
-    ASSERT_FALSE(complete.has_value());
-    EXPECT_EQ(complete.error().code(), ErrorCode::kDataLoss);
+    testing::ExpectDataLossOnEveryCall(*store, TestId(i), token, DbPath());
+    // RocksDB's Release decodes the value first (SQLite's is one DELETE on
+    // the token column, which a damaged blob does not stop).
     auto release = store->Release(TestId(i), token);
     ASSERT_FALSE(release.has_value());
     EXPECT_EQ(release.error().code(), ErrorCode::kDataLoss);
-    auto extend = store->ExtendLock(TestId(i), token, kT0, kLock);
-    ASSERT_FALSE(extend.has_value());
-    EXPECT_EQ(extend.error().code(), ErrorCode::kDataLoss);
   }
   // Stats decodes every value: the three live ones count as damaged.
   auto stats = store->Stats(kT0);
@@ -775,31 +723,7 @@ Result<std::unique_ptr<Store>> OpenRocksdbAt(const std::string& path) {
   return RocksdbStore::Open({.path = path});
 }
 
-// Not a test on its own: the child process of the test below (run with
-// --gtest_also_run_disabled_tests and kFullDiskDirEnv set). A store that
-// aborts the process kills this child only.
-TEST(RocksdbFullDiskHelper, DISABLED_Workload) {
-  testing::RunFullDiskWorkloadInChild(testing::FullDiskWorkload, "db",
-                                      OpenRocksdbAt);
-}
-
-// On a full filesystem every failed write is kUnavailable (the Guard answers
-// 503), nothing aborts the process, the store recovers by itself once space
-// is back, and no completed record is lost (also across a reopen).
-TEST(RocksdbFullDiskTest, FailsWithUnavailableAndRecoversWhenSpaceReturns) {
-  testing::ExpectFullDiskChildPasses("RocksdbFullDiskHelper.DISABLED_Workload");
-}
-
-TEST(RocksdbFullDiskHelper, DISABLED_Shutdown) {
-  testing::RunFullDiskWorkloadInChild(testing::FullDiskShutdownWorkload, "db",
-                                      OpenRocksdbAt);
-}
-
-// A server stopped while the disk is full: closing does not crash, and the
-// completed records are all there once it opens again with space back.
-TEST(RocksdbFullDiskTest, ClosingOnAFullDiskLosesNothing) {
-  testing::ExpectFullDiskChildPasses("RocksdbFullDiskHelper.DISABLED_Shutdown");
-}
+IDEM_FULL_DISK_TESTS(Rocksdb, "db", OpenRocksdbAt)
 
 }  // namespace
 }  // namespace idem

@@ -39,6 +39,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/durable_store.h"
 #include "support/full_disk.h"
 #include "support/ids.h"
 #include "support/lost_races.h"
@@ -60,6 +61,7 @@ extern char** environ;
 namespace idem {
 namespace {
 
+using testing::SomeResponse;
 using testing::TempDir;
 
 using std::chrono::hours;
@@ -73,13 +75,6 @@ using testing::kTtl;
 
 RecordId Id(std::uint64_t n) { return testing::TestId(n); }
 Fingerprint Fp(std::uint64_t n) { return testing::TestFingerprint(n); }
-
-Response SomeResponse() {
-  return Response{.status = 201,
-                  .headers = {{"Content-Type", "application/json"},
-                              {"Location", "/orders/7"}},
-                  .body = std::string("{\"id\":7}\0\xff", 10)};
-}
 
 // A raw connection for looking at (and damaging) the file behind a store.
 class RawDb {
@@ -198,35 +193,8 @@ class SqliteStoreTest : public ::testing::Test {
 };
 
 TEST_F(SqliteStoreTest, ReopeningKeepsInProgressAndCompletedRecords) {
-  Token pending_token;
-  {
-    auto store = OpenStore();
-    ASSERT_NE(store, nullptr);
-    auto pending = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-    ASSERT_TRUE(pending.has_value()) << pending.error().ToString();
-    pending_token = pending->token;
-    auto done = store->Claim(Id(2), Fp(2), kT0, kTtl, kLock);
-    ASSERT_TRUE(done.has_value());
-    ASSERT_EQ(store->Complete(Id(2), done->token, SomeResponse()), true);
-  }
-  auto store = OpenStore();
-  ASSERT_NE(store, nullptr);
-  auto pending = store->Inspect(Id(1), kT0);
-  ASSERT_TRUE(pending.has_value()) << pending.error().ToString();
-  ASSERT_TRUE(pending->has_value());
-  EXPECT_EQ((*pending)->state, RecordState::kInProgress);
-  EXPECT_EQ((*pending)->token, pending_token);
-  EXPECT_EQ((*pending)->locked_until, kT0 + kLock);
-  EXPECT_EQ((*pending)->expires_at, kT0 + kTtl);
-
-  auto busy = store->Claim(Id(1), Fp(1), kT0 + seconds(1), kTtl, kLock);
-  ASSERT_TRUE(busy.has_value());
-  EXPECT_EQ(busy->outcome, ClaimOutcome::kInProgress);
-  auto replay = store->Claim(Id(2), Fp(2), kT0 + seconds(1), kTtl, kLock);
-  ASSERT_TRUE(replay.has_value());
-  ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
-  EXPECT_EQ(*replay->response, SomeResponse());
-  EXPECT_EQ(store->Complete(Id(1), pending_token, SomeResponse()), true);
+  testing::ExpectReopeningKeepsInProgressAndCompletedRecords(
+      [&] { return OpenStore(); });
 }
 
 TEST_F(SqliteStoreTest, TheFileIsInWalModeWithTheCurrentSchemaVersion) {
@@ -279,20 +247,7 @@ TEST_F(SqliteStoreTest, DamagedRowsAreDataLossNotMisses) {
   ASSERT_NE(store, nullptr);
   for (int i = 1; i <= 4; ++i) {
     SCOPED_TRACE(i);
-    auto claim = store->Claim(Id(i), Fp(1), kT0, kTtl, kLock);
-    ASSERT_FALSE(claim.has_value());
-    EXPECT_EQ(claim.error().code(), ErrorCode::kDataLoss);
-    EXPECT_THAT(claim.error().message(), HasSubstr(Id(i).ToHex()));
-    EXPECT_THAT(claim.error().message(), HasSubstr(DbPath()));
-    auto inspect = store->Inspect(Id(i), kT0);
-    ASSERT_FALSE(inspect.has_value());
-    EXPECT_EQ(inspect.error().code(), ErrorCode::kDataLoss);
-    auto complete = store->Complete(Id(i), token, SomeResponse());
-    ASSERT_FALSE(complete.has_value());
-    EXPECT_EQ(complete.error().code(), ErrorCode::kDataLoss);
-    auto extend = store->ExtendLock(Id(i), token, kT0, kLock);
-    ASSERT_FALSE(extend.has_value());
-    EXPECT_EQ(extend.error().code(), ErrorCode::kDataLoss);
+    testing::ExpectDataLossOnEveryCall(*store, Id(i), token, DbPath());
   }
   // An operator revokes them: gone, and the key can run again.
   for (int i = 1; i <= 4; ++i) {
@@ -903,30 +858,8 @@ Result<std::unique_ptr<Store>> OpenSqliteAt(const std::string& path) {
   return SqliteStore::Open({.path = path});
 }
 
-// Not a test on its own: the child process of the test below (run with
-// --gtest_also_run_disabled_tests and kFullDiskDirEnv set).
-TEST(SqliteFullDiskHelper, DISABLED_Workload) {
-  testing::RunFullDiskWorkloadInChild(testing::FullDiskWorkload, "idem.db",
-                                      OpenSqliteAt);
-}
-
-// As for RocksDB: on a full filesystem every failed write is kUnavailable,
-// nothing aborts, writes succeed again once space is back, and no completed
-// record is lost (also across a reopen).
-TEST(SqliteFullDiskTest, FailsWithUnavailableAndRecoversWhenSpaceReturns) {
-  testing::ExpectFullDiskChildPasses("SqliteFullDiskHelper.DISABLED_Workload");
-}
-
-TEST(SqliteFullDiskHelper, DISABLED_Shutdown) {
-  testing::RunFullDiskWorkloadInChild(testing::FullDiskShutdownWorkload,
-                                      "idem.db", OpenSqliteAt);
-}
-
-// A server stopped while the disk is full: closing does not crash, and the
-// completed records are all there once it opens again with space back.
-TEST(SqliteFullDiskTest, ClosingOnAFullDiskLosesNothing) {
-  testing::ExpectFullDiskChildPasses("SqliteFullDiskHelper.DISABLED_Shutdown");
-}
+// As for RocksDB.
+IDEM_FULL_DISK_TESTS(Sqlite, "idem.db", OpenSqliteAt)
 
 }  // namespace
 // One row write per renewal: a trigger on the file counts the rows every
