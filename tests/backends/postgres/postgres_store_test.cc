@@ -41,6 +41,7 @@
 #include "support/lost_races.h"
 #include "support/secret_request.h"
 #include "support/store_times.h"
+#include "support/store_uri_checks.h"
 #include "support/wait_for.h"
 
 namespace idem {
@@ -51,6 +52,7 @@ using std::chrono::seconds;
 using testing::DropPostgresTable;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::OpenStoreError;
 using testing::PostgresQuery;
 using testing::PostgresTestUri;
 using testing::UniquePostgresTable;
@@ -124,13 +126,6 @@ std::string NanosText(TimePoint t) { return std::to_string(ToUnixNanos(t)); }
 // URIs. These need no server: each fails before connecting, or connects to
 // a port nobody listens on.
 
-Error OpenError(const std::string& uri) {
-  auto store = OpenStore(uri);
-  EXPECT_FALSE(store.has_value()) << uri;
-  if (store.has_value()) return Error(ErrorCode::kInternal, "opened");
-  return store.error();
-}
-
 TEST(PostgresUriTest, BadParametersAreInvalidArgumentsNamingTheRedactedUri) {
   const std::string base = "postgresql://idem:secret@127.0.0.1:1/idem";
   for (const std::string& query : std::vector<std::string>{
@@ -140,12 +135,12 @@ TEST(PostgresUriTest, BadParametersAreInvalidArgumentsNamingTheRedactedUri) {
            "?acquire_timeout_ms=-1", "?connect_timeout_s=0",
            "?statement_timeout_ms=0", "?sslmode=sometimes", "?pool=2&pool=3"}) {
     SCOPED_TRACE(query);
-    const Error e = OpenError(base + query);
+    const Error e = OpenStoreError(base + query);
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.ToString();
     EXPECT_THAT(e.message(), HasSubstr("postgresql://idem:***@127.0.0.1:1"));
     EXPECT_THAT(e.message(), Not(HasSubstr("secret")));
   }
-  EXPECT_THAT(OpenError(base + "?tabel=x").message(), HasSubstr("tabel"));
+  EXPECT_THAT(OpenStoreError(base + "?tabel=x").message(), HasSubstr("tabel"));
 }
 
 // Every duration has its maximum (1 h), named in the error with its unit.
@@ -156,7 +151,7 @@ TEST(PostgresUriTest, DurationsAboveTheirMaximumNameTheParameter) {
         "?statement_timeout_ms=3600001", "?statement_timeout_ms=1e9"}) {
     SCOPED_TRACE(query);
     const std::string name = std::string(query + 1, std::strchr(query, '='));
-    const Error e = OpenError(base + query);
+    const Error e = OpenStoreError(base + query);
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.ToString();
     EXPECT_THAT(e.message(), HasSubstr("'" + name + "' must be a duration"));
     EXPECT_THAT(e.message(), Not(HasSubstr("secret")));
@@ -168,7 +163,7 @@ TEST(PostgresUriTest, MissingDatabaseIsInvalidArgument) {
        {"postgresql://idem:secret@127.0.0.1:1", "postgresql://idem@h/a/b",
         "postgres://idem:secret@127.0.0.1:1/"}) {
     SCOPED_TRACE(uri);
-    const Error e = OpenError(uri);
+    const Error e = OpenStoreError(uri);
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.ToString();
     EXPECT_THAT(e.message(), Not(HasSubstr("secret")));
   }
@@ -205,8 +200,8 @@ TEST(PostgresUriTest, UnreachableServerIsUnavailableNamingTheRedactedUri) {
   const std::string where = "postgres://idem:***@127.0.0.1:" + refusing.port();
   const auto start = std::chrono::steady_clock::now();
   const Error e =
-      OpenError("postgres://idem:secret@127.0.0.1:" + refusing.port() +
-                "/idem?connect_timeout_s=2&table=t");
+      OpenStoreError("postgres://idem:secret@127.0.0.1:" + refusing.port() +
+                     "/idem?connect_timeout_s=2&table=t");
   EXPECT_EQ(e.code(), ErrorCode::kUnavailable) << e.ToString();
   EXPECT_THAT(e.message(), HasSubstr(where + "/idem"));
   EXPECT_THAT(e.message(), Not(HasSubstr("secret")));

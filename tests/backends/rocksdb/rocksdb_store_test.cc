@@ -58,6 +58,7 @@
 #include "idem/store_uri.h"
 #include "idem/sweeper.h"
 #include "support/secret_request.h"
+#include "support/store_uri_checks.h"
 
 extern char** environ;
 
@@ -565,23 +566,13 @@ TEST_F(RocksdbStoreTest, OpensFromUri) {
   for (const std::string& uri :
        {"rocksdb:" + DbPath(), "rocksdb:" + DbPath() + "?sync=true",
         "rocksdb://" + DbPath() + "?sync=off"}) {
-    SCOPED_TRACE(uri);
-    auto store = idem::OpenStore(uri);
-    ASSERT_TRUE(store.has_value()) << store.error().ToString();
-    EXPECT_EQ((*store)->Info().name, "rocksdb");
-    EXPECT_TRUE((*store)->Info().durable);
-    EXPECT_FALSE((*store)->Info().shared_across_processes);
+    testing::ExpectOpensFromUri(uri, "rocksdb", /*durable=*/true,
+                                /*shared_across_processes=*/false);
   }
 }
 
 TEST_F(RocksdbStoreTest, OpensARelativePathFromUri) {
-  const auto cwd = std::filesystem::current_path();
-  std::filesystem::current_path(dir_.path());
-  {
-    auto store = idem::OpenStore("rocksdb:./var/idem");
-    EXPECT_TRUE(store.has_value()) << store.error().ToString();
-  }
-  std::filesystem::current_path(cwd);
+  testing::ExpectOpensInWorkingDirectory(dir_.path(), "rocksdb:./var/idem");
   EXPECT_TRUE(std::filesystem::is_directory(dir_.path() / "var" / "idem"));
 }
 
@@ -590,12 +581,7 @@ TEST_F(RocksdbStoreTest, BadUrisAreInvalidArguments) {
        {std::string("rocksdb:"), "rocksdb:" + DbPath() + "?sync=maybe",
         "rocksdb:" + DbPath() + "?snyc=true", "rocksdb://host/" + DbPath(),
         std::string("rocksdb://user:secret@host:1/x")}) {
-    SCOPED_TRACE(uri);
-    auto store = idem::OpenStore(uri);
-    ASSERT_FALSE(store.has_value());
-    EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
-    EXPECT_THAT(store.error().message(), HasSubstr("rocksdb:"));
-    EXPECT_THAT(store.error().message(), ::testing::Not(HasSubstr("secret")));
+    testing::ExpectInvalidUri(uri, "rocksdb:");
   }
 }
 

@@ -55,6 +55,7 @@
 #include "idem/store.h"
 #include "idem/sweeper.h"
 #include "support/secret_request.h"
+#include "support/store_uri_checks.h"
 
 extern char** environ;
 
@@ -561,23 +562,13 @@ TEST_F(SqliteStoreTest, OpensFromUri) {
         "sqlite:" + DbPath() + "?synchronous=extra",
         "sqlite:" + DbPath() + "?cache_mb=0",
         "sqlite:" + DbPath() + "?cache_mb=256&synchronous=normal"}) {
-    SCOPED_TRACE(uri);
-    auto store = idem::OpenStore(uri);
-    ASSERT_TRUE(store.has_value()) << store.error().ToString();
-    EXPECT_EQ((*store)->Info().name, "sqlite");
-    EXPECT_TRUE((*store)->Info().durable);
-    EXPECT_TRUE((*store)->Info().shared_across_processes);
+    testing::ExpectOpensFromUri(uri, "sqlite", /*durable=*/true,
+                                /*shared_across_processes=*/true);
   }
 }
 
 TEST_F(SqliteStoreTest, OpensARelativePathFromUri) {
-  const auto cwd = std::filesystem::current_path();
-  std::filesystem::current_path(dir_.path());
-  {
-    auto store = idem::OpenStore("sqlite:./var/idem.db");
-    EXPECT_TRUE(store.has_value()) << store.error().ToString();
-  }
-  std::filesystem::current_path(cwd);
+  testing::ExpectOpensInWorkingDirectory(dir_.path(), "sqlite:./var/idem.db");
   EXPECT_TRUE(
       std::filesystem::is_regular_file(dir_.path() / "var" / "idem.db"));
 }
@@ -593,12 +584,7 @@ TEST_F(SqliteStoreTest, BadUrisAreInvalidArguments) {
         "sqlite:" + DbPath() + "?cache_mb=1048577",
         "sqlite:" + DbPath() + "?journal=delete", "sqlite://host/" + DbPath(),
         std::string("sqlite://user:secret@host:1/x")}) {
-    SCOPED_TRACE(uri);
-    auto store = idem::OpenStore(uri);
-    ASSERT_FALSE(store.has_value());
-    EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
-    EXPECT_THAT(store.error().message(), HasSubstr("sqlite:"));
-    EXPECT_THAT(store.error().message(), ::testing::Not(HasSubstr("secret")));
+    testing::ExpectInvalidUri(uri, "sqlite:");
   }
 }
 
