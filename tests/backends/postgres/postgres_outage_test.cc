@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +40,7 @@
 #include "postgres_test_util.h"
 #include "support/faulty_store.h"
 #include "support/guard_client.h"
+#include "support/private_server_test.h"
 #include "support/store_times.h"
 
 namespace idem {
@@ -90,26 +90,14 @@ void ExpectUnavailable(std::string_view what, Call&& call) {
   EXPECT_THAT(result.error().message(), HasSubstr("postgresql://"));
 }
 
-class PostgresOutageTest : public ::testing::Test {
+class PostgresOutageTest
+    : public testing::PrivateServerTest<testing::PrivatePostgres> {
  protected:
-  void SetUp() override {
-    if (!server_.Start()) {
-      // Like the shared server: CI must not pass without it.
-      if (std::getenv("CI") != nullptr) FAIL() << server_.error();
-      GTEST_SKIP() << "no private PostgreSQL server: " << server_.error();
-    }
-  }
+  PostgresOutageTest() : PrivateServerTest("PostgreSQL server") {}
 
   std::shared_ptr<Store> Open() {
-    // No sweeper: the records' times are far in the system clock's past.
-    auto store = OpenStore(server_.url() + "?" + kParams,
-                           {.sweep_interval = Duration::zero()});
-    EXPECT_TRUE(store.has_value()) << store.error().ToString();
-    return store.has_value() ? std::shared_ptr<Store>(std::move(*store))
-                             : nullptr;
+    return OpenOn(server_.url() + "?" + kParams);
   }
-
-  testing::PrivatePostgres server_;
 };
 
 TEST_F(PostgresOutageTest, CallsFailUnavailableDuringAnOutageAndRecoverAfter) {
