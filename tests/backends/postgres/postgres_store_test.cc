@@ -39,9 +39,11 @@
 #include "idem/store.h"
 #include "postgres_test_util.h"
 #include "support/lost_races.h"
+#include "support/renewal_writes.h"
 #include "support/secret_request.h"
 #include "support/store_times.h"
 #include "support/store_uri_checks.h"
+#include "support/two_stores.h"
 #include "support/wait_for.h"
 
 namespace idem {
@@ -405,12 +407,10 @@ TEST_F(PostgresStoreTest, ReopeningKeepsEveryRecord) {
 }
 
 TEST_F(PostgresStoreTest, AClaimOfAnotherStoreCanBeCompletedAndReleased) {
-  auto a = Open();
-  auto b = Open();
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  auto claim = a->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value());
+  testing::TwoStores two;
+  ASSERT_NO_FATAL_FAILURE(
+      testing::OpenTwoAndClaim([&] { return Open(); }, Id(1), Fp(1), &two));
+  auto& [a, b, claim] = two;
   auto done = b->Complete(Id(1), claim->token, Created("from b"));
   ASSERT_TRUE(done.has_value() && *done);
   // a remembers the claim, but the row is completed now.
@@ -435,12 +435,10 @@ TEST_F(PostgresStoreTest, AClaimOfAnotherStoreCanBeCompletedAndReleased) {
 // Complete; a renewal through another store moved it since. The completed
 // record must still agree with its columns.
 TEST_F(PostgresStoreTest, ACompleteAfterARenewalElsewhereStaysReadable) {
-  auto a = Open();
-  auto b = Open();
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  auto claim = a->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value());
+  testing::TwoStores two;
+  ASSERT_NO_FATAL_FAILURE(
+      testing::OpenTwoAndClaim([&] { return Open(); }, Id(1), Fp(1), &two));
+  auto& [a, b, claim] = two;
   auto renewed =
       b->ExtendLock(Id(1), claim->token, kT0 + std::chrono::seconds(5), kLock);
   ASSERT_TRUE(renewed.has_value() && *renewed);
@@ -457,36 +455,36 @@ TEST_F(PostgresStoreTest, ACompleteAfterARenewalElsewhereStaysReadable) {
 TEST_F(PostgresStoreTest, ARenewalUpdatesOneRow) {
   auto store = Open();
   ASSERT_NE(store, nullptr);
-  auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value());
   auto conn = Connect(base_);
   const std::string t = "\"" + table_ + "\"";
   const std::string counter = "\"" + table_ + "_writes\"";
   const std::string fn = "\"" + table_ + "_count\"";
-  ASSERT_TRUE(Exec(conn.get(), "CREATE TABLE " + counter + " (n bigint)"));
-  ASSERT_TRUE(Exec(conn.get(), "INSERT INTO " + counter + " VALUES (0)"));
-  ASSERT_TRUE(Exec(conn.get(), "CREATE FUNCTION " + fn +
-                                   "() RETURNS trigger LANGUAGE plpgsql AS "
-                                   "$$BEGIN UPDATE " +
-                                   counter +
-                                   " SET n = n + 1; RETURN NULL; END$$"));
-  ASSERT_TRUE(Exec(conn.get(),
-                   "CREATE TRIGGER count_writes AFTER INSERT OR "
-                   "UPDATE OR DELETE ON " +
-                       t + " FOR EACH ROW EXECUTE FUNCTION " + fn + "()"));
-  constexpr int kRenewals = 10;
-  for (int i = 1; i <= kRenewals; ++i) {
-    auto renewed = store->ExtendLock(Id(1), claim->token,
-                                     kT0 + std::chrono::seconds(i), kLock);
-    ASSERT_TRUE(renewed.has_value()) << renewed.error().ToString();
-    ASSERT_TRUE(*renewed);
-  }
-  auto lost = store->ExtendLock(Id(1), Token{}, kT0, kLock);
-  ASSERT_TRUE(lost.has_value() && !*lost);
-  PGresult* r = PQexec(conn.get(), ("SELECT n FROM " + counter).c_str());
-  ASSERT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQresultErrorMessage(r);
-  EXPECT_EQ(std::string(PQgetvalue(r, 0, 0)), std::to_string(kRenewals));
-  PQclear(r);
+  testing::ExpectOneRowWrittenPerRenewal(
+      *store, Id(1), Fp(1),
+      [&] {
+        ASSERT_TRUE(
+            Exec(conn.get(), "CREATE TABLE " + counter + " (n bigint)"));
+        ASSERT_TRUE(Exec(conn.get(), "INSERT INTO " + counter + " VALUES (0)"));
+        ASSERT_TRUE(Exec(conn.get(), "CREATE FUNCTION " + fn +
+                                         "() RETURNS trigger LANGUAGE plpgsql "
+                                         "AS $$BEGIN UPDATE " +
+                                         counter +
+                                         " SET n = n + 1; RETURN NULL; END$$"));
+        ASSERT_TRUE(Exec(conn.get(),
+                         "CREATE TRIGGER count_writes AFTER INSERT OR "
+                         "UPDATE OR DELETE ON " +
+                             t + " FOR EACH ROW EXECUTE FUNCTION " + fn +
+                             "()"));
+      },
+      [&] {
+        std::string n;
+        PGresult* r = PQexec(conn.get(), ("SELECT n FROM " + counter).c_str());
+        EXPECT_EQ(PQresultStatus(r), PGRES_TUPLES_OK)
+            << PQresultErrorMessage(r);
+        if (PQresultStatus(r) == PGRES_TUPLES_OK) n = PQgetvalue(r, 0, 0);
+        PQclear(r);
+        return n;
+      });
   // The trigger goes with its function; TearDown drops the table.
   EXPECT_TRUE(Exec(conn.get(), "DROP FUNCTION " + fn + " CASCADE"));
   EXPECT_TRUE(Exec(conn.get(), "DROP TABLE " + counter));

@@ -43,8 +43,10 @@
 #include "support/full_disk.h"
 #include "support/ids.h"
 #include "support/lost_races.h"
+#include "support/renewal_writes.h"
 #include "support/store_times.h"
 #include "support/temp_dir.h"
+#include "support/two_stores.h"
 #include "support/wait_for.h"
 
 #include "idem/clock.h"
@@ -413,12 +415,10 @@ TEST_F(SqliteStoreTest, AWriteLockHeldBeyondBusyTimeoutIsUnavailable) {
 }
 
 TEST_F(SqliteStoreTest, TwoStoresOnOneFileSeeEachOther) {
-  auto a = OpenStore();
-  auto b = OpenStore();
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  auto claim = a->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value());
+  testing::TwoStores two;
+  ASSERT_NO_FATAL_FAILURE(testing::OpenTwoAndClaim([&] { return OpenStore(); },
+                                                   Id(1), Fp(1), &two));
+  auto& [a, b, claim] = two;
   auto other = b->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
   ASSERT_TRUE(other.has_value());
   EXPECT_EQ(other->outcome, ClaimOutcome::kInProgress);
@@ -847,34 +847,25 @@ Result<std::unique_ptr<Store>> OpenSqliteAt(const std::string& path) {
 // As for RocksDB.
 IDEM_FULL_DISK_TESTS(Sqlite, "idem.db", OpenSqliteAt)
 
-}  // namespace
 // One row write per renewal: a trigger on the file counts the rows every
 // statement writes (the store's own connections included).
 TEST_F(SqliteStoreTest, ARenewalWritesOneRow) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value());
   RawDb raw(DbPath());
-  raw.Exec("CREATE TABLE writes (n INTEGER NOT NULL)");
-  raw.Exec("INSERT INTO writes VALUES (0)");
-  for (const char* event : {"INSERT", "UPDATE", "DELETE"}) {
-    raw.Exec(std::string("CREATE TRIGGER count_") + event + " AFTER " + event +
-             " ON idem_records BEGIN UPDATE writes SET n = n + 1; END");
-  }
-  constexpr int kRenewals = 10;
-  for (int i = 1; i <= kRenewals; ++i) {
-    auto renewed = store->ExtendLock(Id(1), claim->token,
-                                     kT0 + std::chrono::seconds(i), kLock);
-    ASSERT_TRUE(renewed.has_value()) << renewed.error().ToString();
-    ASSERT_TRUE(*renewed);
-  }
-  EXPECT_EQ(raw.QueryText("SELECT n FROM writes"), std::to_string(kRenewals));
-  // A renewal that fails writes nothing.
-  auto lost = store->ExtendLock(Id(1), Token{}, kT0, kLock);
-  ASSERT_TRUE(lost.has_value());
-  EXPECT_FALSE(*lost);
-  EXPECT_EQ(raw.QueryText("SELECT n FROM writes"), std::to_string(kRenewals));
+  testing::ExpectOneRowWrittenPerRenewal(
+      *store, Id(1), Fp(1),
+      [&] {
+        raw.Exec("CREATE TABLE writes (n INTEGER NOT NULL)");
+        raw.Exec("INSERT INTO writes VALUES (0)");
+        for (const char* event : {"INSERT", "UPDATE", "DELETE"}) {
+          raw.Exec(std::string("CREATE TRIGGER count_") + event + " AFTER " +
+                   event +
+                   " ON idem_records BEGIN UPDATE writes SET n = n + 1; END");
+        }
+      },
+      [&] { return raw.QueryText("SELECT n FROM writes"); });
 }
 
+}  // namespace
 }  // namespace idem
