@@ -20,13 +20,10 @@
 # shellcheck disable=SC2154  # port_<name> are set by start(), by printf -v.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=${1:-build/release}
-demo=$build/examples/demo/idem-demo
 here=benchmarks/http
-
 # shellcheck source=benchmarks/http/lib.sh
 source "$here/lib.sh"
-bench_init bench.sh
+bench_init bench.sh "${1:-build/release}"
 read -r -a stores <<<"${STORES:-memory:?max_bytes=8589934592}"
 
 # A row label per store: its scheme, numbered when a scheme repeats.

@@ -1,14 +1,16 @@
 # Shell functions shared by the HTTP benchmarks (bench.sh,
-# transfers_bench.sh); sourced after they set build, demo and here, then
-# bench_init sets the rest.
+# transfers_bench.sh), sourced from the checkout's root after they set
+# here; bench_init sets the rest.
 # shellcheck shell=bash
-# demo and here are the sourcing script's; it reads what bench_init sets.
+# here is the sourcing script's; it reads what bench_init sets.
 # shellcheck disable=SC2154,SC2034
 
-# The settings both benchmarks take from the environment, the checks for
-# idem-demo and wrk, and a temporary directory removed (with the servers
-# start() left running) at exit.
-bench_init() {  # script name, for the error messages
+# The build's idem-demo, the settings both benchmarks take from the
+# environment, the checks for idem-demo and wrk, and a temporary directory
+# removed (with the servers start() left running) at exit.
+bench_init() {  # script name (for the error messages), build directory
+  build=$2
+  demo=$build/examples/demo/idem-demo
   rounds=${ROUNDS:-3}
   duration=${DURATION:-10s}
   threads=${THREADS:-2}

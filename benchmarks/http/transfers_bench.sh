@@ -17,13 +17,10 @@
 # shellcheck disable=SC2154  # port_<name> are set by start(), by printf -v.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=${1:-build/release}
-demo=$build/examples/demo/idem-demo
 here=benchmarks/http
-
 # shellcheck source=benchmarks/http/lib.sh
 source "$here/lib.sh"
-bench_init transfers_bench.sh
+bench_init transfers_bench.sh "${1:-build/release}"
 
 # Loads: <store>_classic and <store>_once, each on a store of its own.
 names=()
