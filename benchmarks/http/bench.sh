@@ -20,31 +20,11 @@
 # shellcheck disable=SC2154  # port_<name> are set by start(), by printf -v.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=${1:-build/release}
-demo=$build/examples/demo/idem-demo
 here=benchmarks/http
-rounds=${ROUNDS:-3}
-duration=${DURATION:-10s}
-threads=${THREADS:-2}
-connections=${CONNECTIONS:-32}
-server_threads=${SERVER_THREADS:-2}
-read -r -a stores <<<"${STORES:-memory:?max_bytes=8589934592}"
-[[ -x $demo ]] || { echo "bench.sh: no $demo; build idem-demo first" >&2; exit 1; }
-command -v wrk >/dev/null || { echo "bench.sh: wrk is not installed" >&2; exit 1; }
-
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
 # shellcheck source=benchmarks/http/lib.sh
 source "$here/lib.sh"
+bench_init bench.sh "${1:-build/release}"
+read -r -a stores <<<"${STORES:-memory:?max_bytes=8589934592}"
 
 # A row label per store: its scheme, numbered when a scheme repeats.
 labels=()
@@ -124,7 +104,7 @@ for label in "${labels[@]}"; do names+=("fresh:$label"); done
 names+=("replay:${labels[0]}")
 for name in "${names[@]}"; do
   rps=$(median "$name" 2); p50=$(median "$name" 3); p99=$(median "$name" 4)
-  errors=$(awk -v n="$name" '$1 == n {s += $5} END {print s + 0}' "$tmp/results")
+  errors=$(non2xx "$name")
   awk -v n="$name" -v r="$rps" -v a="$p50" -v b="$p99" -v pr="$plain_rps" -v pp="$plain_p99" -v fr="$first_rps" -v e="$errors" \
     'BEGIN { printf "| %s | %.0f | %.2f | %.2f | %.0f%% | %.2fx | %.0f%% | %d |\n", n, r, a / 1000, b / 1000, 100 * r / pr, b / pp, 100 * r / fr, e }'
 done
@@ -139,7 +119,7 @@ if ((restinio)); then
   echo "|---|---:|---:|---:|---:|---:|---:|"
   for name in "${rnames[@]}"; do
     rps=$(median "$name" 2); p50=$(median "$name" 3); p99=$(median "$name" 4)
-    errors=$(awk -v n="$name" '$1 == n {s += $5} END {print s + 0}' "$tmp/results")
+    errors=$(non2xx "$name")
     awk -v n="$name" -v r="$rps" -v a="$p50" -v b="$p99" -v pr="$rplain_rps" -v pp="$rplain_p99" -v e="$errors" \
       'BEGIN { printf "| %s | %.0f | %.2f | %.2f | %.0f%% | %.2fx | %d |\n", n, r, a / 1000, b / 1000, 100 * r / pr, b / pp, e }'
   done
@@ -166,14 +146,7 @@ if [[ -n ${RESULTS_JSON:-} ]]; then
       printf '%s: %s' "$(json_str "${labels[$i]}")" "$(json_str "${stores[$i]}")"
     done
     printf '},\n  "loads": [\n'
-    first=1
-    for name in "${names[@]}"; do
-      ((first)) || printf ',\n'
-      first=0
-      errors=$(awk -v n="$name" '$1 == n {s += $5} END {print s + 0}' "$tmp/results")
-      printf '    {"name": "%s", "requests_per_s": %s, "p50_us": %s, "p99_us": %s, "non2xx": %d}' \
-        "$name" "$(median "$name" 2)" "$(median "$name" 3)" "$(median "$name" 4)" "$errors"
-    done
+    json_loads "${names[@]}"
     printf '\n  ],\n  "raw": [\n'
     awk 'NR > 1 {printf ",\n"}
          {printf "    {\"name\": \"%s\", \"round\": %d, \"requests_per_s\": %s, \"p50_us\": %s, \"p99_us\": %s, \"non2xx\": %d}", $1, $6, $2, $3, $4, $5}' \

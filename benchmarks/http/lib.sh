@@ -1,7 +1,35 @@
 # Shell functions shared by the HTTP benchmarks (bench.sh,
-# transfers_bench.sh); sourced after they set demo, tmp, pids, here,
-# server_threads, threads, connections and duration.
+# transfers_bench.sh), sourced from the checkout's root after they set
+# here; bench_init sets the rest.
 # shellcheck shell=bash
+# here is the sourcing script's; it reads what bench_init sets.
+# shellcheck disable=SC2154,SC2034
+
+# The build's idem-demo, the settings both benchmarks take from the
+# environment, the checks for idem-demo and wrk, and a temporary directory
+# removed (with the servers start() left running) at exit.
+bench_init() {  # script name (for the error messages), build directory
+  build=$2
+  demo=$build/examples/demo/idem-demo
+  rounds=${ROUNDS:-3}
+  duration=${DURATION:-10s}
+  threads=${THREADS:-2}
+  connections=${CONNECTIONS:-32}
+  server_threads=${SERVER_THREADS:-2}
+  [[ -x $demo ]] || { echo "$1: no $demo; build idem-demo first" >&2; exit 1; }
+  command -v wrk >/dev/null || { echo "$1: wrk is not installed" >&2; exit 1; }
+  tmp=$(mktemp -d)
+  pids=()
+  trap bench_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
+bench_cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
 
 start() {  # name, flags... -> sets port_<name>
   local name=$1; shift
@@ -40,4 +68,20 @@ wrk_row() {  # name, port, script, round: one wrk run, a line in $tmp/results
 median() {  # name, column
   awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$tmp/results" | sort -g |
     awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'
+}
+
+non2xx() {  # name: its non-2xx/3xx responses over every round
+  awk -v n="$1" '$1 == n {s += $5} END {print s + 0}' "$tmp/results"
+}
+
+# The "loads" entries of RESULTS_JSON, one per name (medians over the
+# rounds), separated by ",\n", without the last newline.
+json_loads() {  # name...
+  local name first=1
+  for name in "$@"; do
+    ((first)) || printf ',\n'
+    first=0
+    printf '    {"name": "%s", "requests_per_s": %s, "p50_us": %s, "p99_us": %s, "non2xx": %d}' \
+      "$name" "$(median "$name" 2)" "$(median "$name" 3)" "$(median "$name" 4)" "$(non2xx "$name")"
+  done
 }

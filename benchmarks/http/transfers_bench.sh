@@ -17,30 +17,10 @@
 # shellcheck disable=SC2154  # port_<name> are set by start(), by printf -v.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=${1:-build/release}
-demo=$build/examples/demo/idem-demo
 here=benchmarks/http
-rounds=${ROUNDS:-3}
-duration=${DURATION:-10s}
-threads=${THREADS:-2}
-connections=${CONNECTIONS:-32}
-server_threads=${SERVER_THREADS:-2}
-[[ -x $demo ]] || { echo "transfers_bench.sh: no $demo; build idem-demo first" >&2; exit 1; }
-command -v wrk >/dev/null || { echo "transfers_bench.sh: wrk is not installed" >&2; exit 1; }
-
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
 # shellcheck source=benchmarks/http/lib.sh
 source "$here/lib.sh"
+bench_init transfers_bench.sh "${1:-build/release}"
 
 # Loads: <store>_classic and <store>_once, each on a store of its own.
 names=()
@@ -67,7 +47,7 @@ echo "| load | requests/s | p50 (ms) | p99 (ms) | vs classic (req/s) | p99 vs cl
 echo "|---|---:|---:|---:|---:|---:|---:|"
 for name in "${names[@]}"; do
   classic=${name%_*}_classic
-  errors=$(awk -v n="$name" '$1 == n {s += $5} END {print s + 0}' "$tmp/results")
+  errors=$(non2xx "$name")
   awk -v n="$name" -v r="$(median "$name" 2)" -v a="$(median "$name" 3)" -v b="$(median "$name" 4)" \
     -v cr="$(median "$classic" 2)" -v cp="$(median "$classic" 4)" -v e="$errors" \
     'BEGIN { printf "| %s | %.0f | %.2f | %.2f | %.0f%% | %.2fx | %d |\n", n, r, a / 1000, b / 1000, 100 * r / cr, b / cp, e }'
@@ -82,14 +62,7 @@ if [[ -n ${RESULTS_JSON:-} ]]; then
     printf '{\n  "config": {"wrk_threads": %d, "connections": %d, "duration": "%s", "rounds": %d, "server_threads": %d, "cores": %d},\n' \
       "$threads" "$connections" "$duration" "$rounds" "$server_threads" "$(nproc)"
     printf '  "loads": [\n'
-    first=1
-    for name in "${names[@]}"; do
-      ((first)) || printf ',\n'
-      first=0
-      errors=$(awk -v n="$name" '$1 == n {s += $5} END {print s + 0}' "$tmp/results")
-      printf '    {"name": "%s", "requests_per_s": %s, "p50_us": %s, "p99_us": %s, "non2xx": %d}' \
-        "$name" "$(median "$name" 2)" "$(median "$name" 3)" "$(median "$name" 4)" "$errors"
-    done
+    json_loads "${names[@]}"
     printf '\n  ]\n}\n'
   } >"$RESULTS_JSON"
 fi

@@ -46,20 +46,11 @@
 #include "redis_test_util.h"
 #endif
 
+// In the process helpers' namespace (support/demo_process.h), which the
+// tests use unqualified, as they do TempDir.
+namespace idem::testing::proc {
 namespace {
 
-using idem::testing::TempDir;
-using idem::testing::proc::Connect;
-using idem::testing::proc::DemoProcess;
-using idem::testing::proc::Describe;
-using idem::testing::proc::HandlerRuns;
-using idem::testing::proc::HttpResponse;
-using idem::testing::proc::RawRequest;
-using idem::testing::proc::ReadFile;
-using idem::testing::proc::ReadResponse;
-using idem::testing::proc::Send;
-using idem::testing::proc::WaitFor;
-using idem::testing::proc::WriteAll;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
@@ -285,9 +276,7 @@ INSTANTIATE_TEST_SUITE_P(
     Stores, CrashTest,
     ::testing::Combine(::testing::ValuesIn(kStoreCases),
                        ::testing::ValuesIn(idem::testing::DemoHttpFlags())),
-    [](const auto& info) {
-      return std::string(std::get<0>(info.param).name) + "_" +
-             std::get<1>(info.param);
-    });
+    StoreAndHttpName<StoreCase>);
 
 }  // namespace
+}  // namespace idem::testing::proc

@@ -134,4 +134,39 @@ void ExpectFullDiskChildPasses(std::string_view helper_test);
 
 }  // namespace idem::testing
 
+// The full-disk tests of a durable store, four TESTs named after `prefix`:
+//  - prefix##FullDiskTest.FailsWithUnavailableAndRecoversWhenSpaceReturns:
+//    on a full filesystem every failed write is kUnavailable (the Guard
+//    answers 503), nothing aborts the process, the store recovers by itself
+//    once space is back, and no completed record is lost (also across a
+//    reopen): FullDiskWorkload;
+//  - prefix##FullDiskTest.ClosingOnAFullDiskLosesNothing: a server stopped
+//    while the disk is full; closing does not crash, and the completed
+//    records are all there once it opens again with space back:
+//    FullDiskShutdownWorkload;
+//  - prefix##FullDiskHelper.DISABLED_Workload and .DISABLED_Shutdown, not
+//    tests on their own: the child processes of those two (run with
+//    --gtest_also_run_disabled_tests and kFullDiskDirEnv set), so that a
+//    store that aborts the process kills the child only.
+// `file_name` is the store's file (or directory) in the tmpfs, `open_at` an
+// OpenStoreAt that opens the store there.
+#define IDEM_FULL_DISK_TESTS(prefix, file_name, open_at)                    \
+  TEST(prefix##FullDiskHelper, DISABLED_Workload) {                         \
+    ::idem::testing::RunFullDiskWorkloadInChild(                            \
+        ::idem::testing::FullDiskWorkload, (file_name), (open_at));         \
+  }                                                                         \
+  TEST(prefix##FullDiskTest,                                                \
+       FailsWithUnavailableAndRecoversWhenSpaceReturns) {                   \
+    ::idem::testing::ExpectFullDiskChildPasses(                             \
+        #prefix "FullDiskHelper.DISABLED_Workload");                        \
+  }                                                                         \
+  TEST(prefix##FullDiskHelper, DISABLED_Shutdown) {                         \
+    ::idem::testing::RunFullDiskWorkloadInChild(                            \
+        ::idem::testing::FullDiskShutdownWorkload, (file_name), (open_at)); \
+  }                                                                         \
+  TEST(prefix##FullDiskTest, ClosingOnAFullDiskLosesNothing) {              \
+    ::idem::testing::ExpectFullDiskChildPasses(                             \
+        #prefix "FullDiskHelper.DISABLED_Shutdown");                        \
+  }
+
 #endif  // IDEM_TESTS_SUPPORT_FULL_DISK_H_

@@ -6,16 +6,12 @@
 #include <gtest/gtest.h>
 
 #include "idem/types.h"
+#include "support/store_times.h"
 
 namespace idem::testing {
 namespace {
 
-using std::chrono::hours;
 using std::chrono::seconds;
-
-constexpr TimePoint kT0{hours(24 * 365 * 50)};
-constexpr Duration kTtl = hours(24);
-constexpr Duration kLock = seconds(60);
 
 template <typename IdType>
 IdType Bytes(std::uint8_t fill) {

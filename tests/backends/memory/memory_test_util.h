@@ -1,17 +1,16 @@
-// What the memory store tests share besides tests/support/ids.h: a fixed
-// starting time (no test reads the real clock).
+// What the memory store tests share besides tests/support/ids.h: the fixed
+// starting time of tests/support/store_times.h (no test reads the real
+// clock).
 
 #ifndef IDEM_TESTS_BACKENDS_MEMORY_MEMORY_TEST_UTIL_H_
 #define IDEM_TESTS_BACKENDS_MEMORY_MEMORY_TEST_UTIL_H_
 
-#include <chrono>
-
-#include "idem/clock.h"
 #include "support/ids.h"
+#include "support/store_times.h"
 
 namespace idem::memory_test {
 
-inline constexpr TimePoint kT0{std::chrono::hours(24 * 365 * 50)};
+using ::idem::testing::kT0;
 
 }  // namespace idem::memory_test
 

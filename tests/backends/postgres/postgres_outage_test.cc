@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,17 +40,18 @@
 #include "postgres_test_util.h"
 #include "support/faulty_store.h"
 #include "support/guard_client.h"
+#include "support/private_server_test.h"
+#include "support/store_times.h"
 
 namespace idem {
 namespace {
 
-using std::chrono::hours;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-constexpr TimePoint kT0{hours(24 * 365 * 50)};
-constexpr Duration kTtl = hours(24);
-constexpr Duration kLock = seconds(60);
+using testing::kLock;
+using testing::kT0;
+using testing::kTtl;
 // Far beyond what any one call may take with the timeouts below (connect
 // 2 s, statement 2 s + 2 s grace, acquire 2 s), sanitizers included.
 constexpr auto kCallBound = seconds(30);
@@ -90,26 +90,14 @@ void ExpectUnavailable(std::string_view what, Call&& call) {
   EXPECT_THAT(result.error().message(), HasSubstr("postgresql://"));
 }
 
-class PostgresOutageTest : public ::testing::Test {
+class PostgresOutageTest
+    : public testing::PrivateServerTest<testing::PrivatePostgres> {
  protected:
-  void SetUp() override {
-    if (!server_.Start()) {
-      // Like the shared server: CI must not pass without it.
-      if (std::getenv("CI") != nullptr) FAIL() << server_.error();
-      GTEST_SKIP() << "no private PostgreSQL server: " << server_.error();
-    }
-  }
+  PostgresOutageTest() : PrivateServerTest("PostgreSQL server") {}
 
   std::shared_ptr<Store> Open() {
-    // No sweeper: the records' times are far in the system clock's past.
-    auto store = OpenStore(server_.url() + "?" + kParams,
-                           {.sweep_interval = Duration::zero()});
-    EXPECT_TRUE(store.has_value()) << store.error().ToString();
-    return store.has_value() ? std::shared_ptr<Store>(std::move(*store))
-                             : nullptr;
+    return OpenOn(server_.url() + "?" + kParams);
   }
-
-  testing::PrivatePostgres server_;
 };
 
 TEST_F(PostgresOutageTest, CallsFailUnavailableDuringAnOutageAndRecoverAfter) {

@@ -39,26 +39,30 @@
 #include "idem/store.h"
 #include "postgres_test_util.h"
 #include "support/lost_races.h"
+#include "support/renewal_writes.h"
 #include "support/secret_request.h"
+#include "support/store_times.h"
+#include "support/store_uri_checks.h"
+#include "support/two_stores.h"
 #include "support/wait_for.h"
 
 namespace idem {
 namespace {
 
-using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::DropPostgresTable;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::OpenStoreError;
 using testing::PostgresQuery;
 using testing::PostgresTestUri;
 using testing::UniquePostgresTable;
 using testing::WithParams;
 
-constexpr TimePoint kT0{hours(24 * 365 * 50)};
-constexpr Duration kTtl = hours(24);
-constexpr Duration kLock = seconds(60);
+using testing::kLock;
+using testing::kT0;
+using testing::kTtl;
 
 template <typename IdType>
 IdType MakeBytes(std::uint64_t n, std::uint64_t salt) {
@@ -124,13 +128,6 @@ std::string NanosText(TimePoint t) { return std::to_string(ToUnixNanos(t)); }
 // URIs. These need no server: each fails before connecting, or connects to
 // a port nobody listens on.
 
-Error OpenError(const std::string& uri) {
-  auto store = OpenStore(uri);
-  EXPECT_FALSE(store.has_value()) << uri;
-  if (store.has_value()) return Error(ErrorCode::kInternal, "opened");
-  return store.error();
-}
-
 TEST(PostgresUriTest, BadParametersAreInvalidArgumentsNamingTheRedactedUri) {
   const std::string base = "postgresql://idem:secret@127.0.0.1:1/idem";
   for (const std::string& query : std::vector<std::string>{
@@ -140,12 +137,12 @@ TEST(PostgresUriTest, BadParametersAreInvalidArgumentsNamingTheRedactedUri) {
            "?acquire_timeout_ms=-1", "?connect_timeout_s=0",
            "?statement_timeout_ms=0", "?sslmode=sometimes", "?pool=2&pool=3"}) {
     SCOPED_TRACE(query);
-    const Error e = OpenError(base + query);
+    const Error e = OpenStoreError(base + query);
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.ToString();
     EXPECT_THAT(e.message(), HasSubstr("postgresql://idem:***@127.0.0.1:1"));
     EXPECT_THAT(e.message(), Not(HasSubstr("secret")));
   }
-  EXPECT_THAT(OpenError(base + "?tabel=x").message(), HasSubstr("tabel"));
+  EXPECT_THAT(OpenStoreError(base + "?tabel=x").message(), HasSubstr("tabel"));
 }
 
 // Every duration has its maximum (1 h), named in the error with its unit.
@@ -156,7 +153,7 @@ TEST(PostgresUriTest, DurationsAboveTheirMaximumNameTheParameter) {
         "?statement_timeout_ms=3600001", "?statement_timeout_ms=1e9"}) {
     SCOPED_TRACE(query);
     const std::string name = std::string(query + 1, std::strchr(query, '='));
-    const Error e = OpenError(base + query);
+    const Error e = OpenStoreError(base + query);
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.ToString();
     EXPECT_THAT(e.message(), HasSubstr("'" + name + "' must be a duration"));
     EXPECT_THAT(e.message(), Not(HasSubstr("secret")));
@@ -168,7 +165,7 @@ TEST(PostgresUriTest, MissingDatabaseIsInvalidArgument) {
        {"postgresql://idem:secret@127.0.0.1:1", "postgresql://idem@h/a/b",
         "postgres://idem:secret@127.0.0.1:1/"}) {
     SCOPED_TRACE(uri);
-    const Error e = OpenError(uri);
+    const Error e = OpenStoreError(uri);
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.ToString();
     EXPECT_THAT(e.message(), Not(HasSubstr("secret")));
   }
@@ -205,8 +202,8 @@ TEST(PostgresUriTest, UnreachableServerIsUnavailableNamingTheRedactedUri) {
   const std::string where = "postgres://idem:***@127.0.0.1:" + refusing.port();
   const auto start = std::chrono::steady_clock::now();
   const Error e =
-      OpenError("postgres://idem:secret@127.0.0.1:" + refusing.port() +
-                "/idem?connect_timeout_s=2&table=t");
+      OpenStoreError("postgres://idem:secret@127.0.0.1:" + refusing.port() +
+                     "/idem?connect_timeout_s=2&table=t");
   EXPECT_EQ(e.code(), ErrorCode::kUnavailable) << e.ToString();
   EXPECT_THAT(e.message(), HasSubstr(where + "/idem"));
   EXPECT_THAT(e.message(), Not(HasSubstr("secret")));
@@ -410,12 +407,10 @@ TEST_F(PostgresStoreTest, ReopeningKeepsEveryRecord) {
 }
 
 TEST_F(PostgresStoreTest, AClaimOfAnotherStoreCanBeCompletedAndReleased) {
-  auto a = Open();
-  auto b = Open();
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  auto claim = a->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value());
+  testing::TwoStores two;
+  ASSERT_NO_FATAL_FAILURE(
+      testing::OpenTwoAndClaim([&] { return Open(); }, Id(1), Fp(1), &two));
+  auto& [a, b, claim] = two;
   auto done = b->Complete(Id(1), claim->token, Created("from b"));
   ASSERT_TRUE(done.has_value() && *done);
   // a remembers the claim, but the row is completed now.
@@ -440,12 +435,10 @@ TEST_F(PostgresStoreTest, AClaimOfAnotherStoreCanBeCompletedAndReleased) {
 // Complete; a renewal through another store moved it since. The completed
 // record must still agree with its columns.
 TEST_F(PostgresStoreTest, ACompleteAfterARenewalElsewhereStaysReadable) {
-  auto a = Open();
-  auto b = Open();
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  auto claim = a->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value());
+  testing::TwoStores two;
+  ASSERT_NO_FATAL_FAILURE(
+      testing::OpenTwoAndClaim([&] { return Open(); }, Id(1), Fp(1), &two));
+  auto& [a, b, claim] = two;
   auto renewed =
       b->ExtendLock(Id(1), claim->token, kT0 + std::chrono::seconds(5), kLock);
   ASSERT_TRUE(renewed.has_value() && *renewed);
@@ -462,36 +455,36 @@ TEST_F(PostgresStoreTest, ACompleteAfterARenewalElsewhereStaysReadable) {
 TEST_F(PostgresStoreTest, ARenewalUpdatesOneRow) {
   auto store = Open();
   ASSERT_NE(store, nullptr);
-  auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value());
   auto conn = Connect(base_);
   const std::string t = "\"" + table_ + "\"";
   const std::string counter = "\"" + table_ + "_writes\"";
   const std::string fn = "\"" + table_ + "_count\"";
-  ASSERT_TRUE(Exec(conn.get(), "CREATE TABLE " + counter + " (n bigint)"));
-  ASSERT_TRUE(Exec(conn.get(), "INSERT INTO " + counter + " VALUES (0)"));
-  ASSERT_TRUE(Exec(conn.get(), "CREATE FUNCTION " + fn +
-                                   "() RETURNS trigger LANGUAGE plpgsql AS "
-                                   "$$BEGIN UPDATE " +
-                                   counter +
-                                   " SET n = n + 1; RETURN NULL; END$$"));
-  ASSERT_TRUE(Exec(conn.get(),
-                   "CREATE TRIGGER count_writes AFTER INSERT OR "
-                   "UPDATE OR DELETE ON " +
-                       t + " FOR EACH ROW EXECUTE FUNCTION " + fn + "()"));
-  constexpr int kRenewals = 10;
-  for (int i = 1; i <= kRenewals; ++i) {
-    auto renewed = store->ExtendLock(Id(1), claim->token,
-                                     kT0 + std::chrono::seconds(i), kLock);
-    ASSERT_TRUE(renewed.has_value()) << renewed.error().ToString();
-    ASSERT_TRUE(*renewed);
-  }
-  auto lost = store->ExtendLock(Id(1), Token{}, kT0, kLock);
-  ASSERT_TRUE(lost.has_value() && !*lost);
-  PGresult* r = PQexec(conn.get(), ("SELECT n FROM " + counter).c_str());
-  ASSERT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQresultErrorMessage(r);
-  EXPECT_EQ(std::string(PQgetvalue(r, 0, 0)), std::to_string(kRenewals));
-  PQclear(r);
+  testing::ExpectOneRowWrittenPerRenewal(
+      *store, Id(1), Fp(1),
+      [&] {
+        ASSERT_TRUE(
+            Exec(conn.get(), "CREATE TABLE " + counter + " (n bigint)"));
+        ASSERT_TRUE(Exec(conn.get(), "INSERT INTO " + counter + " VALUES (0)"));
+        ASSERT_TRUE(Exec(conn.get(), "CREATE FUNCTION " + fn +
+                                         "() RETURNS trigger LANGUAGE plpgsql "
+                                         "AS $$BEGIN UPDATE " +
+                                         counter +
+                                         " SET n = n + 1; RETURN NULL; END$$"));
+        ASSERT_TRUE(Exec(conn.get(),
+                         "CREATE TRIGGER count_writes AFTER INSERT OR "
+                         "UPDATE OR DELETE ON " +
+                             t + " FOR EACH ROW EXECUTE FUNCTION " + fn +
+                             "()"));
+      },
+      [&] {
+        std::string n;
+        PGresult* r = PQexec(conn.get(), ("SELECT n FROM " + counter).c_str());
+        EXPECT_EQ(PQresultStatus(r), PGRES_TUPLES_OK)
+            << PQresultErrorMessage(r);
+        if (PQresultStatus(r) == PGRES_TUPLES_OK) n = PQgetvalue(r, 0, 0);
+        PQclear(r);
+        return n;
+      });
   // The trigger goes with its function; TearDown drops the table.
   EXPECT_TRUE(Exec(conn.get(), "DROP FUNCTION " + fn + " CASCADE"));
   EXPECT_TRUE(Exec(conn.get(), "DROP TABLE " + counter));

@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,11 +22,11 @@
 #include "http_test_util.h"
 #include "idem/clock.h"
 #include "idem/guard.h"
-#include "idem/open_store.h"
 #include "idem/store.h"
 #include "redis_test_util.h"
 #include "support/faulty_store.h"
 #include "support/guard_client.h"
+#include "support/private_server_test.h"
 #include "support/wait_for.h"
 
 namespace idem {
@@ -43,24 +42,12 @@ constexpr char kParams[] = "?timeout_ms=1000&acquire_timeout_ms=1000&pool=4";
 constexpr auto kCallBound = seconds(30);
 constexpr char kBody[] = R"({"item":"book"})";
 
-class RedisOutageTest : public ::testing::Test {
+class RedisOutageTest
+    : public testing::PrivateServerTest<testing::PrivateRedis> {
  protected:
-  void SetUp() override {
-    if (!server_.Start()) {
-      if (std::getenv("CI") != nullptr) FAIL() << server_.error();
-      GTEST_SKIP() << "no private redis-server: " << server_.error();
-    }
-  }
+  RedisOutageTest() : PrivateServerTest("redis-server") {}
 
-  std::shared_ptr<Store> Open() {
-    auto store = OpenStore(server_.uri() + kParams,
-                           {.sweep_interval = Duration::zero()});
-    EXPECT_TRUE(store.has_value()) << store.error().ToString();
-    return store.has_value() ? std::shared_ptr<Store>(std::move(*store))
-                             : nullptr;
-  }
-
-  testing::PrivateRedis server_;
+  std::shared_ptr<Store> Open() { return OpenOn(server_.uri() + kParams); }
 };
 
 TEST_F(RedisOutageTest, UnderLoadFailClosedAnswers503AndTheDemoRecovers) {

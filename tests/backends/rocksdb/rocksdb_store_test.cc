@@ -42,8 +42,10 @@
 #include <gtest/gtest.h>
 
 #include "rocksdb_call.h"
+#include "support/durable_store.h"
 #include "support/full_disk.h"
 #include "support/ids.h"
+#include "support/store_times.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
 
@@ -56,12 +58,14 @@
 #include "idem/store_uri.h"
 #include "idem/sweeper.h"
 #include "support/secret_request.h"
+#include "support/store_uri_checks.h"
 
 extern char** environ;
 
 namespace idem {
 namespace {
 
+using testing::SomeResponse;
 using testing::TempDir;
 using testing::TestFingerprint;
 using testing::TestId;
@@ -71,21 +75,14 @@ using std::chrono::hours;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-constexpr TimePoint kT0{hours(24 * 365 * 50)};
-constexpr Duration kTtl = hours(24);
-constexpr Duration kLock = seconds(60);
+using testing::kLock;
+using testing::kT0;
+using testing::kTtl;
 
 // The helper test below runs in a child process when this is set: it opens
 // the store at the directory named here and holds it until its stdin closes.
 constexpr char kHoldEnv[] = "IDEM_ROCKSDB_TEST_HOLD_DIR";
 constexpr char kHeldLine[] = "idem-rocksdb-test: held";
-
-Response SomeResponse() {
-  return Response{.status = 201,
-                  .headers = {{"Content-Type", "application/json"},
-                              {"Location", "/orders/7"}},
-                  .body = std::string("{\"id\":7}\0\xff", 10)};
-}
 
 class RocksdbStoreTest : public ::testing::Test {
  protected:
@@ -151,44 +148,8 @@ class RocksdbStoreTest : public ::testing::Test {
 };
 
 TEST_F(RocksdbStoreTest, ReopeningKeepsInProgressAndCompletedRecords) {
-  Token pending_token, done_token;
-  {
-    auto store = OpenStore();
-    ASSERT_NE(store, nullptr);
-    auto pending =
-        store->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
-    ASSERT_TRUE(pending.has_value());
-    pending_token = pending->token;
-    auto done = store->Claim(TestId(2), TestFingerprint(2), kT0, kTtl, kLock);
-    ASSERT_TRUE(done.has_value());
-    done_token = done->token;
-    ASSERT_EQ(store->Complete(TestId(2), done_token, SomeResponse()), true);
-  }
-  auto store = OpenStore();
-  ASSERT_NE(store, nullptr);
-
-  auto pending = store->Inspect(TestId(1), kT0);
-  ASSERT_TRUE(pending.has_value()) << pending.error().ToString();
-  ASSERT_TRUE(pending->has_value());
-  EXPECT_EQ((*pending)->state, RecordState::kInProgress);
-  EXPECT_EQ((*pending)->token, pending_token);
-  EXPECT_EQ((*pending)->locked_until, kT0 + kLock);
-  EXPECT_EQ((*pending)->expires_at, kT0 + kTtl);
-
-  auto busy = store->Claim(TestId(1), TestFingerprint(1), kT0 + seconds(1),
-                           kTtl, kLock);
-  ASSERT_TRUE(busy.has_value());
-  EXPECT_EQ(busy->outcome, ClaimOutcome::kInProgress);
-
-  auto replay = store->Claim(TestId(2), TestFingerprint(2), kT0 + seconds(1),
-                             kTtl, kLock);
-  ASSERT_TRUE(replay.has_value());
-  ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
-  ASSERT_NE(replay->response, nullptr);
-  EXPECT_EQ(*replay->response, SomeResponse());
-
-  // The token of the claim from before the restart still completes it.
-  EXPECT_EQ(store->Complete(TestId(1), pending_token, SomeResponse()), true);
+  testing::ExpectReopeningKeepsInProgressAndCompletedRecords(
+      [&] { return OpenStore(); });
 }
 
 TEST_F(RocksdbStoreTest, WritesWithSyncSurviveReopening) {
@@ -241,23 +202,12 @@ TEST_F(RocksdbStoreTest, CorruptedValuesAreDataLossNotMisses) {
   ASSERT_NE(store, nullptr);
   for (int i = 1; i <= 3; ++i) {
     SCOPED_TRACE(i);
-    auto claim = store->Claim(TestId(i), TestFingerprint(1), kT0, kTtl, kLock);
-    ASSERT_FALSE(claim.has_value());
-    EXPECT_EQ(claim.error().code(), ErrorCode::kDataLoss);
-    EXPECT_THAT(claim.error().message(), HasSubstr(TestId(i).ToHex()));
-    EXPECT_THAT(claim.error().message(), HasSubstr(DbPath()));
-    auto inspect = store->Inspect(TestId(i), kT0);
-    ASSERT_FALSE(inspect.has_value());
-    EXPECT_EQ(inspect.error().code(), ErrorCode::kDataLoss);
-    auto complete = store->Complete(TestId(i), token, SomeResponse());
-    ASSERT_FALSE(complete.has_value());
-    EXPECT_EQ(complete.error().code(), ErrorCode::kDataLoss);
+    testing::ExpectDataLossOnEveryCall(*store, TestId(i), token, DbPath());
+    // RocksDB's Release decodes the value first (SQLite's is one DELETE on
+    // the token column, which a damaged blob does not stop).
     auto release = store->Release(TestId(i), token);
     ASSERT_FALSE(release.has_value());
     EXPECT_EQ(release.error().code(), ErrorCode::kDataLoss);
-    auto extend = store->ExtendLock(TestId(i), token, kT0, kLock);
-    ASSERT_FALSE(extend.has_value());
-    EXPECT_EQ(extend.error().code(), ErrorCode::kDataLoss);
   }
   // Stats decodes every value: the three live ones count as damaged.
   auto stats = store->Stats(kT0);
@@ -616,23 +566,13 @@ TEST_F(RocksdbStoreTest, OpensFromUri) {
   for (const std::string& uri :
        {"rocksdb:" + DbPath(), "rocksdb:" + DbPath() + "?sync=true",
         "rocksdb://" + DbPath() + "?sync=off"}) {
-    SCOPED_TRACE(uri);
-    auto store = idem::OpenStore(uri);
-    ASSERT_TRUE(store.has_value()) << store.error().ToString();
-    EXPECT_EQ((*store)->Info().name, "rocksdb");
-    EXPECT_TRUE((*store)->Info().durable);
-    EXPECT_FALSE((*store)->Info().shared_across_processes);
+    testing::ExpectOpensFromUri(uri, "rocksdb", /*durable=*/true,
+                                /*shared_across_processes=*/false);
   }
 }
 
 TEST_F(RocksdbStoreTest, OpensARelativePathFromUri) {
-  const auto cwd = std::filesystem::current_path();
-  std::filesystem::current_path(dir_.path());
-  {
-    auto store = idem::OpenStore("rocksdb:./var/idem");
-    EXPECT_TRUE(store.has_value()) << store.error().ToString();
-  }
-  std::filesystem::current_path(cwd);
+  testing::ExpectOpensInWorkingDirectory(dir_.path(), "rocksdb:./var/idem");
   EXPECT_TRUE(std::filesystem::is_directory(dir_.path() / "var" / "idem"));
 }
 
@@ -641,12 +581,7 @@ TEST_F(RocksdbStoreTest, BadUrisAreInvalidArguments) {
        {std::string("rocksdb:"), "rocksdb:" + DbPath() + "?sync=maybe",
         "rocksdb:" + DbPath() + "?snyc=true", "rocksdb://host/" + DbPath(),
         std::string("rocksdb://user:secret@host:1/x")}) {
-    SCOPED_TRACE(uri);
-    auto store = idem::OpenStore(uri);
-    ASSERT_FALSE(store.has_value());
-    EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
-    EXPECT_THAT(store.error().message(), HasSubstr("rocksdb:"));
-    EXPECT_THAT(store.error().message(), ::testing::Not(HasSubstr("secret")));
+    testing::ExpectInvalidUri(uri, "rocksdb:");
   }
 }
 
@@ -774,31 +709,7 @@ Result<std::unique_ptr<Store>> OpenRocksdbAt(const std::string& path) {
   return RocksdbStore::Open({.path = path});
 }
 
-// Not a test on its own: the child process of the test below (run with
-// --gtest_also_run_disabled_tests and kFullDiskDirEnv set). A store that
-// aborts the process kills this child only.
-TEST(RocksdbFullDiskHelper, DISABLED_Workload) {
-  testing::RunFullDiskWorkloadInChild(testing::FullDiskWorkload, "db",
-                                      OpenRocksdbAt);
-}
-
-// On a full filesystem every failed write is kUnavailable (the Guard answers
-// 503), nothing aborts the process, the store recovers by itself once space
-// is back, and no completed record is lost (also across a reopen).
-TEST(RocksdbFullDiskTest, FailsWithUnavailableAndRecoversWhenSpaceReturns) {
-  testing::ExpectFullDiskChildPasses("RocksdbFullDiskHelper.DISABLED_Workload");
-}
-
-TEST(RocksdbFullDiskHelper, DISABLED_Shutdown) {
-  testing::RunFullDiskWorkloadInChild(testing::FullDiskShutdownWorkload, "db",
-                                      OpenRocksdbAt);
-}
-
-// A server stopped while the disk is full: closing does not crash, and the
-// completed records are all there once it opens again with space back.
-TEST(RocksdbFullDiskTest, ClosingOnAFullDiskLosesNothing) {
-  testing::ExpectFullDiskChildPasses("RocksdbFullDiskHelper.DISABLED_Shutdown");
-}
+IDEM_FULL_DISK_TESTS(Rocksdb, "db", OpenRocksdbAt)
 
 }  // namespace
 }  // namespace idem

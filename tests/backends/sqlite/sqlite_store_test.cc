@@ -40,10 +40,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/durable_store.h"
 #include "support/full_disk.h"
 #include "support/ids.h"
 #include "support/lost_races.h"
+#include "support/renewal_writes.h"
+#include "support/store_times.h"
 #include "support/temp_dir.h"
+#include "support/two_stores.h"
 #include "support/wait_for.h"
 
 #include "idem/clock.h"
@@ -54,12 +58,14 @@
 #include "idem/store.h"
 #include "idem/sweeper.h"
 #include "support/secret_request.h"
+#include "support/store_uri_checks.h"
 
 extern char** environ;
 
 namespace idem {
 namespace {
 
+using testing::SomeResponse;
 using testing::TempDir;
 
 using std::chrono::hours;
@@ -67,19 +73,12 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-constexpr TimePoint kT0{hours(24 * 365 * 50)};
-constexpr Duration kTtl = hours(24);
-constexpr Duration kLock = seconds(60);
+using testing::kLock;
+using testing::kT0;
+using testing::kTtl;
 
 RecordId Id(std::uint64_t n) { return testing::TestId(n); }
 Fingerprint Fp(std::uint64_t n) { return testing::TestFingerprint(n); }
-
-Response SomeResponse() {
-  return Response{.status = 201,
-                  .headers = {{"Content-Type", "application/json"},
-                              {"Location", "/orders/7"}},
-                  .body = std::string("{\"id\":7}\0\xff", 10)};
-}
 
 // A raw connection for looking at (and damaging) the file behind a store.
 class RawDb {
@@ -198,35 +197,8 @@ class SqliteStoreTest : public ::testing::Test {
 };
 
 TEST_F(SqliteStoreTest, ReopeningKeepsInProgressAndCompletedRecords) {
-  Token pending_token;
-  {
-    auto store = OpenStore();
-    ASSERT_NE(store, nullptr);
-    auto pending = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-    ASSERT_TRUE(pending.has_value()) << pending.error().ToString();
-    pending_token = pending->token;
-    auto done = store->Claim(Id(2), Fp(2), kT0, kTtl, kLock);
-    ASSERT_TRUE(done.has_value());
-    ASSERT_EQ(store->Complete(Id(2), done->token, SomeResponse()), true);
-  }
-  auto store = OpenStore();
-  ASSERT_NE(store, nullptr);
-  auto pending = store->Inspect(Id(1), kT0);
-  ASSERT_TRUE(pending.has_value()) << pending.error().ToString();
-  ASSERT_TRUE(pending->has_value());
-  EXPECT_EQ((*pending)->state, RecordState::kInProgress);
-  EXPECT_EQ((*pending)->token, pending_token);
-  EXPECT_EQ((*pending)->locked_until, kT0 + kLock);
-  EXPECT_EQ((*pending)->expires_at, kT0 + kTtl);
-
-  auto busy = store->Claim(Id(1), Fp(1), kT0 + seconds(1), kTtl, kLock);
-  ASSERT_TRUE(busy.has_value());
-  EXPECT_EQ(busy->outcome, ClaimOutcome::kInProgress);
-  auto replay = store->Claim(Id(2), Fp(2), kT0 + seconds(1), kTtl, kLock);
-  ASSERT_TRUE(replay.has_value());
-  ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
-  EXPECT_EQ(*replay->response, SomeResponse());
-  EXPECT_EQ(store->Complete(Id(1), pending_token, SomeResponse()), true);
+  testing::ExpectReopeningKeepsInProgressAndCompletedRecords(
+      [&] { return OpenStore(); });
 }
 
 TEST_F(SqliteStoreTest, TheFileIsInWalModeWithTheCurrentSchemaVersion) {
@@ -279,20 +251,7 @@ TEST_F(SqliteStoreTest, DamagedRowsAreDataLossNotMisses) {
   ASSERT_NE(store, nullptr);
   for (int i = 1; i <= 4; ++i) {
     SCOPED_TRACE(i);
-    auto claim = store->Claim(Id(i), Fp(1), kT0, kTtl, kLock);
-    ASSERT_FALSE(claim.has_value());
-    EXPECT_EQ(claim.error().code(), ErrorCode::kDataLoss);
-    EXPECT_THAT(claim.error().message(), HasSubstr(Id(i).ToHex()));
-    EXPECT_THAT(claim.error().message(), HasSubstr(DbPath()));
-    auto inspect = store->Inspect(Id(i), kT0);
-    ASSERT_FALSE(inspect.has_value());
-    EXPECT_EQ(inspect.error().code(), ErrorCode::kDataLoss);
-    auto complete = store->Complete(Id(i), token, SomeResponse());
-    ASSERT_FALSE(complete.has_value());
-    EXPECT_EQ(complete.error().code(), ErrorCode::kDataLoss);
-    auto extend = store->ExtendLock(Id(i), token, kT0, kLock);
-    ASSERT_FALSE(extend.has_value());
-    EXPECT_EQ(extend.error().code(), ErrorCode::kDataLoss);
+    testing::ExpectDataLossOnEveryCall(*store, Id(i), token, DbPath());
   }
   // An operator revokes them: gone, and the key can run again.
   for (int i = 1; i <= 4; ++i) {
@@ -480,12 +439,10 @@ TEST_F(SqliteStoreTest, AWriteLockHeldBeyondBusyTimeoutIsUnavailable) {
 }
 
 TEST_F(SqliteStoreTest, TwoStoresOnOneFileSeeEachOther) {
-  auto a = OpenStore();
-  auto b = OpenStore();
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  auto claim = a->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value());
+  testing::TwoStores two;
+  ASSERT_NO_FATAL_FAILURE(testing::OpenTwoAndClaim([&] { return OpenStore(); },
+                                                   Id(1), Fp(1), &two));
+  auto& [a, b, claim] = two;
   auto other = b->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
   ASSERT_TRUE(other.has_value());
   EXPECT_EQ(other->outcome, ClaimOutcome::kInProgress);
@@ -629,23 +586,13 @@ TEST_F(SqliteStoreTest, OpensFromUri) {
         "sqlite:" + DbPath() + "?synchronous=extra",
         "sqlite:" + DbPath() + "?cache_mb=0",
         "sqlite:" + DbPath() + "?cache_mb=256&synchronous=normal"}) {
-    SCOPED_TRACE(uri);
-    auto store = idem::OpenStore(uri);
-    ASSERT_TRUE(store.has_value()) << store.error().ToString();
-    EXPECT_EQ((*store)->Info().name, "sqlite");
-    EXPECT_TRUE((*store)->Info().durable);
-    EXPECT_TRUE((*store)->Info().shared_across_processes);
+    testing::ExpectOpensFromUri(uri, "sqlite", /*durable=*/true,
+                                /*shared_across_processes=*/true);
   }
 }
 
 TEST_F(SqliteStoreTest, OpensARelativePathFromUri) {
-  const auto cwd = std::filesystem::current_path();
-  std::filesystem::current_path(dir_.path());
-  {
-    auto store = idem::OpenStore("sqlite:./var/idem.db");
-    EXPECT_TRUE(store.has_value()) << store.error().ToString();
-  }
-  std::filesystem::current_path(cwd);
+  testing::ExpectOpensInWorkingDirectory(dir_.path(), "sqlite:./var/idem.db");
   EXPECT_TRUE(
       std::filesystem::is_regular_file(dir_.path() / "var" / "idem.db"));
 }
@@ -661,12 +608,7 @@ TEST_F(SqliteStoreTest, BadUrisAreInvalidArguments) {
         "sqlite:" + DbPath() + "?cache_mb=1048577",
         "sqlite:" + DbPath() + "?journal=delete", "sqlite://host/" + DbPath(),
         std::string("sqlite://user:secret@host:1/x")}) {
-    SCOPED_TRACE(uri);
-    auto store = idem::OpenStore(uri);
-    ASSERT_FALSE(store.has_value());
-    EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
-    EXPECT_THAT(store.error().message(), HasSubstr("sqlite:"));
-    EXPECT_THAT(store.error().message(), ::testing::Not(HasSubstr("secret")));
+    testing::ExpectInvalidUri(uri, "sqlite:");
   }
 }
 
@@ -926,59 +868,28 @@ Result<std::unique_ptr<Store>> OpenSqliteAt(const std::string& path) {
   return SqliteStore::Open({.path = path});
 }
 
-// Not a test on its own: the child process of the test below (run with
-// --gtest_also_run_disabled_tests and kFullDiskDirEnv set).
-TEST(SqliteFullDiskHelper, DISABLED_Workload) {
-  testing::RunFullDiskWorkloadInChild(testing::FullDiskWorkload, "idem.db",
-                                      OpenSqliteAt);
-}
+// As for RocksDB.
+IDEM_FULL_DISK_TESTS(Sqlite, "idem.db", OpenSqliteAt)
 
-// As for RocksDB: on a full filesystem every failed write is kUnavailable,
-// nothing aborts, writes succeed again once space is back, and no completed
-// record is lost (also across a reopen).
-TEST(SqliteFullDiskTest, FailsWithUnavailableAndRecoversWhenSpaceReturns) {
-  testing::ExpectFullDiskChildPasses("SqliteFullDiskHelper.DISABLED_Workload");
-}
-
-TEST(SqliteFullDiskHelper, DISABLED_Shutdown) {
-  testing::RunFullDiskWorkloadInChild(testing::FullDiskShutdownWorkload,
-                                      "idem.db", OpenSqliteAt);
-}
-
-// A server stopped while the disk is full: closing does not crash, and the
-// completed records are all there once it opens again with space back.
-TEST(SqliteFullDiskTest, ClosingOnAFullDiskLosesNothing) {
-  testing::ExpectFullDiskChildPasses("SqliteFullDiskHelper.DISABLED_Shutdown");
-}
-
-}  // namespace
 // One row write per renewal: a trigger on the file counts the rows every
 // statement writes (the store's own connections included).
 TEST_F(SqliteStoreTest, ARenewalWritesOneRow) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  auto claim = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value());
   RawDb raw(DbPath());
-  raw.Exec("CREATE TABLE writes (n INTEGER NOT NULL)");
-  raw.Exec("INSERT INTO writes VALUES (0)");
-  for (const char* event : {"INSERT", "UPDATE", "DELETE"}) {
-    raw.Exec(std::string("CREATE TRIGGER count_") + event + " AFTER " + event +
-             " ON idem_records BEGIN UPDATE writes SET n = n + 1; END");
-  }
-  constexpr int kRenewals = 10;
-  for (int i = 1; i <= kRenewals; ++i) {
-    auto renewed = store->ExtendLock(Id(1), claim->token,
-                                     kT0 + std::chrono::seconds(i), kLock);
-    ASSERT_TRUE(renewed.has_value()) << renewed.error().ToString();
-    ASSERT_TRUE(*renewed);
-  }
-  EXPECT_EQ(raw.QueryText("SELECT n FROM writes"), std::to_string(kRenewals));
-  // A renewal that fails writes nothing.
-  auto lost = store->ExtendLock(Id(1), Token{}, kT0, kLock);
-  ASSERT_TRUE(lost.has_value());
-  EXPECT_FALSE(*lost);
-  EXPECT_EQ(raw.QueryText("SELECT n FROM writes"), std::to_string(kRenewals));
+  testing::ExpectOneRowWrittenPerRenewal(
+      *store, Id(1), Fp(1),
+      [&] {
+        raw.Exec("CREATE TABLE writes (n INTEGER NOT NULL)");
+        raw.Exec("INSERT INTO writes VALUES (0)");
+        for (const char* event : {"INSERT", "UPDATE", "DELETE"}) {
+          raw.Exec(std::string("CREATE TRIGGER count_") + event + " AFTER " +
+                   event +
+                   " ON idem_records BEGIN UPDATE writes SET n = n + 1; END");
+        }
+      },
+      [&] { return raw.QueryText("SELECT n FROM writes"); });
 }
 
+}  // namespace
 }  // namespace idem
