@@ -6,11 +6,8 @@
 
 #include <sqlite3.h>
 
-#include <algorithm>
-#include <chrono>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <utility>
 
 #include "idem/record_codec.h"
@@ -87,27 +84,11 @@ Result<std::unique_ptr<Connection>> Connection::Open(
     return tl::unexpected(std::move(e));
   }
   std::unique_ptr<Connection> conn(new Connection(db, options));
-  sqlite3_busy_handler(db, &Connection::OnBusy, conn.get());
+  sqlite3_busy_timeout(db, static_cast<int>(options.busy_timeout.count()));
   const std::string pragma =
       std::string("PRAGMA synchronous = ") + PragmaValue(options.synchronous);
   IDEM_RETURN_IF_ERROR(conn->Exec(pragma.c_str(), "open"));
   return conn;
-}
-
-// SQLite's own busy_timeout sleeps 1, 2, 5, 10 ... ms between attempts: one
-// collision with another connection's transaction (the application's own,
-// with exactly once, or another process's) costs at least a millisecond,
-// dozens of this store's transactions. This one starts at 20 us and doubles
-// up to 1 ms, and gives up once busy_timeout has passed since the first.
-int Connection::OnBusy(void* self, int attempt) {
-  auto* conn = static_cast<Connection*>(self);
-  const auto now = std::chrono::steady_clock::now();
-  if (attempt == 0) conn->busy_since_ = now;
-  if (now - conn->busy_since_ >= conn->options_.busy_timeout) return 0;
-  const auto pause = std::chrono::microseconds(20 << std::min(attempt, 6));
-  std::this_thread::sleep_for(
-      std::min<std::chrono::microseconds>(pause, std::chrono::milliseconds(1)));
-  return 1;
 }
 
 Connection::~Connection() {

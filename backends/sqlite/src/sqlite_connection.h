@@ -13,7 +13,6 @@
 #include <sqlite3.h>
 
 #include <array>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -124,14 +123,8 @@ class Connection {
   Connection(sqlite3* db, const SqliteStoreOptions& options)
       : db_(db), options_(options) {}
 
-  // SQLite's busy handler callback: waits for another connection's lock
-  // (BusyWait).
-  static int OnBusy(void* self, int attempt);
-
   sqlite3* const db_;
   const SqliteStoreOptions& options_;
-  // When the current wait for a lock began (OnBusy's first attempt).
-  std::chrono::steady_clock::time_point busy_since_;
   std::array<sqlite3_stmt*, kStatementCount> statements_{};
 };
 
