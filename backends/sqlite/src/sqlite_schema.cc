@@ -33,8 +33,11 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "idem/clock.h"
 #include "idem/record.h"
@@ -47,21 +50,42 @@ namespace {
 
 constexpr int kSchemaVersion = SqliteStore::kSchemaVersion;
 
-Status SwitchToWal(Connection& conn) {
+// One PRAGMA journal_mode = WAL: SQLITE_DONE with the mode it left, or the
+// error code.
+int TrySwitchToWal(Connection& conn, std::string& mode) {
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v2(conn.db(), "PRAGMA journal_mode = WAL", -1, &stmt,
                               nullptr);
-  if (rc != SQLITE_OK) {
-    return tl::unexpected(conn.SqlError("journal_mode", rc));
-  }
+  if (rc != SQLITE_OK) return rc;
   rc = sqlite3_step(stmt);
-  std::string mode;
   if (rc == SQLITE_ROW) {
     const unsigned char* text = sqlite3_column_text(stmt, 0);
     if (text != nullptr) mode = reinterpret_cast<const char*>(text);
     rc = sqlite3_step(stmt);
   }
   sqlite3_finalize(stmt);
+  return rc;
+}
+
+// Processes that open a new file at once all switch it to WAL, in rollback
+// journal mode, where SQLite answers SQLITE_BUSY without calling the busy
+// handler when waiting could deadlock (a reader that wants the write lock
+// another holds): the PRAGMA is tried again, with pauses of 1 ms doubling up
+// to 50 ms, until busy_timeout has passed. Without it, one of four processes
+// starting together on a new file failed about one start in twenty.
+Status SwitchToWal(Connection& conn) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + conn.options().busy_timeout;
+  auto pause = std::chrono::milliseconds(1);
+  std::string mode;
+  int rc = TrySwitchToWal(conn, mode);
+  while ((rc & 0xFF) == SQLITE_BUSY &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    mode.clear();
+    rc = TrySwitchToWal(conn, mode);
+  }
   if (rc != SQLITE_DONE) {
     return tl::unexpected(conn.SqlError("journal_mode", rc));
   }
