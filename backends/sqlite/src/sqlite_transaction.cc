@@ -74,9 +74,7 @@ class Completion {
                            "transaction open (BEGIN IMMEDIATE first)");
     }
     const char* file = sqlite3_db_filename(db_, "main");
-    std::error_code ec;
-    if (file == nullptr || *file == '\0' ||
-        !std::filesystem::equivalent(file, options_.path, ec)) {
+    if (file == nullptr || *file == '\0' || !SameFile(file)) {
       return MakeError(
           ErrorCode::kInvalidArgument,
           Prefix(options_.path) +
@@ -87,6 +85,14 @@ class Completion {
               "atomic with the main one in WAL mode)");
     }
     return {};
+  }
+
+  // SQLite names the main database by its absolute path: a store opened
+  // by that same path needs no stat() of both files on every completion.
+  bool SameFile(const char* file) const {
+    if (options_.path == file) return true;
+    std::error_code ec;
+    return std::filesystem::equivalent(file, options_.path, ec);
   }
 
   Result<TransactionCompletion> Run(const RecordId& id, const Token& token,

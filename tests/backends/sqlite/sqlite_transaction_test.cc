@@ -149,6 +149,29 @@ TEST_F(SqliteTransactionTest, RefusesAnotherFileAndAnAttachedStoreFile) {
   EXPECT_EQ((*record)->state, RecordState::kInProgress);
 }
 
+// A store opened by another name of its file (here "<dir>/./idem.db"):
+// SQLite names the connection's main database by its normalized path, which
+// differs from the store's, and the files are compared, not the names.
+TEST_F(SqliteTransactionTest, AcceptsTheStoreFileByAnotherName) {
+  SqliteStoreOptions options;
+  options.path = (backend().dir().path() / "." / "idem.db").string();
+  auto opened = SqliteStore::Open(options);
+  ASSERT_TRUE(opened) << opened.error().ToString();
+  SqliteStore& other_name = **opened;
+  const RecordId id = TestId(11);
+  const Token token = ClaimAt(id, kT0);
+  Db app((backend().dir().path() / "idem.db").string());
+  ASSERT_STRNE(sqlite3_db_filename(app.db, "main"), options.path.c_str());
+  app.Exec("BEGIN IMMEDIATE");
+  auto done = other_name.CompleteInTransaction(app.db, id, token, Created("x"));
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(*done, TransactionCompletion::kStored);
+  app.Exec("COMMIT");
+  auto record = store().Inspect(id, kT0);
+  ASSERT_TRUE(record && record->has_value());
+  EXPECT_EQ((*record)->state, RecordState::kCompleted);
+}
+
 // The Guard's side: RunInTransaction tells the ClaimHandle, Finish makes no
 // store call, and a takeover makes the first handler's transaction roll
 // back while the second one's commits.
