@@ -1,5 +1,7 @@
 #include "http_server_restinio.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -89,6 +91,8 @@ RestinioServer::RestinioServer(RestinioServerOptions options,
 RestinioServer::~RestinioServer() {
   Shutdown();
   Wait();
+  // Closed now that no I/O thread runs (see Shutdown).
+  if (impl_ && impl_->server) impl_->server->close_sync();
   // The connections still waiting on I/O (keep-alive reads) are destroyed
   // with their handlers now, while the server they report to exists; then
   // the server, while the context's services exist (see IoContext).
@@ -143,6 +147,7 @@ Status RestinioServer::Start(restinio::IdempotentHandler* idem) {
       .acceptor_post_bind_hook(
           [this](boost::asio::ip::tcp::acceptor& acceptor) {
             port_.store(acceptor.local_endpoint().port());
+            listen_fd_.store(acceptor.native_handle());
           })
       .request_handler(std::move(first), std::move(rest));
   if (idem) {
@@ -174,13 +179,23 @@ void RestinioServer::Shutdown() {
   if (threads_.empty()) {
     impl_->server->close_sync();
   } else {
-    // close_sync belongs on the server's own executor. It closes the
-    // acceptor only; the connections stay until the I/O context stops.
-    std::promise<void> closed;
-    impl_->server->close_async(
-        [&closed] { closed.set_value(); },
-        [&closed](std::exception_ptr) { closed.set_value(); });
-    closed.get_future().wait();
+    // RESTinio closes its acceptor on a strand of its own, but runs its
+    // accept loop (the next async_accept, started by the previous accept's
+    // completion) on the I/O context's plain executor: with two I/O threads
+    // or more, close_async's close races that async_accept on the
+    // acceptor's state (ThreadSanitizer saw it). shutdown(2) of the
+    // listening socket stops the accepting without touching Asio's state:
+    // new connections are refused and the pending accept completes with an
+    // error, which ends RESTinio's loop. The acceptor itself is closed
+    // after the I/O threads have returned (the destructor).
+    const int fd = listen_fd_.load();
+    if (fd < 0 || ::shutdown(fd, SHUT_RDWR) != 0) {
+      std::promise<void> closed;
+      impl_->server->close_async(
+          [&closed] { closed.set_value(); },
+          [&closed](std::exception_ptr) { closed.set_value(); });
+      closed.get_future().wait();
+    }
     // The requests in a handler finish: stopped halfway, a handler would
     // have done part of its work and left its key released (a retry would
     // run it again). Nothing signals a request's end but its handle going,

@@ -164,6 +164,8 @@ class RestinioServer {
       work_;
   std::unique_ptr<Impl> impl_;
   std::atomic<std::uint16_t> port_{0};
+  // The listening socket, for Shutdown; -1 before Start.
+  std::atomic<int> listen_fd_{-1};
   std::vector<std::thread> threads_;
   std::atomic<bool> shut_down_{false};
   InFlight in_flight_;
