@@ -24,7 +24,7 @@ here=benchmarks/http
 # shellcheck source=benchmarks/http/lib.sh
 source "$here/lib.sh"
 bench_init bench.sh "${1:-build/release}"
-read -r -a stores <<<"${STORES:-memory:?max_bytes=8589934592}"
+read -r -a stores <<<"${STORES:-memory:?capacity=8388608&max_bytes=8589934592}"
 
 # A row label per store: its scheme, numbered when a scheme repeats.
 labels=()
