@@ -196,8 +196,22 @@ class SqliteStore final : public Store {
   void SetClaimAttemptHookForTesting(ClaimAttemptHook hook);
 
  private:
+  friend class SqliteTransaction;
   class Impl;
   explicit SqliteStore(std::unique_ptr<Impl> impl);
+
+  // SqliteTransaction on the store's writer (sqlite_transaction.h): holds
+  // the writer and opens its transaction (the connection), completes a
+  // record on it, ends it with COMMIT or ROLLBACK and releases the writer.
+  Result<sqlite3*> HoldWriter();
+  Result<TransactionCompletion> CompleteOnHeldWriter(const RecordId& id,
+                                                     const Token& token,
+                                                     const Response& stored);
+  Status ReleaseWriter(bool commit);
+  // The in_progress record the claim of `token` on `id` wrote, if this
+  // store made it and still remembers it (idem/claim_memo.h), so that a
+  // completion needs no read; locked_until may be older than the row's.
+  std::optional<Record> RememberedClaim(const RecordId& id, const Token& token);
 
   std::unique_ptr<Impl> impl_;
 };
