@@ -279,6 +279,8 @@ class SqliteStore::Impl {
                       : TransactionCompletion::kClaimLost;
   }
   Status ReleaseWriter(bool commit) { return writer_->EndHold(commit); }
+  bool HoldsWriterOn(sqlite3* db) { return writer_->HeldByThisThreadOn(db); }
+  std::size_t QueuedWrites() { return writer_->queued(); }
 
  private:
   Result<ClaimResult> ClaimOn(Connection& conn, const RecordId& id,
@@ -518,9 +520,15 @@ Result<sqlite3*> SqliteStore::HoldWriter() {
 
 Result<TransactionCompletion> SqliteStore::CompleteOnHeldWriter(
     const RecordId& id, const Token& token, const Response& stored) {
-  return Boundary(impl_->path(), "complete in transaction", [&] {
-    return impl_->CompleteOnHeldWriter(id, token, stored);
-  });
+  return impl_->CompleteOnHeldWriter(id, token, stored);
+}
+
+bool SqliteStore::HoldsWriterOn(sqlite3* db) {
+  return db != nullptr && impl_->HoldsWriterOn(db);
+}
+
+std::size_t SqliteStore::QueuedWritesForTesting() {
+  return impl_->QueuedWrites();
 }
 
 Status SqliteStore::ReleaseWriter(bool commit) {

@@ -176,10 +176,15 @@ tl::unexpected<Error> NotOpen(const std::string& path, const char* op) {
 Result<TransactionCompletion> SqliteStore::CompleteInTransaction(
     sqlite3* db, const RecordId& id, const Token& token,
     const Response& stored) {
-  return Boundary(path(), "complete in transaction", [&] {
-    return Completion(path(), db)
-        .Run(id, token, stored, RememberedClaim(id, token));
-  });
+  return Boundary(
+      path(), "complete in transaction",
+      [&]() -> Result<TransactionCompletion> {
+        // The writer's connection, held by this thread's transaction: the
+        // store's own statements, and no file to check.
+        if (HoldsWriterOn(db)) return CompleteOnHeldWriter(id, token, stored);
+        return Completion(path(), db).Run(id, token, stored,
+                                          RememberedClaim(id, token));
+      });
 }
 
 Status SqliteTransaction::Begin() {
@@ -214,12 +219,11 @@ void SqliteTransaction::Rollback() {
 
 Result<TransactionCompletion> SqliteTransaction::Complete(
     const ClaimHandle& claim, const Response& stored) {
-  if (!on_writer_) {
-    return store_.CompleteInTransaction(db_, claim.record_id(), claim.token(),
-                                        stored);
+  if (on_writer_ && db_ == nullptr) {
+    return NotOpen(store_.path(), "complete in transaction");
   }
-  if (db_ == nullptr) return NotOpen(store_.path(), "complete in transaction");
-  return store_.CompleteOnHeldWriter(claim.record_id(), claim.token(), stored);
+  return store_.CompleteInTransaction(db_, claim.record_id(), claim.token(),
+                                      stored);
 }
 
 }  // namespace idem

@@ -85,6 +85,20 @@ class Writer {
   // EndHold.
   Connection& held_connection() { return *conn_; }
 
+  // Whether the calling thread holds the writer, and `db` is its
+  // connection.
+  bool HeldByThisThreadOn(sqlite3* db) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // conn_ is the holder's while held: read only when that is this thread.
+    return HeldByThisThread() && conn_ != nullptr && conn_->db() == db;
+  }
+
+  // Calls waiting in the queue (tests: to know that a call waits).
+  std::size_t queued() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return queue_.size();
+  }
+
   // Ends the hold: COMMIT when `commit`, else ROLLBACK, and lets the queued
   // calls run. Errors: kInvalidArgument when the application left a
   // statement on the connection (not finalized here: the application still
