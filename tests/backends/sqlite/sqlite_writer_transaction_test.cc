@@ -11,8 +11,9 @@
 //    on the connection, the transaction ended on db() by the application.
 //  - Another connection's write lock makes Begin wait, then kUnavailable.
 //  - Many threads of transactions and store calls together: every key's
-//    work runs once, with its completion, and the file stays sound; the
-//    commits reach the checkpointer (the WAL stays bounded).
+//    work runs once, with its completion, and the file stays sound; two
+//    stores on one file (two processes) take turns in SQLite's file lock;
+//    the commits reach the checkpointer (the WAL stays bounded).
 //  - A renewal queued behind the transaction reports nothing when the
 //    transaction completed the claim.
 //
@@ -456,6 +457,62 @@ TEST_F(SqliteWriterTransactionTest, ManyThreadsRunEachKeysWorkOnce) {
     ASSERT_TRUE(record && record->has_value()) << n;
     EXPECT_EQ((*record)->state, RecordState::kCompleted) << n;
   }
+}
+
+// Two stores on one file, as two processes would have: their writers meet
+// in SQLite's file lock (busy_timeout), each with transactions held on it
+// and claims queued behind them, and every one of them commits.
+TEST_F(SqliteWriterTransactionTest, TwoStoresOnOneFileTakeTurnsInTheFileLock) {
+  auto other = SqliteStore::Open({.path = path(), .busy_timeout = seconds(60)});
+  ASSERT_TRUE(other) << other.error().ToString();
+  SqliteStore* stores[] = {store_.get(), other->get()};
+  constexpr int kThreadsPerStore = 4;
+  constexpr int kPerThread = 50;
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int s = 0; s < 2; ++s) {
+    for (int t = 0; t < kThreadsPerStore; ++t) {
+      threads.emplace_back([&, s, t] {
+        SqliteStore& store = *stores[s];
+        for (int i = 0; i < kPerThread; ++i) {
+          const std::uint64_t n =
+              1 + ((s * kThreadsPerStore + t) * kPerThread + i);
+          auto claim =
+              store.Claim(TestId(n), TestFingerprint(n), kT0, kTtl, kLock);
+          if (!claim || claim->outcome != ClaimOutcome::kAcquired) {
+            ++errors;
+            continue;
+          }
+          SqliteTransaction tx(store);
+          auto done = tx.Begin().and_then([&]() -> Status {
+            if (!Exec(tx.db(), "INSERT INTO transfers VALUES ('" +
+                                   std::to_string(n) + "')")) {
+              return MakeError(ErrorCode::kInternal, "insert");
+            }
+            return {};
+          });
+          auto completed =
+              done
+                  ? store.CompleteInTransaction(tx.db(), TestId(n),
+                                                claim->token, Created("t"))
+                  : Result<TransactionCompletion>(tl::unexpected(done.error()));
+          if (!completed || *completed != TransactionCompletion::kStored ||
+              !tx.Commit()) {
+            ++errors;
+          }
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(Rows(), 2 * kThreadsPerStore * kPerThread);
+  for (std::uint64_t n = 1; n <= 2 * kThreadsPerStore * kPerThread; ++n) {
+    auto record = store_->Inspect(TestId(n), kT0);
+    ASSERT_TRUE(record && record->has_value()) << n;
+    EXPECT_EQ((*record)->state, RecordState::kCompleted) << n;
+  }
+  EXPECT_EQ(QueryText(path(), "PRAGMA integrity_check"), "ok");
 }
 
 // The commits of transactions on the writer go through its WAL hook like
