@@ -231,9 +231,10 @@ Result<T> Writer::Write(std::string_view op, Fn&& fn) {
   // kMaxBatch from the front, until its own call ran (more than kMaxBatch
   // may have queued while the last writer ran).
   writing_ = true;
+  RunQueued(lock);
   while (!call.done) {
-    RunQueued(lock);
     cv_.notify_all();  // The callers of the batch that ran.
+    RunQueued(lock);
   }
   writing_ = false;
   lock.unlock();
