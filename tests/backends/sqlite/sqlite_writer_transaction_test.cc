@@ -39,6 +39,7 @@
 #include "idem/clock.h"
 #include "idem/guard.h"
 #include "idem/metrics.h"
+#include "idem/sql_once.h"
 #include "idem/sql_transaction.h"
 #include "idem/sqlite_store.h"
 #include "idem/sqlite_transaction.h"
@@ -544,45 +545,37 @@ TEST_F(SqliteWriterTransactionTest, TheCheckpointerSeesTheCommits) {
   EXPECT_EQ(QueryText(path(), "PRAGMA integrity_check"), "ok");
 }
 
-// Lock renewal goes on while the handler runs. A renewal due while the
-// transaction holds the writer queues behind it; the completion in the
-// transaction stops renewing (ClaimHandle::StopRenewal), so when the
-// renewal runs after the commit and finds the record completed, it reports
-// nothing: no renewal_lost, and the response is stored.
+// Lock renewal goes on while the work runs (RunOnceInTransaction renews on
+// the Guard's thread). A renewal due while the transaction holds the writer
+// queues behind it; the completion in the transaction stops renewing
+// (ClaimHandle::StopRenewal), so when the renewal runs after the commit and
+// finds the record completed, it reports nothing: no renewal_lost, and the
+// value is stored.
 TEST_F(SqliteWriterTransactionTest, ARenewalQueuedBehindTheCompletionIsQuiet) {
   GuardOptions options;
   options.lock_renewal = seconds(1);
   auto guard = MakeGuard(options);
   ASSERT_NE(guard, nullptr);
-  RequestView view;
-  view.method = "POST";
-  view.target = "/transfers";
-  const HeaderView headers[] = {{"Idempotency-Key", "\"r1\""}};
-  view.headers = headers;
-  RunInfo info;
   bool queued = false;
-  auto run = [&] {
-    return guard->Run(
-        view,
-        [&](ClaimHandle& claim) {
-          SqliteTransaction tx(*store_);
-          auto r = sql::RunInTransaction(tx, claim, [&](SqliteTransaction& t) {
-            Exec(t.db(), "INSERT INTO transfers VALUES ('r1')");
-            clock_->Advance(options.lock_renewal);  // A renewal is due.
-            queued =
-                WaitFor([&] { return store_->QueuedWritesForTesting() == 1; });
-            return Created("r1");
-          });
-          return r ? *r : Response{500, {}, r.error().message()};
-        },
-        nullptr, &info);
+  auto charge = [&] {
+    SqliteTransaction tx(*store_);
+    return sql::RunOnceInTransaction(
+        *guard, tx, "", "r1", "charge", "in", [&](SqliteTransaction& t) {
+          Exec(t.db(), "INSERT INTO transfers VALUES ('r1')");
+          clock_->Advance(options.lock_renewal);  // A renewal is due.
+          queued =
+              WaitFor([&] { return store_->QueuedWritesForTesting() == 1; });
+          return std::string("receipt");
+        });
   };
-  EXPECT_EQ(run().status, 201);
+  auto first = charge();
+  ASSERT_TRUE(first) << first.error().ToString();
   EXPECT_TRUE(queued);
-  ASSERT_TRUE(info.finish.has_value());
-  EXPECT_EQ(*info.finish, FinishResult::kStored);
-  EXPECT_EQ(run().status, 201);
-  EXPECT_EQ(info.outcome, Outcome::kReplayed);
+  EXPECT_EQ(first->storage, OnceStorage::kStored);
+  auto again = charge();
+  ASSERT_TRUE(again) << again.error().ToString();
+  EXPECT_TRUE(again->replayed);
+  EXPECT_EQ(again->value, "receipt");
   guard.reset();  // Joins the renewal thread: the renewal has ended.
   EXPECT_EQ(metrics_->Get(Outcome::kRenewalLost), 0u);
   EXPECT_EQ(store_->QueuedWritesForTesting(), 0u);
