@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include "idem/clock.h"
@@ -176,15 +177,17 @@ tl::unexpected<Error> NotOpen(const std::string& path, const char* op) {
 Result<TransactionCompletion> SqliteStore::CompleteInTransaction(
     sqlite3* db, const RecordId& id, const Token& token,
     const Response& stored) {
-  return Boundary(
-      path(), "complete in transaction",
-      [&]() -> Result<TransactionCompletion> {
-        // The writer's connection, held by this thread's transaction: the
-        // store's own statements, and no file to check.
-        if (HoldsWriterOn(db)) return CompleteOnHeldWriter(id, token, stored);
-        return Completion(path(), db).Run(id, token, stored,
-                                          RememberedClaim(id, token));
-      });
+  constexpr std::string_view kOp = "complete in transaction";
+  // The writer's connection, held by this thread's transaction: the store's
+  // own statements, and no file to check.
+  if (HoldsWriterOn(db)) {
+    return Boundary(path(), kOp,
+                    [&] { return CompleteOnHeldWriter(id, token, stored); });
+  }
+  return Boundary(path(), kOp, [&] {
+    return Completion(path(), db)
+        .Run(id, token, stored, RememberedClaim(id, token));
+  });
 }
 
 Status SqliteTransaction::Begin() {
