@@ -5,7 +5,10 @@
 # business transaction), on SQLite and, when PG_URL is set, PostgreSQL.
 # Interleaved over several rounds; prints a Markdown table of requests/s
 # and p50/p99 latency (medians) with exactly-once against the classic path
-# of the same store.
+# of the same store. Both modes run the same business transaction (on
+# SQLite, on the store's writer: SqliteTransaction(store)); they differ only
+# in where the record is completed, inside it or by the adapter's Finish
+# afterwards, which is what the comparison is about.
 #
 #   benchmarks/http/transfers_bench.sh [BUILD_DIR]   # default build/release
 #   PG_URL=postgresql://idem@127.0.0.1:5432/idem benchmarks/http/transfers_bench.sh

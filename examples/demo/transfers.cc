@@ -154,26 +154,35 @@ struct SqliteConn {
   sqlite3* db = nullptr;
 };
 
+// The transfer's transaction runs on the store's writer
+// (SqliteTransaction(store)) in both modes, so that they differ only in
+// where the record is completed: inside it (--exactly-once), or afterwards
+// by the adapter's Finish, a write of its own on the same writer. Counts
+// read on connections of their own, which never write.
 class SqliteDatabase final : public Transfers::Database {
  public:
   explicit SqliteDatabase(SqliteStore& store)
-      : store_(store), conns_([this] { return Open(); }) {}
+      : store_(store), readers_([this] { return Open(); }) {}
 
   Status Prepare() {
-    IDEM_ASSIGN_OR_RETURN(auto lease, conns_.Acquire());
-    return Exec((*lease).db,
-                "CREATE TABLE IF NOT EXISTS transfers (id TEXT PRIMARY KEY, "
-                "body TEXT NOT NULL)");
+    SqliteTransaction tx(store_);
+    IDEM_RETURN_IF_ERROR(tx.Begin());
+    IDEM_RETURN_IF_ERROR(
+        Exec(tx.db(),
+             "CREATE TABLE IF NOT EXISTS transfers (id TEXT PRIMARY KEY, "
+             "body TEXT NOT NULL)"));
+    return tx.Commit();
   }
 
   Result<beast::Response> Insert(ClaimHandle& claim, const std::string& id,
                                  std::string_view body,
                                  const beast::Response& created,
                                  Crash crash) override {
-    IDEM_ASSIGN_OR_RETURN(auto lease, conns_.Acquire());
-    SqliteTransaction tx(store_, (*lease).db);
-    auto done = InsertInTransaction(
+    SqliteTransaction tx(store_);
+    return InsertInTransaction(
         tx, claim, created, crash, [&](SqliteTransaction& t) -> Status {
+          // Prepared and finalized inside the transaction: the connection is
+          // the store's, and must be left without statements of ours.
           sqlite3_stmt* stmt = nullptr;
           int rc = sqlite3_prepare_v2(
               t.db(), "INSERT INTO transfers (id, body) VALUES (?1, ?2)", -1,
@@ -189,12 +198,10 @@ class SqliteDatabase final : public Transfers::Database {
           if (rc == SQLITE_DONE) return {};
           return Failed(t.db(), "insert");
         });
-    if (!done) lease.Discard();
-    return done;
   }
 
   Result<std::int64_t> Count() override {
-    IDEM_ASSIGN_OR_RETURN(auto lease, conns_.Acquire());
+    IDEM_ASSIGN_OR_RETURN(auto lease, readers_.Acquire());
     sqlite3_stmt* stmt = nullptr;
     std::int64_t n = -1;
     if (sqlite3_prepare_v2((*lease).db, "SELECT count(*) FROM transfers", -1,
@@ -203,7 +210,11 @@ class SqliteDatabase final : public Transfers::Database {
       n = sqlite3_column_int64(stmt, 0);
     }
     sqlite3_finalize(stmt);
-    if (n < 0) return tl::unexpected(Failed((*lease).db, "count").error());
+    if (n < 0) {
+      Status failed = Failed((*lease).db, "count");
+      lease.Discard();
+      return tl::unexpected(failed.error());
+    }
     return n;
   }
 
@@ -211,12 +222,10 @@ class SqliteDatabase final : public Transfers::Database {
   Result<std::unique_ptr<SqliteConn>> Open() {
     auto conn = std::make_unique<SqliteConn>();
     const int rc = sqlite3_open_v2(store_.path().c_str(), &conn->db,
-                                   SQLITE_OPEN_READWRITE, nullptr);
+                                   SQLITE_OPEN_READONLY, nullptr);
     if (rc != SQLITE_OK)
       return tl::unexpected(Failed(conn->db, "open").error());
-    // As the store's writer: a commit is in the WAL before it returns.
     sqlite3_busy_timeout(conn->db, 5000);
-    IDEM_RETURN_IF_ERROR(Exec(conn->db, "PRAGMA synchronous = NORMAL"));
     return conn;
   }
 
@@ -234,7 +243,7 @@ class SqliteDatabase final : public Transfers::Database {
   }
 
   SqliteStore& store_;
-  Connections<SqliteConn> conns_;
+  Connections<SqliteConn> readers_;
 };
 
 #endif  // IDEM_HAVE_SQLITE

@@ -16,6 +16,9 @@
 // (idem/asio/handler.h), blocking SQL on a thread pool of its own (never on
 // an I/O thread), answering through its Responder; with --exactly-once it
 // completes the record in its transaction (idem::beast::RunInTransaction).
+// On SQLite the transaction runs on the store's writer in both modes
+// (SqliteTransaction(store)), so the two differ only in where the record is
+// completed: in the transaction, or by the adapter's Finish after it.
 //
 // Thread-safety: Handle may run concurrently on any number of threads.
 

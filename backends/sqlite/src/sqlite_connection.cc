@@ -6,6 +6,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -144,6 +145,17 @@ Result<std::int64_t> Connection::QueryInt(const char* sql,
 bool Connection::RollBackIfInTransaction() {
   return sqlite3_get_autocommit(db_) != 0 ||
          sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK;
+}
+
+bool Connection::HasStatementsOfOthers() const {
+  for (sqlite3_stmt* s = sqlite3_next_stmt(db_, nullptr); s != nullptr;
+       s = sqlite3_next_stmt(db_, s)) {
+    if (std::find(statements_.begin(), statements_.end(), s) ==
+        statements_.end()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 Result<Record> DecodeSelectedRow(sqlite3_stmt* stmt, const RecordId& id,

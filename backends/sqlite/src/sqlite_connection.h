@@ -119,6 +119,11 @@ class Connection {
   // too (the connection is then useless).
   bool RollBackIfInTransaction();
 
+  // Whether a statement other than this cache's is prepared on the
+  // connection (one an application prepared on the writer's connection
+  // and did not finalize).
+  bool HasStatementsOfOthers() const;
+
  private:
   Connection(sqlite3* db, const SqliteStoreOptions& options)
       : db_(db), options_(options) {}

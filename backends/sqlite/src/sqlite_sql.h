@@ -24,6 +24,10 @@ enum StatementId {
   kStatementCount,
 };
 
+// Every table is named main.idem_records: an application transaction on the
+// writer's connection (SqliteTransaction) could create a TEMP table of that
+// name, which unqualified names would find first.
+//
 // Column names in SET and WHERE of the DO UPDATE refer to the existing row,
 // `excluded.` to the one the INSERT proposed. `takeovers` counts the
 // takeovers of the current claim's key since it was last claimed afresh, so
@@ -31,7 +35,8 @@ enum StatementId {
 inline constexpr const char* kSql[kStatementCount] = {
     // kClaimUpsert: ?1 id, ?2 fingerprint, ?3 token, ?4 locked_until,
     // ?5 expires_at, ?6 record, ?7 now.
-    "INSERT INTO idem_records (id, state, fingerprint, token, locked_until, "
+    "INSERT INTO main.idem_records (id, state, fingerprint, token, "
+    "locked_until, "
     "expires_at, takeovers, record) VALUES (?1, 1, ?2, ?3, ?4, ?5, 0, ?6) "
     "ON CONFLICT (id) DO UPDATE SET state = 1, "
     "fingerprint = excluded.fingerprint, token = excluded.token, "
@@ -43,22 +48,25 @@ inline constexpr const char* kSql[kStatementCount] = {
     "RETURNING takeovers",
     // kSelect: ?1 id.
     "SELECT state, fingerprint, token, locked_until, expires_at, record "
-    "FROM idem_records WHERE id = ?1",
-    // kComplete: ?1 id, ?2 token, ?3 record.
-    "UPDATE idem_records SET state = 2, record = ?3 "
+    "FROM main.idem_records WHERE id = ?1",
+    // kComplete: ?1 id, ?2 token, ?3 record, ?4 its locked_until (a
+    // renewal since the claim may have moved the column, which must agree
+    // with the record written: the record may come from the claim memo).
+    "UPDATE main.idem_records SET state = 2, record = ?3, locked_until = ?4 "
     "WHERE id = ?1 AND token = ?2 AND state = 1",
     // kRelease: ?1 id, ?2 token.
-    "DELETE FROM idem_records WHERE id = ?1 AND token = ?2 AND state = 1",
+    "DELETE FROM main.idem_records WHERE id = ?1 AND token = ?2 AND state = 1",
     // kRevoke: ?1 id.
-    "DELETE FROM idem_records WHERE id = ?1",
+    "DELETE FROM main.idem_records WHERE id = ?1",
     // kExtendLock: ?1 id, ?2 token, ?3 locked_until, ?4 record.
-    "UPDATE idem_records SET locked_until = ?3, record = ?4 "
+    "UPDATE main.idem_records SET locked_until = ?3, record = ?4 "
     "WHERE id = ?1 AND token = ?2 AND state = 1",
     // kStats: ?1 now. Rows of (expired, state, count).
-    "SELECT expires_at <= ?1, state, count(*) FROM idem_records "
+    "SELECT expires_at <= ?1, state, count(*) FROM main.idem_records "
     "GROUP BY 1, 2",
     // kPurge: ?1 now, ?2 limit.
-    "DELETE FROM idem_records WHERE id IN (SELECT id FROM idem_records "
+    "DELETE FROM main.idem_records WHERE id IN (SELECT id FROM "
+    "main.idem_records "
     "WHERE expires_at <= ?1 LIMIT ?2)",
     // The writer's transactions, and one savepoint per call in them.
     "BEGIN IMMEDIATE",

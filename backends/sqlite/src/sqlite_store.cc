@@ -18,10 +18,16 @@
 // it holds the write lock, which every process sharing the file waits for,
 // for one statement instead of a four-step transaction.
 //
-// Complete is a SELECT and then one conditional UPDATE ... WHERE id = ? AND
-// token = ? AND state = 1: a token is fresh for every claim, so if the
-// UPDATE still finds it in_progress with that token, the row is the one the
-// SELECT read. Release is one DELETE with the same condition.
+// Complete is one conditional UPDATE ... WHERE id = ? AND token = ? AND
+// state = 1 of the completed record. A token is fresh for every claim, so a
+// row the UPDATE still finds in_progress with that token holds exactly the
+// fields that claim wrote: for a claim this store made, it remembers them
+// (idem/claim_memo.h) and writes the record without reading the row; for
+// another (made by another store on the file, or forgotten), a SELECT in the
+// same transaction reads them first. Release is one DELETE with the same
+// condition. The completion inside an application transaction is the same
+// UPDATE (sqlite_transaction.cc), on the writer's connection when the
+// transaction holds the writer.
 
 #include "idem/sqlite_store.h"
 
@@ -38,6 +44,7 @@
 #include <system_error>
 #include <utility>
 
+#include "idem/claim_memo.h"
 #include "idem/clock.h"
 #include "idem/record_codec.h"
 #include "idem/store_checks.h"
@@ -127,65 +134,76 @@ class SqliteStore::Impl {
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) {
-    return writer_->Write<ClaimResult>([&](Connection& conn) {
+    return writer_->Write<ClaimResult>("claim", [&](Connection& conn) {
       return ClaimOn(conn, id, fp, now, ttl, lock_timeout);
     });
   }
 
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const Response& response) {
-    return writer_->Write<bool>([&](Connection& conn) {
-      return CompleteOn(conn, id, token, response);
-    });
+    return writer_->Write<bool>(
+        "complete", [&](Connection& conn) -> Result<bool> {
+          IDEM_ASSIGN_OR_RETURN(bool completed,
+                                CompleteOn(conn, id, token, response));
+          claims_.Forget(token);
+          return completed;
+        });
   }
 
   Result<bool> Release(const RecordId& id, const Token& token) {
-    return writer_->Write<bool>([&](Connection& conn) -> Result<bool> {
-      IDEM_ASSIGN_OR_RETURN(int changed,
-                            Change(conn, sqlite_internal::kRelease, "release",
-                                   [&](sqlite3_stmt* stmt) {
-                                     BindBlob(stmt, 1, id.view());
-                                     BindBlob(stmt, 2, token.view());
-                                   }));
-      return changed == 1;
-    });
+    return writer_->Write<bool>(
+        "release", [&](Connection& conn) -> Result<bool> {
+          IDEM_ASSIGN_OR_RETURN(
+              int changed, Change(conn, sqlite_internal::kRelease, "release",
+                                  [&](sqlite3_stmt* stmt) {
+                                    BindBlob(stmt, 1, id.view());
+                                    BindBlob(stmt, 2, token.view());
+                                  }));
+          claims_.Forget(token);
+          return changed == 1;
+        });
   }
 
   Result<bool> Revoke(const RecordId& id) {
-    return writer_->Write<bool>([&](Connection& conn) -> Result<bool> {
-      IDEM_ASSIGN_OR_RETURN(
-          int changed,
-          Change(conn, sqlite_internal::kRevoke, "revoke",
-                 [&](sqlite3_stmt* stmt) { BindBlob(stmt, 1, id.view()); }));
-      return changed == 1;
-    });
+    // A remembered claim of this id stays in the memo until its slot is
+    // reused: harmless, since its Complete's UPDATE finds no row.
+    return writer_->Write<bool>(
+        "revoke", [&](Connection& conn) -> Result<bool> {
+          IDEM_ASSIGN_OR_RETURN(int changed,
+                                Change(conn, sqlite_internal::kRevoke, "revoke",
+                                       [&](sqlite3_stmt* stmt) {
+                                         BindBlob(stmt, 1, id.view());
+                                       }));
+          return changed == 1;
+        });
   }
 
   // The SELECT and the UPDATE run in the writer's transaction, so nothing
   // changes the row in between.
   Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
                           Duration lock_timeout) {
-    return writer_->Write<bool>([&](Connection& conn) -> Result<bool> {
-      IDEM_ASSIGN_OR_RETURN(std::optional<Record> record,
-                            SelectRecord(conn, id));
-      if (!record.has_value()) return false;
-      const std::optional<TimePoint> until =
-          RenewedLockUntil(*record, token, now, lock_timeout);
-      if (!until) return false;
-      if (*until == record->locked_until) return true;
-      record->locked_until = *until;
-      const std::string blob = EncodeRecord(*record);
-      IDEM_ASSIGN_OR_RETURN(
-          int changed, Change(conn, sqlite_internal::kExtendLock, "extend lock",
-                              [&](sqlite3_stmt* stmt) {
-                                BindBlob(stmt, 1, id.view());
-                                BindBlob(stmt, 2, token.view());
-                                sqlite3_bind_int64(stmt, 3,
-                                                   ToUnixNanos(*until));
-                                BindBlob(stmt, 4, blob);
-                              }));
-      return changed == 1;
-    });
+    return writer_->Write<bool>(
+        "extend lock", [&](Connection& conn) -> Result<bool> {
+          IDEM_ASSIGN_OR_RETURN(std::optional<Record> record,
+                                SelectRecord(conn, id));
+          if (!record.has_value()) return false;
+          const std::optional<TimePoint> until =
+              RenewedLockUntil(*record, token, now, lock_timeout);
+          if (!until) return false;
+          if (*until == record->locked_until) return true;
+          record->locked_until = *until;
+          const std::string blob = EncodeRecord(*record);
+          IDEM_ASSIGN_OR_RETURN(int changed,
+                                Change(conn, sqlite_internal::kExtendLock,
+                                       "extend lock", [&](sqlite3_stmt* stmt) {
+                                         BindBlob(stmt, 1, id.view());
+                                         BindBlob(stmt, 2, token.view());
+                                         sqlite3_bind_int64(
+                                             stmt, 3, ToUnixNanos(*until));
+                                         BindBlob(stmt, 4, blob);
+                                       }));
+          return changed == 1;
+        });
   }
 
   Result<std::optional<StoreStats>> Stats(TimePoint now) {
@@ -210,7 +228,7 @@ class SqliteStore::Impl {
       // One write call per batch, so that the other writers of this process
       // wait for one batch at most, as those of other processes do.
       IDEM_ASSIGN_OR_RETURN(
-          const int n, writer_->Write<int>([&](Connection& conn) {
+          const int n, writer_->Write<int>("purge", [&](Connection& conn) {
             return Change(conn, sqlite_internal::kPurge, "purge",
                           [&](sqlite3_stmt* stmt) {
                             sqlite3_bind_int64(stmt, 1, ToUnixNanos(now));
@@ -223,6 +241,46 @@ class SqliteStore::Impl {
     }
     return deleted;
   }
+
+  // The claim of `token` on `id`, if this store made it and remembers it:
+  // the in_progress record it wrote, but for a renewal's locked_until.
+  std::optional<Record> RememberedClaim(const RecordId& id,
+                                        const Token& token) {
+    std::optional<ClaimFields> fields = claims_.Recall(token);
+    if (!fields || fields->id != id) return std::nullopt;
+    Record record;
+    record.fingerprint = fields->fingerprint;
+    record.token = token;
+    record.locked_until = fields->locked_until;
+    record.expires_at = fields->expires_at;
+    return record;
+  }
+
+  // SqliteTransaction on the writer (SqliteStore::HoldWriter and after).
+  Result<sqlite3*> HoldWriter() {
+    IDEM_RETURN_IF_ERROR(writer_->Hold());
+    return writer_->held_connection().db();
+  }
+  Result<TransactionCompletion> CompleteOnHeldWriter(const RecordId& id,
+                                                     const Token& token,
+                                                     const Response& stored) {
+    Connection& conn = writer_->held_connection();
+    if (sqlite3_get_autocommit(conn.db()) != 0) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       Prefix(path()) +
+                           "complete in transaction: the transaction is no "
+                           "longer open (an error rolled it back, or it was "
+                           "ended on SqliteTransaction::db())");
+    }
+    // Not forgotten: if the transaction rolls back, the claim is still
+    // held, and its Finish or Release needs no read either.
+    IDEM_ASSIGN_OR_RETURN(bool stored_now, CompleteOn(conn, id, token, stored));
+    return stored_now ? TransactionCompletion::kStored
+                      : TransactionCompletion::kClaimLost;
+  }
+  Status ReleaseWriter(bool commit) { return writer_->EndHold(commit); }
+  bool HoldsWriterOn(sqlite3* db) { return writer_->HeldByThisThreadOn(db); }
+  std::size_t QueuedWrites() { return writer_->queued(); }
 
  private:
   Result<ClaimResult> ClaimOn(Connection& conn, const RecordId& id,
@@ -250,6 +308,8 @@ class SqliteStore::Impl {
           // Step to the end: in autocommit mode the transaction commits
           // there, and a commit can still fail (I/O).
           IDEM_RETURN_IF_ERROR(conn.StepDone(stmt, "claim"));
+          claims_.Remember(fresh.token,
+                           {id, fp, fresh.locked_until, fresh.expires_at});
           return Acquired(fresh, takeover);
         }
         if (rc != SQLITE_DONE)
@@ -271,20 +331,38 @@ class SqliteStore::Impl {
     return busy;
   }
 
+  // The record of the claim of `token` on `id` as its Complete writes it:
+  // from the memo when this store made the claim and remembers it, else
+  // read in the caller's transaction (nullopt when the claim is not held).
+  Result<std::optional<Record>> HeldRecord(Connection& conn, const RecordId& id,
+                                           const Token& token) {
+    if (std::optional<Record> remembered = RememberedClaim(id, token)) {
+      return remembered;
+    }
+    IDEM_ASSIGN_OR_RETURN(std::optional<Record> record, SelectRecord(conn, id));
+    if (!record.has_value() || !record->HeldBy(token)) return std::nullopt;
+    return record;
+  }
+
+  // Completes the claim of `token` in the transaction open on `conn`; false
+  // when it is not held (nothing written).
   Result<bool> CompleteOn(Connection& conn, const RecordId& id,
                           const Token& token, const Response& response) {
-    IDEM_ASSIGN_OR_RETURN(std::optional<Record> record, SelectRecord(conn, id));
-    if (!record.has_value() || !record->HeldBy(token)) return false;
+    IDEM_ASSIGN_OR_RETURN(std::optional<Record> record,
+                          HeldRecord(conn, id, token));
+    if (!record.has_value()) return false;
     const std::string blob = EncodeCompleted(*record, response);
-    IDEM_ASSIGN_OR_RETURN(int changed,
-                          Change(conn, sqlite_internal::kComplete, "complete",
-                                 [&](sqlite3_stmt* stmt) {
-                                   BindBlob(stmt, 1, id.view());
-                                   BindBlob(stmt, 2, token.view());
-                                   BindBlob(stmt, 3, blob);
-                                 }));
+    IDEM_ASSIGN_OR_RETURN(
+        int changed, Change(conn, sqlite_internal::kComplete, "complete",
+                            [&](sqlite3_stmt* stmt) {
+                              BindBlob(stmt, 1, id.view());
+                              BindBlob(stmt, 2, token.view());
+                              BindBlob(stmt, 3, blob);
+                              sqlite3_bind_int64(
+                                  stmt, 4, ToUnixNanos(record->locked_until));
+                            }));
     // The token is new for every claim: if the row still has it, and is
-    // still in progress, it is the row read above.
+    // still in progress, it holds the fields of the record written.
     return changed == 1;
   }
 
@@ -294,6 +372,7 @@ class SqliteStore::Impl {
   ConnectionPool pool_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<Writer> writer_;
+  ClaimMemo claims_;
   ClaimAttemptHook claim_hook_;  // Set before use, by tests only.
 };
 
@@ -434,5 +513,32 @@ StoreInfo SqliteStore::Info() const {
 }
 
 const std::string& SqliteStore::path() const { return impl_->path(); }
+
+Result<sqlite3*> SqliteStore::HoldWriter() {
+  return Boundary(impl_->path(), "begin", [&] { return impl_->HoldWriter(); });
+}
+
+Result<TransactionCompletion> SqliteStore::CompleteOnHeldWriter(
+    const RecordId& id, const Token& token, const Response& stored) {
+  return impl_->CompleteOnHeldWriter(id, token, stored);
+}
+
+bool SqliteStore::HoldsWriterOn(sqlite3* db) {
+  return db != nullptr && impl_->HoldsWriterOn(db);
+}
+
+std::size_t SqliteStore::QueuedWritesForTesting() {
+  return impl_->QueuedWrites();
+}
+
+Status SqliteStore::ReleaseWriter(bool commit) {
+  return Boundary(impl_->path(), commit ? "commit" : "rollback",
+                  [&] { return impl_->ReleaseWriter(commit); });
+}
+
+std::optional<Record> SqliteStore::RememberedClaim(const RecordId& id,
+                                                   const Token& token) {
+  return impl_->RememberedClaim(id, token);
+}
 
 }  // namespace idem

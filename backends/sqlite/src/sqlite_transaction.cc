@@ -1,12 +1,16 @@
 // Completing a record in the application's own transaction
-// (SqliteStore::CompleteInTransaction) and SqliteTransaction.
+// (SqliteStore::CompleteInTransaction) and SqliteTransaction, on the
+// application's connection or on the store's writer.
 //
-// The completion reads the row and then updates it WHERE id = ? AND token =
-// ? AND state = 1, as Complete does on the store's writer, but on the
-// caller's connection and inside its transaction: the fencing token is
-// checked by the UPDATE, so a takeover committed before it makes the UPDATE
-// change nothing (kClaimLost), and one that comes later waits for the
-// caller's write lock and then finds the record completed.
+// The completion is the UPDATE ... WHERE id = ? AND token = ? AND state = 1
+// Complete runs on the store's writer (with the row's SELECT first unless
+// the store remembers the claim), inside the caller's transaction: the
+// fencing token is checked by the UPDATE, so a takeover committed before it
+// makes the UPDATE change nothing (kClaimLost), and one that comes later
+// waits for the caller's write lock (or, on the writer, for the writer) and
+// then finds the record completed. On the writer it is the store's own
+// statement (sqlite_store.cc); here is the one on the application's
+// connection.
 //
 // Only the main database of the connection is accepted, and the table is
 // named main.idem_records: SQLite commits an ATTACHed database atomically
@@ -21,8 +25,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 
+#include "idem/clock.h"
 #include "idem/record_codec.h"
 #include "sqlite_connection.h"
 
@@ -37,7 +43,7 @@ constexpr const char* kSelectInTransaction =
     "SELECT state, fingerprint, token, locked_until, expires_at, record "
     "FROM main.idem_records WHERE id = ?1";
 constexpr const char* kCompleteInTransaction =
-    "UPDATE main.idem_records SET state = 2, record = ?3 "
+    "UPDATE main.idem_records SET state = 2, record = ?3, locked_until = ?4 "
     "WHERE id = ?1 AND token = ?2 AND state = 1";
 
 // A statement prepared on the caller's connection, finalized with its scope.
@@ -95,12 +101,17 @@ class Completion {
     return std::filesystem::equivalent(file, options_.path, ec);
   }
 
+  // `record`: the claim's record when the store remembers it, else read
+  // here.
   Result<TransactionCompletion> Run(const RecordId& id, const Token& token,
-                                    const Response& stored) {
+                                    const Response& stored,
+                                    std::optional<Record> record) {
     IDEM_RETURN_IF_ERROR(CheckConnection());
-    IDEM_ASSIGN_OR_RETURN(std::optional<Record> record, Select(id));
-    if (!record.has_value() || !record->HeldBy(token)) {
-      return TransactionCompletion::kClaimLost;
+    if (!record.has_value()) {
+      IDEM_ASSIGN_OR_RETURN(record, Select(id));
+      if (!record.has_value() || !record->HeldBy(token)) {
+        return TransactionCompletion::kClaimLost;
+      }
     }
     const std::string blob = EncodeCompleted(*record, stored);
     Statement update;
@@ -110,6 +121,7 @@ class Completion {
     BindBlob(update.get(), 1, id.view());
     BindBlob(update.get(), 2, token.view());
     BindBlob(update.get(), 3, blob);
+    sqlite3_bind_int64(update.get(), 4, ToUnixNanos(record->locked_until));
     rc = sqlite3_step(update.get());
     if (rc != SQLITE_DONE) return tl::unexpected(SqlError("complete", rc));
     return sqlite3_changes(db_) == 1 ? TransactionCompletion::kStored
@@ -154,28 +166,67 @@ Status Exec(const std::string& path, sqlite3* db, const char* sql,
   return tl::unexpected(std::move(e));
 }
 
+tl::unexpected<Error> NotOpen(const std::string& path, const char* op) {
+  return MakeError(
+      ErrorCode::kInvalidArgument,
+      Prefix(path) + op + ": this transaction is not open (Begin first)");
+}
+
 }  // namespace
 
 Result<TransactionCompletion> SqliteStore::CompleteInTransaction(
     sqlite3* db, const RecordId& id, const Token& token,
     const Response& stored) {
-  return Boundary(path(), "complete in transaction", [&] {
-    return Completion(path(), db).Run(id, token, stored);
+  constexpr std::string_view kOp = "complete in transaction";
+  // The writer's connection, held by this thread's transaction: the store's
+  // own statements, and no file to check.
+  if (HoldsWriterOn(db)) {
+    return Boundary(path(), kOp,
+                    [&] { return CompleteOnHeldWriter(id, token, stored); });
+  }
+  return Boundary(path(), kOp, [&] {
+    return Completion(path(), db)
+        .Run(id, token, stored, RememberedClaim(id, token));
   });
 }
 
 Status SqliteTransaction::Begin() {
-  return Exec(store_.path(), db_, "BEGIN IMMEDIATE", "begin");
+  if (!on_writer_) return Exec(store_.path(), db_, "BEGIN IMMEDIATE", "begin");
+  if (db_ != nullptr) {
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        Prefix(store_.path()) + "begin: this transaction is already open");
+  }
+  IDEM_ASSIGN_OR_RETURN(db_, store_.HoldWriter());
+  return {};
 }
 
 Status SqliteTransaction::Commit() {
-  return Exec(store_.path(), db_, "COMMIT", "commit");
+  if (!on_writer_) return Exec(store_.path(), db_, "COMMIT", "commit");
+  if (db_ == nullptr) return NotOpen(store_.path(), "commit");
+  db_ = nullptr;
+  return store_.ReleaseWriter(/*commit=*/true);
 }
 
 void SqliteTransaction::Rollback() {
+  if (on_writer_) {
+    if (db_ == nullptr) return;
+    db_ = nullptr;
+    (void)store_.ReleaseWriter(/*commit=*/false);
+    return;
+  }
   if (db_ != nullptr && sqlite3_get_autocommit(db_) == 0) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   }
+}
+
+Result<TransactionCompletion> SqliteTransaction::Complete(
+    const ClaimHandle& claim, const Response& stored) {
+  if (on_writer_ && db_ == nullptr) {
+    return NotOpen(store_.path(), "complete in transaction");
+  }
+  return store_.CompleteInTransaction(db_, claim.record_id(), claim.token(),
+                                      stored);
 }
 
 }  // namespace idem

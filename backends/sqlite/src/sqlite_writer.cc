@@ -5,11 +5,23 @@
 // transactions (another connection's commit would empty it). Other
 // processes are still kept out by SQLite's locks, and the writer waits for
 // them up to busy_timeout.
+//
+// Why an application transaction may hold it (SqliteTransaction on the
+// writer): on a connection of its own, that transaction meets the writer in
+// SQLite's file lock, where the loser sleeps in the busy handler, and its
+// commit empties the writer's page cache; holding the writer, it queues on
+// the same mutex as every other write, completes the record with the
+// writer's prepared statements, and the calls that queued behind it commit
+// together when it ends. The holder runs what queued before it first, so
+// that a stream of transactions cannot keep the store's own writes waiting
+// until busy_timeout.
 
 #include "sqlite_writer.h"
 
 #include <sqlite3.h>
 
+#include <chrono>
+#include <mutex>
 #include <string>
 
 namespace idem::sqlite_internal {
@@ -39,6 +51,107 @@ Status Writer::Open() {
   // crossed the threshold, while every other write of this process waits.
   sqlite3_wal_hook(conn_->db(), &Checkpointer::WalHook, &checkpointer_);
   return {};
+}
+
+void Writer::RunQueued(std::unique_lock<std::mutex>& lock) {
+  // batch_ has room for kMaxBatch: nothing here allocates, so nothing throws
+  // while writing_ is set.
+  const std::size_t n = std::min(queue_.size(), kMaxBatch);
+  batch_.assign(queue_.begin(), queue_.begin() + n);
+  queue_.erase(queue_.begin(), queue_.begin() + n);
+  lock.unlock();
+  RunBatch(batch_);
+  lock.lock();
+  for (WriteOp* w : batch_) w->done = true;
+  batch_.clear();
+}
+
+Error Writer::HeldByCaller(std::string_view op) const {
+  return Error(ErrorCode::kInvalidArgument,
+               Prefix(options_.path) + std::string(op) +
+                   ": this thread holds the store's writer in an open "
+                   "SqliteTransaction, so the call would wait for itself; "
+                   "make store calls before Begin or after Commit/Rollback");
+}
+
+Error Writer::HeldTooLong(std::string_view op) const {
+  return Error(ErrorCode::kUnavailable,
+               Prefix(options_.path) + std::string(op) +
+                   ": the store's writer was held by an application "
+                   "transaction (SqliteTransaction) for more than "
+                   "busy_timeout=" +
+                   std::to_string(options_.busy_timeout.count()) +
+                   " ms; keep those transactions short or raise "
+                   "busy_timeout_ms");
+}
+
+Status Writer::Hold() {
+  const auto deadline =
+      std::chrono::steady_clock::now() + options_.busy_timeout;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (HeldByThisThread()) return tl::unexpected(HeldByCaller("begin"));
+  if (!AwaitWriter(lock, deadline, [] { return false; })) {
+    return tl::unexpected(HeldTooLong("begin"));
+  }
+  writing_ = true;
+  if (!queue_.empty()) RunQueued(lock);
+  held_ = true;
+  holder_ = std::this_thread::get_id();
+  lock.unlock();
+  cv_.notify_all();  // The callers of the calls that ran, if any.
+  // Released on every way out but success, exceptions included.
+  ReleaseOnExit release(*this);
+  if (conn_ == nullptr) IDEM_RETURN_IF_ERROR(Open());
+  if (std::optional<Error> e = Step(kBegin, "begin")) {
+    RollBackOrClose();
+    return tl::unexpected(std::move(*e));
+  }
+  release.Cancel();
+  return {};
+}
+
+Status Writer::EndHold(bool commit) {
+  ReleaseOnExit release(*this);
+  if (conn_ == nullptr) return {};
+  Status result;
+  if (conn_->HasStatementsOfOthers()) {
+    // The application still has them and will finalize them itself: SQLite
+    // keeps this connection until it does, and the writer opens another for
+    // the next write.
+    conn_->RollBackIfInTransaction();
+    conn_.reset();
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        Prefix(options_.path) + (commit ? "commit" : "rollback") +
+            ": a statement prepared on the transaction's connection "
+            "(SqliteTransaction::db()) was not finalized; rolled back "
+            "(finalize every statement before Commit or Rollback)");
+  }
+  if (commit) {
+    if (sqlite3_get_autocommit(conn_->db()) != 0) {
+      result = MakeError(ErrorCode::kInvalidArgument,
+                         Prefix(options_.path) +
+                             "commit: the transaction is no longer open (an "
+                             "error rolled it back, or it was ended on "
+                             "SqliteTransaction::db())");
+    } else if (std::optional<Error> e = Step(kCommit, "commit")) {
+      result = tl::unexpected(std::move(*e));
+    }
+  }
+  // A rollback, or after a failed COMMIT (which may leave the transaction
+  // open): nothing of it is kept.
+  RollBackOrClose();
+  return result;
+}
+
+void Writer::Release() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = false;
+    holder_ = std::thread::id();
+    writing_ = false;
+  }
+  cv_.notify_all();
 }
 
 std::optional<Error> Writer::Step(StatementId id, std::string_view op) {

@@ -8,15 +8,25 @@
 // nothing and does not fail the others, while an error that ends the whole
 // transaction, or a failed COMMIT, fails them all.
 //
-// Thread-safety: Write may be called concurrently from any number of
-// threads; queued calls run on the thread that finds the writer idle, while
-// their callers wait, so the callers' frames outlive the transaction. The
-// destructor must not run concurrently with Write.
+// An application transaction may also hold the writer (Hold, for
+// SqliteTransaction on the writer): it runs the calls queued before it
+// first, then BEGIN IMMEDIATE on the connection, which its thread then has
+// to itself until EndHold. Calls that come meanwhile queue as they do
+// behind a batch, but wait at most busy_timeout (from the moment they were
+// made) while the writer is held; a call from the holding thread itself
+// fails at once instead of waiting for itself.
+//
+// Thread-safety: Write and Hold may be called concurrently from any number
+// of threads; queued calls run on the thread that finds the writer idle,
+// while their callers wait, so the callers' frames outlive the transaction.
+// EndHold and held_connection() are the holder's. The destructor must not
+// run concurrently with any other call, nor while the writer is held.
 
 #ifndef IDEM_BACKENDS_SQLITE_SQLITE_WRITER_H_
 #define IDEM_BACKENDS_SQLITE_SQLITE_WRITER_H_
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <memory>
@@ -24,6 +34,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -50,9 +61,52 @@ class Writer {
 
   // Runs fn(Connection&) -> Result<T> on the writer's connection, in a
   // transaction shared with the calls queued beside it; returns once that
-  // transaction committed (or failed).
+  // transaction committed (or failed). `op` names the call in errors:
+  // kInvalidArgument when the calling thread holds the writer (Hold), and
+  // kUnavailable when an application transaction held it for busy_timeout
+  // since the call was made (the call is then taken off the queue, never
+  // run).
   template <typename T, typename Fn>
-  Result<T> Write(Fn&& fn);
+  Result<T> Write(std::string_view op, Fn&& fn);
+
+  // Holds the writer for an application transaction: waits until no other
+  // thread writes or holds it (at most busy_timeout while another
+  // transaction holds it), runs the calls queued by then in a transaction
+  // of their own, then BEGIN IMMEDIATE on the connection (opened again if
+  // a failure had closed it), which waits up to busy_timeout for other
+  // connections' write locks. On success the calling thread holds the
+  // writer until EndHold, and the connection is held_connection(). Errors:
+  // kInvalidArgument when this thread already holds it; kUnavailable when
+  // it was held too long, or BEGIN IMMEDIATE or the open failed (then
+  // nothing is held).
+  Status Hold();
+
+  // The connection of a hold; only between a Hold that succeeded and its
+  // EndHold.
+  Connection& held_connection() { return *conn_; }
+
+  // Whether the calling thread holds the writer, and `db` is its
+  // connection.
+  bool HeldByThisThreadOn(sqlite3* db) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // conn_ is the holder's while held: read only when that is this thread.
+    return HeldByThisThread() && conn_ != nullptr && conn_->db() == db;
+  }
+
+  // Calls waiting in the queue (tests: to know that a call waits).
+  std::size_t queued() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return queue_.size();
+  }
+
+  // Ends the hold: COMMIT when `commit`, else ROLLBACK, and lets the queued
+  // calls run. Errors: kInvalidArgument when the application left a
+  // statement on the connection (not finalized here: the application still
+  // has it): the transaction is rolled back and the connection dropped
+  // (SQLite frees it once the statement is finalized; the next write opens
+  // another); on commit, kInvalidArgument when no transaction is open any
+  // more, or COMMIT's error (rolled back then).
+  Status EndHold(bool commit);
 
  private:
   class WriteOp {
@@ -85,12 +139,45 @@ class Writer {
     Fn& fn_;
   };
 
+  // With mu_ locked by `lock` and writing_ set by this thread: runs up to
+  // kMaxBatch queued calls in one transaction (mu_ unlocked meanwhile) and
+  // marks them done. Their callers are not woken.
+  void RunQueued(std::unique_lock<std::mutex>& lock);
   // Runs the queued `batch` (whose ops are done when it returns).
   void RunBatch(const std::vector<WriteOp*>& batch);
+  // With mu_ locked by `lock`: waits while another thread writes or holds
+  // the writer, until done(); false when the writer was held by an
+  // application transaction at `deadline`.
+  template <typename Done>
+  bool AwaitWriter(std::unique_lock<std::mutex>& lock,
+                   std::chrono::steady_clock::time_point deadline, Done done);
+  // With mu_ locked: whether the calling thread holds the writer.
+  bool HeldByThisThread() const {
+    return held_ && holder_ == std::this_thread::get_id();
+  }
+  // kInvalidArgument for a call `op` from the thread that holds the writer.
+  Error HeldByCaller(std::string_view op) const;
+  // kUnavailable for a call `op` that waited busy_timeout for a hold.
+  Error HeldTooLong(std::string_view op) const;
   // Runs one of the transaction statements; its error, or nullopt.
   std::optional<Error> Step(StatementId id, std::string_view op);
   // Drops the connection if a failure left it in a transaction.
   void RollBackOrClose();
+  // Ends a hold (or a Hold that failed): the writer is idle again.
+  void Release();
+  class ReleaseOnExit {
+   public:
+    explicit ReleaseOnExit(Writer& writer) : writer_(&writer) {}
+    ~ReleaseOnExit() {
+      if (writer_ != nullptr) writer_->Release();
+    }
+    ReleaseOnExit(const ReleaseOnExit&) = delete;
+    ReleaseOnExit& operator=(const ReleaseOnExit&) = delete;
+    void Cancel() { writer_ = nullptr; }
+
+   private:
+    Writer* writer_;
+  };
 
   const SqliteStoreOptions& options_;
   Checkpointer& checkpointer_;
@@ -98,39 +185,61 @@ class Writer {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<WriteOp*> queue_;  // Guarded by mu_.
-  bool writing_ = false;         // Guarded by mu_.
+  // Set while a thread writes a batch or holds the writer. Guarded by mu_.
+  bool writing_ = false;
+  // Set while an application transaction holds the writer (writing_ is set
+  // too), by thread holder_. Guarded by mu_.
+  bool held_ = false;
+  std::thread::id holder_;
   // Used by the thread writing (the one that set writing_).
   std::vector<WriteOp*> batch_;
   std::unique_ptr<Connection> conn_;
 };
 
+template <typename Done>
+bool Writer::AwaitWriter(std::unique_lock<std::mutex>& lock,
+                         std::chrono::steady_clock::time_point deadline,
+                         Done done) {
+  while (!done() && writing_) {
+    // A batch ends within SQLite's own busy_timeout per statement; a hold
+    // ends when the application says so, hence the deadline.
+    if (!held_) {
+      cv_.wait(lock);
+    } else if (cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
+               !done() && held_) {
+      return false;
+    }
+  }
+  return true;
+}
+
 template <typename T, typename Fn>
-Result<T> Writer::Write(Fn&& fn) {
-  TypedWriteOp<T, Fn> op(options_.path, fn);
+Result<T> Writer::Write(std::string_view op, Fn&& fn) {
+  TypedWriteOp<T, Fn> call(options_.path, fn);
+  const auto deadline =
+      std::chrono::steady_clock::now() + options_.busy_timeout;
   std::unique_lock<std::mutex> lock(mu_);
-  queue_.push_back(&op);
-  while (!op.done && writing_) cv_.wait(lock);
-  if (op.done) return std::move(op.result);
-  // Nobody is writing: this thread writes what is queued, its own call among
-  // them (the queue is at most kMaxBatch long when nobody writes: every
-  // writer takes up to kMaxBatch, and whoever queued beyond waits and then
-  // writes the rest).
+  if (HeldByThisThread()) return tl::unexpected(HeldByCaller(op));
+  queue_.push_back(&call);
+  if (!AwaitWriter(lock, deadline, [&] { return call.done; })) {
+    // Held, so nobody takes calls off the queue: ours is still there.
+    queue_.erase(std::find(queue_.begin(), queue_.end(), &call));
+    return tl::unexpected(HeldTooLong(op));
+  }
+  if (call.done) return std::move(call.result);
+  // Nobody is writing: this thread writes what is queued, in batches of
+  // kMaxBatch from the front, until its own call ran (more than kMaxBatch
+  // may have queued while the last writer ran).
   writing_ = true;
-  // batch_ has room for kMaxBatch: nothing below allocates, so nothing
-  // throws while writing_ is set.
-  std::vector<WriteOp*>& batch = batch_;
-  const std::size_t n = std::min(queue_.size(), kMaxBatch);
-  batch.assign(queue_.begin(), queue_.begin() + n);
-  queue_.erase(queue_.begin(), queue_.begin() + n);
-  lock.unlock();
-  RunBatch(batch);
-  lock.lock();
-  for (WriteOp* w : batch) w->done = true;
-  batch.clear();
+  RunQueued(lock);
+  while (!call.done) {
+    cv_.notify_all();  // The callers of the batch that ran.
+    RunQueued(lock);
+  }
   writing_ = false;
   lock.unlock();
   cv_.notify_all();
-  return std::move(op.result);
+  return std::move(call.result);
 }
 
 }  // namespace idem::sqlite_internal

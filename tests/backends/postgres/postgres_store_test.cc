@@ -407,48 +407,13 @@ TEST_F(PostgresStoreTest, ReopeningKeepsEveryRecord) {
 }
 
 TEST_F(PostgresStoreTest, AClaimOfAnotherStoreCanBeCompletedAndReleased) {
-  testing::TwoStores two;
-  ASSERT_NO_FATAL_FAILURE(
-      testing::OpenTwoAndClaim([&] { return Open(); }, Id(1), Fp(1), &two));
-  auto& [a, b, claim] = two;
-  auto done = b->Complete(Id(1), claim->token, Created("from b"));
-  ASSERT_TRUE(done.has_value() && *done);
-  // a remembers the claim, but the row is completed now.
-  done = a->Complete(Id(1), claim->token, Created("from a"));
-  ASSERT_TRUE(done.has_value());
-  EXPECT_FALSE(*done);
-  auto replay = a->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(replay.has_value());
-  ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
-  EXPECT_EQ(replay->response->body, "from b");
-
-  claim = a->Claim(Id(2), Fp(2), kT0, kTtl, kLock);
-  ASSERT_TRUE(claim.has_value());
-  auto released = b->Release(Id(2), claim->token);
-  ASSERT_TRUE(released.has_value() && *released);
-  done = a->Complete(Id(2), claim->token, Created());
-  ASSERT_TRUE(done.has_value());
-  EXPECT_FALSE(*done);
+  testing::ExpectAClaimOfAnotherStoreCanBeCompletedAndReleased(
+      [&] { return Open(); });
 }
 
-// The claiming store remembers the claim's locked_until for a one-statement
-// Complete; a renewal through another store moved it since. The completed
-// record must still agree with its columns.
 TEST_F(PostgresStoreTest, ACompleteAfterARenewalElsewhereStaysReadable) {
-  testing::TwoStores two;
-  ASSERT_NO_FATAL_FAILURE(
-      testing::OpenTwoAndClaim([&] { return Open(); }, Id(1), Fp(1), &two));
-  auto& [a, b, claim] = two;
-  auto renewed =
-      b->ExtendLock(Id(1), claim->token, kT0 + std::chrono::seconds(5), kLock);
-  ASSERT_TRUE(renewed.has_value() && *renewed);
-  auto done = a->Complete(Id(1), claim->token, Created("renewed"));
-  ASSERT_TRUE(done.has_value()) << done.error().ToString();
-  EXPECT_TRUE(*done);
-  auto replay = b->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
-  ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
-  EXPECT_EQ(replay->response->body, "renewed");
+  testing::ExpectACompleteAfterARenewalElsewhereStaysReadable(
+      [&] { return Open(); });
 }
 
 // One row update per renewal, counted by a trigger on the table.

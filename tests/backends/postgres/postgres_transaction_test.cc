@@ -130,28 +130,6 @@ namespace {
 
 using PostgresTransactionTest = testing::SqlTransactionFixtureOn<PostgresSql>;
 
-// The claim memo remembers the claim's locked_until; a renewal moves the
-// column. The completion writes both together, so the completed record
-// still agrees with its columns and reads back (not kDataLoss).
-TEST_F(PostgresTransactionTest, ACompletionAfterARenewalStaysReadable) {
-  const RecordId id = TestId(7);
-  const Token token = ClaimAt(id, kT0);
-  auto renewed = store().ExtendLock(id, token, kT0 + kLock / 2, kLock);
-  ASSERT_TRUE(renewed) << renewed.error().ToString();
-  ASSERT_TRUE(*renewed);
-  auto done = CompleteAndCommit(id, token, Created("renewed"));
-  ASSERT_TRUE(done) << done.error().ToString();
-  EXPECT_EQ(*done, TransactionCompletion::kStored);
-  auto after = store().Inspect(id, kT0 + kLock);
-  ASSERT_TRUE(after) << after.error().ToString();
-  ASSERT_TRUE(after->has_value());
-  EXPECT_EQ((*after)->state, RecordState::kCompleted);
-  EXPECT_EQ(*(*after)->response, Created("renewed"));
-  auto replay = store().Claim(id, TestFingerprint(1), kT0 + kLock, kTtl, kLock);
-  ASSERT_TRUE(replay) << replay.error().ToString();
-  EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
-}
-
 TEST_F(PostgresTransactionTest, RefusesAFailedTransactionAndAnotherDb) {
   const RecordId id = TestId(8);
   const Token token = ClaimAt(id, kT0);

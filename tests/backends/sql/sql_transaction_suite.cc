@@ -1,8 +1,9 @@
 // SqlTransactionTest: the store's CompleteInTransaction on every SQL
 // backend. The completion is visible only after the caller's commit, a
 // rollback leaves the claim to release, every claim the caller no longer
-// holds is kClaimLost and writes nothing, and a connection outside a
-// transaction is refused. Also the fixtures' common part.
+// holds is kClaimLost and writes nothing, a completion after a renewal
+// stays readable, and a connection outside a transaction is refused. Also
+// the fixtures' common part.
 
 #include "backends/sql/sql_transaction_suite.h"
 
@@ -158,6 +159,29 @@ TEST_P(SqlTransactionTest, ReleasedRevokedOrCompletedIsClaimLost) {
   ASSERT_TRUE(record && record->has_value());
   EXPECT_EQ((*record)->response->body, "one");
   EXPECT_EQ(backend().Count(), 1);
+}
+
+// The store remembers the claim's locked_until (idem/claim_memo.h); a
+// renewal moves the column. The completion writes both together, so the
+// completed record still agrees with its columns and reads back (not
+// kDataLoss).
+TEST_P(SqlTransactionTest, ACompletionAfterARenewalStaysReadable) {
+  const RecordId id = TestId(10);
+  const Token token = ClaimAt(id, kT0);
+  auto renewed = store().ExtendLock(id, token, kT0 + kLock / 2, kLock);
+  ASSERT_TRUE(renewed) << renewed.error().ToString();
+  ASSERT_TRUE(*renewed);
+  auto done = CompleteAndCommit(id, token, Created("renewed"));
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(*done, TransactionCompletion::kStored);
+  auto after = store().Inspect(id, kT0 + kLock);
+  ASSERT_TRUE(after) << after.error().ToString();
+  ASSERT_TRUE(after->has_value());
+  EXPECT_EQ((*after)->state, RecordState::kCompleted);
+  EXPECT_EQ(*(*after)->response, Created("renewed"));
+  auto replay = store().Claim(id, TestFingerprint(1), kT0 + kLock, kTtl, kLock);
+  ASSERT_TRUE(replay) << replay.error().ToString();
+  EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
 }
 
 TEST_P(SqlTransactionTest, RefusesAConnectionOutsideATransaction) {

@@ -451,13 +451,60 @@ TEST_F(SqliteStoreTest, TwoStoresOnOneFileSeeEachOther) {
   EXPECT_TRUE(b->Info().shared_across_processes);
 }
 
+TEST_F(SqliteStoreTest, AClaimOfAnotherStoreCanBeCompletedAndReleased) {
+  testing::ExpectAClaimOfAnotherStoreCanBeCompletedAndReleased(
+      [&] { return OpenStore(); });
+}
+
+TEST_F(SqliteStoreTest, ACompleteAfterARenewalElsewhereStaysReadable) {
+  testing::ExpectACompleteAfterARenewalElsewhereStaysReadable(
+      [&] { return OpenStore(); });
+}
+
+// More writers at once than one transaction takes (kMaxBatch, 64): each
+// call runs, whoever writes the batch that holds it. (A caller that found
+// the writer idle once ran only the first 64 queued calls, and returned
+// "write not run" when its own was further back.)
+TEST_F(SqliteStoreTest, MoreWritersAtOnceThanABatchTakesAllRun) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  constexpr int kThreads = 256;
+  constexpr int kPerThread = 8;
+  std::atomic<bool> go{false};
+  std::atomic<int> ready{0};
+  std::vector<int> failures(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ++ready;
+      while (!go.load()) std::this_thread::yield();
+      for (int i = 0; i < kPerThread; ++i) {
+        auto claim =
+            store->Claim(Id(1 + t * kPerThread + i), Fp(1), kT0, kTtl, kLock);
+        if (!claim || claim->outcome != ClaimOutcome::kAcquired) {
+          ++failures[t];
+        }
+      }
+    });
+  }
+  for (int i = 0; i < 100'000'000 && ready.load() < kThreads; ++i) {
+    std::this_thread::yield();
+  }
+  go = true;
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures, std::vector<int>(kThreads, 0));
+  EXPECT_EQ(CountRows(), kThreads * kPerThread);
+}
+
 // Writes from many threads share transactions (group commit): a call that
 // fails (here Complete of a damaged row, kDataLoss) fails alone, and the
-// calls committed beside it keep their results.
+// calls committed beside it keep their results. The damaged row was
+// claimed through another store, so that this one reads it to complete it
+// (a claim it remembers needs no read).
 TEST_F(SqliteStoreTest, AFailingWriteDoesNotFailTheWritesCommittedWithIt) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  auto damaged = store->Claim(Id(0), Fp(0), kT0, kTtl, kLock);
+  auto damaged = OpenStore()->Claim(Id(0), Fp(0), kT0, kTtl, kLock);
   ASSERT_TRUE(damaged.has_value());
   {
     RawDb raw(DbPath());

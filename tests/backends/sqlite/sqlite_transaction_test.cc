@@ -1,8 +1,11 @@
 // Exactly once on SQLite: the SQL suites (backends/sql) on a SQLite file,
-// and the cases only SQLite has: a takeover that comes before BEGIN
-// IMMEDIATE, the other files and ATTACHed store files CompleteInTransaction
-// refuses, and sql::RunInTransaction with a Guard (the ClaimHandle told of
-// the commit, a takeover that makes the first transaction roll back).
+// with the application's transaction on a connection of its own (sqlite)
+// and on the store's writer (sqlite_writer), and the cases only SQLite has:
+// a takeover that comes before BEGIN IMMEDIATE, the other files and
+// ATTACHed store files CompleteInTransaction refuses, and
+// sql::RunInTransaction with a Guard (the ClaimHandle told of the commit, a
+// takeover that makes the first transaction roll back). The writer form's
+// own cases are in sqlite_writer_transaction_test.cc.
 
 #include <sqlite3.h>
 
@@ -30,16 +33,18 @@ using std::chrono::seconds;
 using testing::Created;
 using testing::TestId;
 
+void ExecOn(sqlite3* db, const char* sql) {
+  ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK)
+      << sql << ": " << sqlite3_errmsg(db);
+}
+
 struct Db {
   explicit Db(const std::string& path) {
     EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
     sqlite3_busy_timeout(db, 5000);
   }
   ~Db() { sqlite3_close(db); }
-  void Exec(const char* sql) {
-    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK)
-        << sql << ": " << sqlite3_errmsg(db);
-  }
+  void Exec(const char* sql) { ExecOn(db, sql); }
   sqlite3* db = nullptr;
 };
 
@@ -87,20 +92,99 @@ class SqliteSql : public testing::SqlBackend {
   SqliteStore& sqlite_store() { return *store_; }
   sqlite3* db() const { return db_->db; }
 
- private:
+ protected:
   testing::TempDir dir_{"idem-sqlite-tx"};
   std::string table_;
   std::shared_ptr<SqliteStore> store_;
   std::unique_ptr<Db> db_;
 };
 
+// The application's transaction on the store's writer
+// (SqliteTransaction(store)): what the suites run between BEGIN IMMEDIATE
+// and COMMIT or ROLLBACK goes to the writer's connection, held by the
+// transaction; the rest (the table, the counts, a connection outside any
+// transaction) to the connection of SqliteSql.
+class SqliteWriterSql : public SqliteSql {
+ public:
+  void Exec(const std::string& sql) override {
+    if (sql == begin_statement()) {
+      ASSERT_FALSE(script_tx_.has_value());
+      script_tx_.emplace(*store_);
+      auto began = script_tx_->Begin();
+      ASSERT_TRUE(began) << began.error().ToString();
+      open_db_ = script_tx_->db();
+    } else if (sql == "COMMIT" || sql == "ROLLBACK") {
+      ASSERT_TRUE(script_tx_.has_value());
+      if (sql == "COMMIT") {
+        auto committed = script_tx_->Commit();
+        EXPECT_TRUE(committed) << committed.error().ToString();
+      }
+      script_tx_.reset();  // Rolls back what is still open.
+      open_db_ = nullptr;
+    } else {
+      ExecOn(open_db_ != nullptr ? open_db_ : db(), sql.c_str());
+    }
+  }
+  // Whether this thread holds the store's writer: then a transaction on it
+  // cannot begin (it can at once otherwise: the test has one thread).
+  bool InTransaction() override {
+    SqliteTransaction probe(*store_);
+    return !probe.Begin().has_value();
+  }
+  Result<TransactionCompletion> CompleteInTransaction(
+      const RecordId& id, const Token& token, const Response& r) override {
+    return store_->CompleteInTransaction(open_db_ != nullptr ? open_db_ : db(),
+                                         id, token, r);
+  }
+  std::unique_ptr<testing::AnySqlTransaction> Transaction() override {
+    return std::make_unique<WriterTransaction>(*this);
+  }
+
+ private:
+  // SqliteTransaction(store) whose connection the work's Exec uses.
+  class WriterTransaction final : public testing::AnySqlTransaction {
+   public:
+    explicit WriterTransaction(SqliteWriterSql& owner)
+        : owner_(owner), tx_(*owner.store_) {}
+    Status Begin() override {
+      Status began = tx_.Begin();
+      owner_.open_db_ = tx_.db();
+      return began;
+    }
+    Status Commit() override { return End(tx_.Commit()); }
+    void Rollback() override {
+      tx_.Rollback();
+      owner_.open_db_ = nullptr;
+    }
+    Result<TransactionCompletion> Complete(const ClaimHandle& claim,
+                                           const Response& stored) override {
+      return tx_.Complete(claim, stored);
+    }
+
+   private:
+    Status End(Status s) {
+      owner_.open_db_ = nullptr;
+      return s;
+    }
+    SqliteWriterSql& owner_;
+    SqliteTransaction tx_;
+  };
+
+  std::optional<SqliteTransaction> script_tx_;  // BEGIN ... COMMIT by Exec.
+  sqlite3* open_db_ = nullptr;  // The writer's, while a transaction holds it.
+};
+
 }  // namespace
 }  // namespace idem
 
 IDEM_INSTANTIATE_SQL_TRANSACTION_SUITES(
-    Sqlite, SqlBackendFactory{.name = "sqlite", .make = [] {
-                                return std::make_unique<idem::SqliteSql>();
-                              }});
+    Sqlite,
+    SqlBackendFactory{
+        .name = "sqlite",
+        .make = [] { return std::make_unique<idem::SqliteSql>(); }},
+    SqlBackendFactory{.name = "sqlite_writer", .make = [] {
+                        return std::make_unique<idem::SqliteWriterSql>();
+                      }});
 
 namespace idem {
 namespace {

@@ -21,7 +21,11 @@
 // (WAL needs shared memory between the processes). Writes of one store are
 // committed together when they arrive at once (group commit): a call
 // returns only after the transaction holding it committed, and a call that
-// fails writes nothing and does not fail the others.
+// fails writes nothing and does not fail the others. An application
+// transaction may hold the store's writer (SqliteTransaction(store),
+// sqlite_transaction.h): the store's writes from other threads then wait
+// for it, at most busy_timeout (then kUnavailable), and a write from the
+// thread that holds it fails at once with kInvalidArgument.
 //
 // Errors: SQLITE_BUSY and SQLITE_LOCKED (after busy_timeout), I/O errors,
 // a full disk, a read-only or unopenable file -> kUnavailable;
@@ -131,13 +135,20 @@ class SqliteStore final : public Store {
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  // The Store operations, as store.h states them. Writes (all but Inspect)
-  // go through the store's one writer connection, each in one write
-  // transaction; Inspect reads on a connection of its own and takes no
-  // write lock. Errors as above; a write that fails wrote nothing.
+  // The Store operations, as store.h states them. Writes (all but Inspect
+  // and Stats) go through the store's one writer connection, each in one
+  // write transaction; Inspect reads on a connection of its own and takes no
+  // write lock. Errors as above; a write that fails wrote nothing. While a
+  // SqliteTransaction holds the writer, a write waits for it at most
+  // busy_timeout from the call (then kUnavailable: "the store's writer was
+  // held by an application transaction ...", nothing written), and one
+  // made from the thread holding it fails at once with kInvalidArgument.
   //  - Claim: kInvalidArgument when ttl or lock_timeout is not positive; a
   //    claim that loses kClaimAttempts races answers kInProgress with
   //    locked_until = now.
+  //  - Complete: one UPDATE for a claim this store made and still remembers
+  //    (idem/claim_memo.h: the last ~16384 claims), a SELECT first for any
+  //    other (made by another store on the file, say).
   //  - Revoke deletes the row even when its record does not decode.
   //  - PurgeExpired deletes in transactions of at most 1000 rows (so other
   //    writers wait for one batch at most), rows whose columns say expired
@@ -178,7 +189,11 @@ class SqliteStore final : public Store {
   // with BEGIN IMMEDIATE (a deferred one that read before a concurrent
   // takeover fails with kUnavailable, SQLITE_BUSY_SNAPSHOT). While it is
   // open, this store's own writes (every claim) wait for it, up to
-  // busy_timeout: keep it short. Errors: kInvalidArgument when `db` is null,
+  // busy_timeout: keep it short. `db` may be the connection of a
+  // SqliteTransaction on this store's writer that this thread holds (its
+  // db()): the writer's own prepared statements are used then. For a claim
+  // this store made and remembers, the UPDATE is all (no read first).
+  // Errors: kInvalidArgument when `db` is null,
   // has no transaction open, or its main database is not this store's file
   // (the record must be in the same file as the business rows; an ATTACHed
   // database is not atomic with the main one in WAL mode); otherwise as the
@@ -195,9 +210,30 @@ class SqliteStore final : public Store {
   // mode, so the hook may change the row through a connection of its own.
   void SetClaimAttemptHookForTesting(ClaimAttemptHook hook);
 
+  // Test hook: how many writes wait for the writer right now (one waiting
+  // behind a SqliteTransaction on the writer, say). Never in production.
+  std::size_t QueuedWritesForTesting();
+
  private:
+  friend class SqliteTransaction;
   class Impl;
   explicit SqliteStore(std::unique_ptr<Impl> impl);
+
+  // SqliteTransaction on the store's writer (sqlite_transaction.h): holds
+  // the writer and opens its transaction (the connection), completes a
+  // record on it, ends it with COMMIT or ROLLBACK and releases the writer.
+  Result<sqlite3*> HoldWriter();
+  Result<TransactionCompletion> CompleteOnHeldWriter(const RecordId& id,
+                                                     const Token& token,
+                                                     const Response& stored);
+  Status ReleaseWriter(bool commit);
+  // Whether this thread holds the writer in a SqliteTransaction and `db` is
+  // its connection.
+  bool HoldsWriterOn(sqlite3* db);
+  // The in_progress record the claim of `token` on `id` wrote, if this
+  // store made it and still remembers it (idem/claim_memo.h), so that a
+  // completion needs no read; locked_until may be older than the row's.
+  std::optional<Record> RememberedClaim(const RecordId& id, const Token& token);
 
   std::unique_ptr<Impl> impl_;
 };
