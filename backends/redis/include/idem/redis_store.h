@@ -83,7 +83,9 @@
 // Safety checks at Open: a server whose maxmemory-policy is not noeviction
 // may evict live records, and so silently run a request twice: Open
 // refuses it (kInvalidArgument) unless `allow_eviction` is set. A server
-// that disables CONFIG is opened with a warning to StoreOptions::log.
+// that disables CONFIG is opened with a warning to StoreOptions::log. A
+// server older than Redis 7.0 (INFO server) is refused too
+// (kInvalidArgument): it does not take the claim's SET ... NX GET.
 //
 // A full server (noeviction at maxmemory) refuses every SET with -OOM,
 // even one that would not write: a claim then reads the record in the way
@@ -185,7 +187,8 @@ class RedisStore final : public Store {
   // cluster) and checks the server (see above). store_options.log gets the
   // warning about CONFIG; the clock is not used.
   // Errors: kInvalidArgument when an option is out of range, the prefix has
-  // a brace, or the eviction policy is refused; kUnavailable when no server
+  // a brace, the eviction policy is refused or a server is older than
+  // Redis 7.0; kUnavailable when no server
   // answers within `timeout`; kInternal otherwise (AUTH refused, ...).
   static Result<std::unique_ptr<RedisStore>> Open(
       const RedisStoreOptions& options, const StoreOptions& store_options = {});
