@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "idem/record_codec.h"
@@ -68,6 +69,14 @@ Status ScanHeads(Router& router, const std::string& pattern,
         if (reads.empty()) return true;
         IDEM_ASSIGN_OR_RETURN(auto replies, router.RunOn(server, reads));
         for (std::size_t i = 0; i < replies.size(); ++i) {
+          // A key in a slot moving between masters (a reshard) is read
+          // where the cluster sends it (-ASK, -MOVED).
+          if (IsError(replies[i].get(), "MOVED") ||
+              IsError(replies[i].get(), "ASK")) {
+            IDEM_ASSIGN_OR_RETURN(auto moved,
+                                  router.Run(reads[i][1], {&reads[i], 1}, 0));
+            replies[i] = std::move(moved[0]);
+          }
           const redisReply* r = replies[i].get();
           if (IsError(r, "WRONGTYPE")) continue;  // Not a record.
           if (r->type == REDIS_REPLY_ERROR) {

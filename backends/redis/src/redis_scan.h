@@ -36,9 +36,11 @@ Status ScanKeys(Router& router, const std::string& pattern,
 // Calls `visit(key, head)` for every string key under `pattern`, `head`
 // the first kHeadSize bytes of its value (redis_record.h; fewer when the
 // value is shorter), read with one pipelined GETRANGE per SCAN page on the
-// server that listed the page. Keys of other types, and keys deleted since
-// the page was listed, are skipped. Stops when `visit` returns false or
-// an error. Errors: ScanKeys', or the error a GETRANGE reply stands for.
+// server that listed the page (a key whose slot is moving, answered -ASK
+// or -MOVED there, is read again through the router). Keys of other
+// types, and keys deleted since the page was listed, are skipped. Stops when
+// `visit` returns false or an error. Errors: ScanKeys', or the error a GETRANGE
+// reply stands for.
 Status ScanHeads(Router& router, const std::string& pattern,
                  std::string_view display,
                  const std::function<Result<bool>(
