@@ -19,6 +19,7 @@
 #include "redis_scripts.h"
 #include "redis_store_fixture.h"
 #include "redis_test_util.h"
+#include "support/durable_store.h"
 
 namespace idem {
 namespace {
@@ -163,17 +164,7 @@ TEST_F(RedisStoreTest, ADamagedValueIsDataLossNeverAMiss) {
   set(5, whole.substr(0, whole.size() - 16));
   for (int i = 1; i <= 5; ++i) {
     SCOPED_TRACE(i);
-    auto inspect = store_->Inspect(Id(i), kT0);
-    ASSERT_FALSE(inspect.has_value());
-    EXPECT_EQ(inspect.error().code(), ErrorCode::kDataLoss);
-    auto claim = store_->Claim(Id(i), Fp(1), kT0, seconds(100), seconds(10));
-    ASSERT_FALSE(claim.has_value());
-    EXPECT_EQ(claim.error().code(), ErrorCode::kDataLoss);
-    EXPECT_NE(claim.error().message().find(Id(i).ToHex()), std::string::npos)
-        << claim.error().message();
-    auto extend = store_->ExtendLock(Id(i), Token{}, kT0, seconds(10));
-    ASSERT_FALSE(extend.has_value());
-    EXPECT_EQ(extend.error().code(), ErrorCode::kDataLoss);
+    testing::ExpectDataLossOnEveryCall(*store_, Id(i), Token{}, server_);
   }
   // Stats reads each header: 2 and 5 count by theirs; 1, 3 and 4 have none
   // that reads.
@@ -198,22 +189,11 @@ TEST_F(RedisStoreTest, AHashOfTheEarlierLayoutIsDataLossAndLeftAlone) {
                                "l", "1", "e", "2", "r", "x", "k", "0"})
                 .text,
             "7");
+  testing::ExpectDataLossOnEveryCall(*store_, Id(1), Token{}, server_);
   auto claim = store_->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10));
   ASSERT_FALSE(claim.has_value());
-  EXPECT_EQ(claim.error().code(), ErrorCode::kDataLoss);
-  EXPECT_NE(claim.error().message().find(Id(1).ToHex()), std::string::npos);
   EXPECT_NE(claim.error().message().find("earlier version"), std::string::npos)
       << claim.error().message();
-  auto inspect = store_->Inspect(Id(1), kT0);
-  ASSERT_FALSE(inspect.has_value());
-  EXPECT_EQ(inspect.error().code(), ErrorCode::kDataLoss);
-  auto extend = store_->ExtendLock(Id(1), Token{}, kT0, seconds(10));
-  ASSERT_FALSE(extend.has_value());
-  EXPECT_EQ(extend.error().code(), ErrorCode::kDataLoss);
-  auto complete = store_->Complete(Id(1), Token{}, Response{});
-  ASSERT_FALSE(complete.has_value());
-  EXPECT_EQ(complete.error().code(), ErrorCode::kDataLoss);
-
   // Stats and purges skip it.
   ASSERT_TRUE(store_->Claim(Id(2), Fp(1), kT0, seconds(100), seconds(10)));
   auto stats = store_->Stats(kT0);
