@@ -1,6 +1,7 @@
 // Test bodies the single-process durable stores (RocksDB, SQLite) share
 // beyond the contract suite: what a reopen must keep and what every call on
-// a damaged record must answer. With gtest assertions inside; times are
+// a damaged record must answer (the Redis store's tests use the latter
+// too). With gtest assertions inside; times are
 // those of store_times.h, ids and fingerprints those of ids.h.
 
 #ifndef IDEM_TESTS_SUPPORT_DURABLE_STORE_H_
@@ -32,7 +33,8 @@ void ExpectReopeningKeepsInProgressAndCompletedRecords(
 
 // Claim, Inspect, Complete (with `token`) and ExtendLock of the damaged
 // record `id` each fail with kDataLoss; the Claim's message names the id
-// and `path` (the store's file or directory), so an operator can find it.
+// and `path` (the store's file or directory, or its server), so an
+// operator can find it.
 void ExpectDataLossOnEveryCall(Store& store, const RecordId& id,
                                const Token& token, const std::string& path);
 

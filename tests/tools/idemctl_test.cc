@@ -436,9 +436,10 @@ void Damage(StoreFixture& fx, const RecordId& id) {
       const std::string key = fx.redis_prefix_ + "{" + id.ToHex() + "}";
       bool done = false;
       for (const std::string& server : RedisServersOf(fx.redis_base_)) {
-        const RawReply r = RedisRaw(server, {"HSET", key, "r", "garbage"});
-        if (r.ok && r.text == "0") done = true;  // Field existed: its node.
-        if (r.ok && r.text == "1") RedisRaw(server, {"DEL", key});
+        // XX: only where the key is (other cluster nodes answer -MOVED).
+        const RawReply r =
+            RedisRaw(server, {"SET", key, "garbage", "XX", "KEEPTTL"});
+        if (r.ok && r.text == "OK") done = true;
       }
       EXPECT_TRUE(done) << "no server held " << key;
     }

@@ -1,5 +1,6 @@
 // Walking the Redis store's keys: a SCAN of a pattern on every server (every
-// master of a cluster), for PurgeExpired and Stats.
+// master of a cluster), and the head of each value it lists, for
+// PurgeExpired and Stats.
 //
 // Thread-safety: plain functions over a Router, which is thread-safe.
 
@@ -8,16 +9,20 @@
 
 #include <hiredis/hiredis.h>
 
-#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
 
+#include "idem/clock.h"
 #include "idem/error.h"
 #include "idem/store.h"
 #include "redis_router.h"
 
 namespace idem::redis {
+
+// SCAN MATCH's pattern for the store's keys under `prefix`:
+// <prefix, glob-escaped>{*}.
+std::string KeysPattern(std::string_view prefix);
 
 // Calls `visit(server, keys)` with each page of `SCAN 0 MATCH pattern`
 // (`keys` the page's array reply) on every server of `router`, until it
@@ -28,11 +33,26 @@ Status ScanKeys(Router& router, const std::string& pattern,
                 const std::function<Result<bool>(const std::string&,
                                                  const redisReply&)>& visit);
 
-// The records under `pattern` counted by their s and e fields as of
-// `now_us` (FloorMicros), one pipelined HMGET per SCAN page on the server
-// that listed the keys (CountFields); keys of other types are skipped.
+// Calls `visit(key, head)` for every string key under `pattern`, `head`
+// the first kHeadSize bytes of its value (redis_record.h; fewer when the
+// value is shorter), read with one pipelined GETRANGE per SCAN page on the
+// server that listed the page (a key whose slot is moving, answered -ASK
+// or -MOVED there, is read again through the router). Keys of other
+// types, and keys deleted since the page was listed, are skipped. Stops when
+// `visit` returns false or an error. Errors: ScanKeys', or the error a GETRANGE
+// reply stands for.
+Status ScanHeads(Router& router, const std::string& pattern,
+                 std::string_view display,
+                 const std::function<Result<bool>(
+                     std::string_view key, std::string_view head)>& visit);
+
+// The records under `pattern` counted as of `now` by their heads
+// (ScanHeads): expired or not by the expires_at PeekExpiresAt reads, by the
+// state byte otherwise; a head that does not peek (short, bad magic or
+// version) or an unknown live state is damaged. A record whose body is
+// damaged counts by its header. Keys of other types are skipped.
 Result<StoreStats> CountRecords(Router& router, const std::string& pattern,
-                                std::string_view display, std::int64_t now_us);
+                                std::string_view display, TimePoint now);
 
 }  // namespace idem::redis
 

@@ -17,17 +17,37 @@ ScriptRunner::ScriptRunner(Router& router, int wait_replicas,
 Result<Reply> ScriptRunner::Run(const Script& script, const std::string& key,
                                 std::span<const std::string_view> args,
                                 bool wait, int resends) {
-  redis::Command call = {"EVALSHA", script.sha1, "1", key};
+  Command call = {"EVALSHA", script.sha1, "1", key};
   call.insert(call.end(), args.begin(), args.end());
-  std::vector<redis::Command> commands = {call};
   const bool waits = wait && wait_replicas_ > 0;
-  if (waits) commands.push_back({"WAIT", wait_replicas_text_, wait_ms_text_});
-  IDEM_ASSIGN_OR_RETURN(auto replies, router_.Run(key, commands, resends));
+  IDEM_ASSIGN_OR_RETURN(auto replies, Send(key, call, waits, resends));
   if (IsError(replies[0].get(), "NOSCRIPT")) {
-    commands[0][0] = "EVAL";
-    commands[0][1] = script.source;
-    IDEM_ASSIGN_OR_RETURN(replies, router_.Run(key, commands, resends));
+    call[0] = "EVAL";
+    call[1] = script.source;
+    IDEM_ASSIGN_OR_RETURN(replies, Send(key, call, waits, resends));
   }
+  return Answer(std::move(replies), waits);
+}
+
+Result<Reply> ScriptRunner::RunCommand(const std::string& key,
+                                       const Command& command, bool wait,
+                                       int resends) {
+  const bool waits = wait && wait_replicas_ > 0;
+  IDEM_ASSIGN_OR_RETURN(auto replies, Send(key, command, waits, resends));
+  return Answer(std::move(replies), waits);
+}
+
+Result<std::vector<Reply>> ScriptRunner::Send(const std::string& key,
+                                              const Command& command,
+                                              bool waits, int resends) {
+  if (!waits) return router_.Run(key, {&command, 1}, resends);
+  const Command commands[] = {command,
+                              {"WAIT", wait_replicas_text_, wait_ms_text_}};
+  return router_.Run(key, commands, resends);
+}
+
+Result<Reply> ScriptRunner::Answer(std::vector<Reply> replies,
+                                   bool waits) const {
   if (replies[0]->type == REDIS_REPLY_ERROR) {
     return tl::unexpected(ReplyError(*replies[0], display_));
   }
@@ -39,15 +59,6 @@ Result<Reply> ScriptRunner::Run(const Script& script, const std::string& key,
                            wait_replicas_text_ + " replicas within " +
                            wait_ms_text_ + " ms");
     }
-  }
-  return std::move(replies[0]);
-}
-
-Result<Reply> ScriptRunner::RunCommand(const std::string& key,
-                                       Command command) {
-  IDEM_ASSIGN_OR_RETURN(auto replies, router_.Run(key, {&command, 1}, 0));
-  if (replies[0]->type == REDIS_REPLY_ERROR) {
-    return tl::unexpected(ReplyError(*replies[0], display_));
   }
   return std::move(replies[0]);
 }

@@ -1,8 +1,9 @@
 // Runs the store's scripts and plain commands on the key they touch, and
 // turns Redis' answers into the store's errors: EVALSHA, then EVAL with the
 // source after NOSCRIPT (a server restarted, failed over or SCRIPT FLUSHed
-// forgets scripts), WAIT after a write when replicas are asked for, and an
-// error reply as the Error its code maps to (redis_connection.h).
+// forgets scripts), WAIT after a write when replicas are asked for (a
+// script or a plain command such as the claim's SET), and an error reply
+// as the Error its code maps to (redis_connection.h).
 //
 // Thread-safety: every method may be called from any thread (the router's
 // pools serialise each connection).
@@ -14,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "idem/error.h"
 #include "redis_connection.h"
@@ -37,10 +39,19 @@ class ScriptRunner {
                     std::span<const std::string_view> args, bool wait,
                     int resends);
 
-  // Runs one command on `key`'s server, never resent. Errors as Run's.
-  Result<Reply> RunCommand(const std::string& key, Command command);
+  // Runs one command on `key`'s server, then WAIT when `wait` and
+  // replicas are asked for; resent as Pool::Run says. Errors as Run's.
+  Result<Reply> RunCommand(const std::string& key, const Command& command,
+                           bool wait = false, int resends = 0);
 
  private:
+  // Sends `command`, followed by WAIT when `waits`, in one pipeline.
+  Result<std::vector<Reply>> Send(const std::string& key,
+                                  const Command& command, bool waits,
+                                  int resends);
+  // The command's reply, or the error its reply or the WAIT's stands for.
+  Result<Reply> Answer(std::vector<Reply> replies, bool waits) const;
+
   Router& router_;
   const int wait_replicas_;
   const std::string wait_replicas_text_;

@@ -211,6 +211,13 @@ TEST_F(RedisClusterTest, ClaimsFollowAskAndMovedWhileASlotMigrates) {
   // New keys were created on the importing node (after ASKING).
   EXPECT_EQ(RedisRaw(target, {"CLUSTER", "COUNTKEYSINSLOT", slot_text}).text,
             std::to_string(4 + ids.size() - before.size()));
+  // Stats reads every record mid-migration: the importing node lists keys
+  // it answers -MOVED for, which are read again where the cluster says.
+  auto stats = store_->Stats(kT0);
+  ASSERT_TRUE(stats.has_value()) << stats.error().ToString();
+  ASSERT_TRUE(stats->has_value());
+  EXPECT_EQ((*stats)->in_progress, ids.size());
+  EXPECT_EQ((*stats)->damaged, 0u);
 
   // Finish: move the rest, give the slot to the target everywhere.
   migrate.resize(7);

@@ -1,10 +1,13 @@
-// The Redis store on one server: URIs, the key layout, damaged records,
-// NOSCRIPT, what reaches the server's data, and, each on a private server
-// (PrivateRedis), a restart mid-run, the eviction policy and -OOM.
+// The Redis store on one server: URIs, a renewal elsewhere, NOSCRIPT, what
+// reaches the server's data, and, each on a private server (PrivateRedis),
+// one write per renewal, replicas, a frozen server and a resent claim, a
+// restart mid-run, the eviction policy and -OOM. The layout of the values
+// and the claim's races are in redis_record_test.cc.
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -14,7 +17,7 @@
 #include "idem/redis_store.h"
 #include "idem/store.h"
 #include "redis_connection.h"
-#include "redis_scripts.h"
+#include "redis_store_fixture.h"
 #include "redis_test_util.h"
 #include "support/secret_request.h"
 #include "support/store_uri_checks.h"
@@ -23,54 +26,15 @@
 namespace idem {
 namespace {
 
-using std::chrono::hours;
 using std::chrono::seconds;
+using testing::Fp;
+using testing::Id;
+using testing::MustOpen;
 using testing::PrivateRedis;
 using testing::RedisRaw;
+using testing::RedisStoreTest;
 
-const TimePoint kT0 = TimePoint(hours(24 * 365 * 56));
-
-Fingerprint Fp(int n) {
-  Fingerprint fp;
-  fp.bytes[0] = static_cast<std::uint8_t>(n);
-  return fp;
-}
-
-RecordId Id(int n) {
-  RecordId id;
-  id.bytes[0] = static_cast<std::uint8_t>(n);
-  id.bytes[31] = 0x5a;
-  return id;
-}
-
-std::unique_ptr<Store> MustOpen(const std::string& uri) {
-  auto store = OpenStore(uri, {.sweep_interval = Duration::zero()});
-  EXPECT_TRUE(store.has_value()) << store.error().ToString();
-  return store ? std::move(*store) : nullptr;
-}
-
-// A store on the shared server under a prefix of its own, deleted after.
-class RedisStoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    IDEM_REQUIRE_TEST_REDIS();
-    base_ = testing::RedisTestUri();
-    server_ = testing::RedisServersOf(base_).at(0);
-    prefix_ = testing::UniqueRedisPrefix("store");
-    store_ = MustOpen(base_ + "?prefix=" + prefix_);
-    ASSERT_NE(store_, nullptr);
-  }
-  void TearDown() override {
-    store_.reset();
-    if (!prefix_.empty()) testing::DeleteRedisKeys(base_, prefix_);
-  }
-  std::string Key(const RecordId& id) {
-    return prefix_ + "{" + id.ToHex() + "}";
-  }
-
-  std::string base_, server_, prefix_;
-  std::unique_ptr<Store> store_;
-};
+const TimePoint kT0 = testing::kRedisT0;
 
 TEST(RedisStoreUriTest, ClusterUrisAreRewrittenForParsing) {
   EXPECT_EQ(RedisStore::ClusterUriForParsing(
@@ -109,63 +73,10 @@ TEST(RedisStoreUriTest, AnUnreachableServerIsUnavailableWithoutThePassword) {
       << store.error().message();
 }
 
-TEST_F(RedisStoreTest, OneHashPerRecordUnderThePrefixWithATtl) {
-  ASSERT_TRUE(store_->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10)));
-  EXPECT_EQ(RedisRaw(server_, {"TYPE", Key(Id(1))}).text, "hash");
-  const long long pttl =
-      std::stoll(RedisRaw(server_, {"PTTL", Key(Id(1))}).text);
-  EXPECT_GT(pttl, 90'000);
-  EXPECT_LE(pttl, 100'000);
-  EXPECT_EQ(store_->Info().name, "redis");
-  EXPECT_TRUE(store_->Info().shared_across_processes);
-}
-
-TEST_F(RedisStoreTest, ADamagedRecordIsDataLossNeverAMiss) {
-  ASSERT_TRUE(store_->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10)));
-  ASSERT_EQ(RedisRaw(server_, {"HSET", Key(Id(1)), "r", "garbage"}).text, "0");
-  auto inspect = store_->Inspect(Id(1), kT0);
-  ASSERT_FALSE(inspect.has_value());
-  EXPECT_EQ(inspect.error().code(), ErrorCode::kDataLoss);
-  auto claim = store_->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10));
-  ASSERT_FALSE(claim.has_value());
-  EXPECT_EQ(claim.error().code(), ErrorCode::kDataLoss);
-  EXPECT_NE(claim.error().message().find(Id(1).ToHex()), std::string::npos);
-
-  // A field the script compares, and a key of another type.
-  ASSERT_TRUE(store_->Claim(Id(2), Fp(1), kT0, seconds(100), seconds(10)));
-  RedisRaw(server_, {"HSET", Key(Id(2)), "e", "soon"});
-  claim = store_->Claim(Id(2), Fp(1), kT0, seconds(100), seconds(10));
-  ASSERT_FALSE(claim.has_value());
-  EXPECT_EQ(claim.error().code(), ErrorCode::kDataLoss);
-  RedisRaw(server_, {"SET", Key(Id(3)), "a string"});
-  claim = store_->Claim(Id(3), Fp(1), kT0, seconds(100), seconds(10));
-  ASSERT_FALSE(claim.has_value());
-  EXPECT_EQ(claim.error().code(), ErrorCode::kDataLoss);
-  for (int i = 1; i <= 3; ++i) {
-    SCOPED_TRACE(i);
-    auto extend = store_->ExtendLock(Id(i), Token{}, kT0, seconds(10));
-    ASSERT_FALSE(extend.has_value());
-    EXPECT_EQ(extend.error().code(), ErrorCode::kDataLoss);
-  }
-  // Stats reads s and e only: 1 counts by them, 2's e does not read, and
-  // 3 is no hash.
-  auto stats = store_->Stats(kT0);
-  ASSERT_TRUE(stats.has_value()) << stats.error().ToString();
-  ASSERT_TRUE(stats->has_value());
-  EXPECT_EQ((*stats)->in_progress, 1u);
-  EXPECT_EQ((*stats)->damaged, 1u);
-
-  // Revoke removes a damaged record.
-  ASSERT_TRUE(store_->Revoke(Id(1)).value_or(false));
-  auto again = store_->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10));
-  ASSERT_TRUE(again.has_value()) << again.error().ToString();
-  EXPECT_EQ(again->outcome, ClaimOutcome::kAcquired);
-}
-
 // The claiming store remembers the claim's l for Complete; a renewal
 // through another store moved it since. The fields must still agree.
 TEST_F(RedisStoreTest, ACompleteAfterARenewalElsewhereStaysReadable) {
-  auto other = MustOpen(base_ + "?prefix=" + prefix_);
+  auto other = MustOpen(Uri());
   ASSERT_NE(other, nullptr);
   auto claim = store_->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10));
   ASSERT_TRUE(claim.has_value());
@@ -202,7 +113,7 @@ TEST_F(RedisStoreTest, ScriptsAreLoadedAgainAfterScriptFlush) {
 }
 
 TEST_F(RedisStoreTest, CompleteOfAnotherStoresClaimReadsTheRecordFirst) {
-  auto other = MustOpen(base_ + "?prefix=" + prefix_);
+  auto other = MustOpen(Uri());
   ASSERT_NE(other, nullptr);
   auto claim = other->Claim(Id(1), Fp(7), kT0, seconds(100), seconds(10));
   ASSERT_TRUE(claim.has_value());
@@ -215,60 +126,6 @@ TEST_F(RedisStoreTest, CompleteOfAnotherStoresClaimReadsTheRecordFirst) {
   EXPECT_EQ((*record)->response->status, 202);
 }
 
-// The store sends a claim or complete once more when its connection broke
-// after sending (the reply was lost): the scripts must answer the resend as
-// they answered the first run, and nothing else the same way.
-TEST_F(RedisStoreTest, ScriptsRecogniseTheirOwnResends) {
-  const std::string key = Key(Id(1));
-  const std::string fp(32, 'f'), token(16, 't'), other(16, 'o');
-  auto eval = [&](const redis::Script& script, std::vector<std::string> args) {
-    std::vector<std::string> argv = {"EVAL", std::string(script.source), "1",
-                                     key};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RedisRaw(server_, argv);
-  };
-  const std::vector<std::string> claim = {fp,    token,    "100",   "200",
-                                          "300", "record", "100000"};
-  EXPECT_EQ(eval(redis::ClaimScript(), claim).elements,
-            (std::vector<std::string>{"1", "0"}));
-  EXPECT_EQ(eval(redis::ClaimScript(), claim).elements,
-            (std::vector<std::string>{"1", "0"}));
-  // Another claim of the same fingerprint is in the way.
-  auto blocked = eval(redis::ClaimScript(),
-                      {fp, other, "100", "200", "300", "record", "100000"});
-  ASSERT_FALSE(blocked.elements.empty());
-  EXPECT_EQ(blocked.elements[0], "0");
-
-  // A renewal: written once, its resend answered alike; a renewal that read
-  // an older l reads again (2); another token, or an expired record, 0.
-  const std::vector<std::string> extend = {token, "100", "200", "250", "rec"};
-  EXPECT_EQ(eval(redis::ExtendLockScript(), extend).text, "1");
-  EXPECT_EQ(eval(redis::ExtendLockScript(), extend).text, "1");
-  EXPECT_EQ(RedisRaw(server_, {"HGET", key, "l"}).text, "250");
-  EXPECT_EQ(
-      eval(redis::ExtendLockScript(), {token, "100", "200", "260", "r"}).text,
-      "2");
-  EXPECT_EQ(
-      eval(redis::ExtendLockScript(), {other, "100", "250", "260", "r"}).text,
-      "0");
-  EXPECT_EQ(
-      eval(redis::ExtendLockScript(), {token, "300", "250", "300", "r"}).text,
-      "0");
-  EXPECT_EQ(RedisRaw(server_, {"HGET", key, "l"}).text, "250");
-
-  const std::vector<std::string> complete = {token, "done", "call-1", "250"};
-  EXPECT_EQ(eval(redis::CompleteScript(), complete).text, "1");
-  EXPECT_EQ(eval(redis::CompleteScript(), complete).text, "1");
-  EXPECT_EQ(
-      eval(redis::CompleteScript(), {token, "done", "call-2", "250"}).text,
-      "0");
-  EXPECT_EQ(
-      eval(redis::CompleteScript(), {other, "done", "call-1", "250"}).text,
-      "0");
-  // A completed record is not "held" by its token any more.
-  EXPECT_EQ(eval(redis::ClaimScript(), claim).elements[0], "0");
-}
-
 // The calls of `command` the server counted (INFO commandstats).
 long long CommandCalls(const std::string& server, const std::string& command) {
   const std::string info = RedisRaw(server, {"INFO", "commandstats"}).text;
@@ -278,7 +135,7 @@ long long CommandCalls(const std::string& server, const std::string& command) {
   return std::stoll(info.substr(at + field.size()));
 }
 
-// One write per renewal: on a server of its own, the HSETs the scripts ran
+// One write per renewal: on a server of its own, the SETs the scripts ran
 // (commandstats counts a script's commands too) are one per renewal.
 TEST(RedisPrivateServerTest, ARenewalIsOneWrite) {
   PrivateRedis redis;
@@ -297,8 +154,39 @@ TEST(RedisPrivateServerTest, ARenewalIsOneWrite) {
   }
   auto lost = store->ExtendLock(Id(1), Token{}, kT0, seconds(10));
   ASSERT_TRUE(lost.has_value() && !*lost);
-  EXPECT_EQ(CommandCalls(redis.server(), "hset"), kRenewals);
+  EXPECT_EQ(CommandCalls(redis.server(), "set"), kRenewals);
   EXPECT_EQ(CommandCalls(redis.server(), "del"), 0);
+}
+
+// A claim whose reply is lost is sent once more on a fresh connection. Here
+// the server is frozen until the resend waits for its reply: once thawed,
+// it runs the first SET, then the resend, which finds the first one's
+// record byte for byte and so acquires (never "in progress" against
+// itself).
+TEST(RedisPrivateServerTest, AResentClaimFindingItsOwnRecordIsAcquired) {
+  PrivateRedis server;
+  ASSERT_TRUE(server.Start()) << server.error();
+  auto store = MustOpen(server.uri() + "?timeout_ms=2000&pool=2");
+  ASSERT_NE(store, nullptr);
+  ASSERT_EQ(RedisRaw(server.server(), {"CONFIG", "RESETSTAT"}).text, "OK");
+  ASSERT_TRUE(server.Freeze());
+  // The first send times out at 2 s, the resend at 4 s.
+  std::thread thaw([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+    server.Thaw();
+  });
+  auto claim = store->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10));
+  thaw.join();
+  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+  EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
+  EXPECT_FALSE(claim->takeover);
+  // Both SETs ran: the resend's found the first one's record.
+  EXPECT_EQ(CommandCalls(server.server(), "set"), 2);
+  auto record = store->Inspect(Id(1), kT0);
+  ASSERT_TRUE(record.has_value() && record->has_value());
+  EXPECT_EQ((*record)->token, claim->token);
+  EXPECT_TRUE(store->Complete(Id(1), claim->token, Response{.status = 201})
+                  .value_or(false));
 }
 
 TEST(RedisPrivateServerTest, WaitMakesWritesWaitForReplicas) {
@@ -335,10 +223,11 @@ TEST(RedisPrivateServerTest, WaitMakesWritesWaitForReplicas) {
   auto done = store->Complete(Id(2), claim->token, Response{.status = 201});
   ASSERT_TRUE(done.has_value()) << done.error().ToString();
   EXPECT_TRUE(*done);
-  EXPECT_EQ(
-      RedisRaw(replica.server(), {"HGET", "idem:{" + Id(2).ToHex() + "}", "s"})
-          .text,
-      "2");
+  // The completed record reached the replica: its state byte is 2.
+  EXPECT_EQ(RedisRaw(replica.server(),
+                     {"GETRANGE", "idem:{" + Id(2).ToHex() + "}", "2", "2"})
+                .text,
+            std::string(1, '\2'));
 }
 
 TEST(RedisReplyErrorTest, ServerErrorsMapToWhatTheCallerShouldDo) {
@@ -468,12 +357,32 @@ TEST(RedisPrivateServerTest, AFullServerIsResourceExhausted) {
   auto store = MustOpen(server.uri());
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10)));
+  auto done = store->Claim(Id(4), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_TRUE(done.has_value()) << done.error().ToString();
+  ASSERT_TRUE(store->Complete(Id(4), done->token, Response{.status = 201})
+                  .value_or(false));
   ASSERT_EQ(RedisRaw(server.server(), {"CONFIG", "SET", "maxmemory", "1"}).text,
             "OK");
   auto full = store->Claim(Id(2), Fp(1), kT0, seconds(100), seconds(10));
   ASSERT_FALSE(full.has_value());
   EXPECT_EQ(full.error().code(), ErrorCode::kResourceExhausted)
       << full.error().ToString();
+  // Redis refuses every SET then, even one that would not write: a claim
+  // that needs no write reads the record in its way and answers it.
+  auto busy = store->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_TRUE(busy.has_value()) << busy.error().ToString();
+  EXPECT_EQ(busy->outcome, ClaimOutcome::kInProgress);
+  auto replay = store->Claim(Id(4), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
+  EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+  ASSERT_NE(replay->response, nullptr);
+  EXPECT_EQ(replay->response->status, 201);
+  // A takeover must write.
+  auto takeover =
+      store->Claim(Id(1), Fp(1), kT0 + seconds(11), seconds(100), seconds(10));
+  ASSERT_FALSE(takeover.has_value());
+  EXPECT_EQ(takeover.error().code(), ErrorCode::kResourceExhausted)
+      << takeover.error().ToString();
   // Reads still work, and so do writes once there is room again.
   auto record = store->Inspect(Id(1), kT0);
   EXPECT_TRUE(record.has_value() && record->has_value());

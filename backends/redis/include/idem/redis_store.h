@@ -7,47 +7,58 @@
 // Many server instances on many hosts share one Redis; Redis makes every
 // decision, so the instances need no coordination of their own.
 //
-// Data: one Redis hash per record, under the key
+// Data: one Redis string per record, under the key
 //   <prefix>{<64 hex digits of the record id>}
-// with the fields s (state: 1 in_progress, 2 completed), f (fingerprint, 32
-// bytes), t (token, 16 bytes), l and e (locked_until and expires_at, whole
-// microseconds since the Unix epoch, rounded up), k (1 when the claim was a
-// takeover), c (the call that completed it) and r (EncodeRecord of the
-// record, checksummed: record_codec.h). r is what every read returns; a
-// record whose r does not decode, or disagrees with the other fields, or a
-// key of another type, is kDataLoss, never a miss. The braces make the id
-// the key's cluster hash tag, so a prefix must not contain '{' or '}'.
-// No client key, scope or request body is ever written.
+// whose value is the core's EncodeRecord bytes (record_codec.h: a fixed
+// 67-byte header of magic, version, state, fingerprint, token, locked_until
+// and expires_at in nanoseconds, the response of a completed record, and a
+// CRC-32C), followed, for a completed record, by the 16-byte id of the
+// Complete call that wrote it (so that a resent Complete is recognised;
+// reads strip it). A value that does not decode (short, bad magic or
+// version, bad checksum), or a key of another type, is kDataLoss, never a
+// miss. Records written by builds before this layout are hashes, and so
+// read as damaged (kDataLoss): revoke them, or let their TTL expire. The
+// braces make the id the key's cluster hash tag, so a prefix must not
+// contain '{' or '}'. No client key, scope or request body is ever
+// written.
 //
-// Every state change is one Lua script on one key (EVALSHA, and EVAL when
-// the server answers NOSCRIPT), so it is atomic on a server and on a
-// cluster. Times are the `now` the caller passes (the Guard's Clock), never
-// the server's: the scripts compare microseconds (Lua numbers are doubles),
-// `now` rounded down and deadlines up, so a record is never treated as
-// expired or unlocked before its time. The key also gets a Redis TTL of
-// expires_at - now (PEXPIRE, at least 1 ms; none beyond ten years), so
-// Redis deletes expired records by itself.
+// Times are the `now` the caller passes (the Guard's Clock), never the
+// server's, and every time decision is made in C++ on the record read, in
+// exact nanoseconds (ClaimBlockedBy, RenewedLockUntil, PeekExpiresAt):
+// Redis compares no times, only bytes. The key also gets a Redis TTL of
+// expires_at - now (PX, at least 1 ms; none beyond ten years), so Redis
+// deletes expired records by itself.
 //
-// Claim is one round trip: the script writes a fresh record when the id is
-// free, expired, or in progress with the same fingerprint and its lock
-// timed out (a takeover), and otherwise returns the record in the way, from
-// which the claim table (ClaimBlockedBy) gives the answer. Complete is one
-// round trip when this store made the claim (it remembers the claims'
-// fields by token, in an idem::ClaimMemo) and two otherwise (a read first);
-// the script writes only if the record is still in progress with the
-// token. Release deletes only under the same condition; Revoke deletes
-// whatever is there.
+// Claim is one plain command, SET key value NX GET PX ttl (Redis 7.0 or
+// later), not a script: a script's fixed cost on the server is larger than
+// the whole command (redis_store.cc has the figures). It writes a fresh
+// record when the key is free; otherwise it returns the record in the way,
+// and ClaimBlockedBy gives the answer (replay, in progress, mismatch). A
+// record that no longer blocks (expired on the caller's clock, or in
+// progress with the same fingerprint and its lock timed out: a takeover)
+// is replaced by a script only if its header is still the one read; if it
+// changed, the claim starts again, at most kClaimAttempts times, and then
+// answers kInProgress with locked_until = now (store.h, "Lost races").
+// Complete is one round trip when this store made the claim (it remembers
+// the claims' fields by token, in an idem::ClaimMemo) and two otherwise (a
+// GET first); its script writes only if the record is still in progress
+// with the token, keeping the key's TTL. Release deletes only under the
+// same condition; Revoke deletes whatever is there. Every command and
+// script touches one key (scripts run with EVALSHA, and EVAL when the
+// server answers NOSCRIPT), so each is atomic on a server and on a
+// cluster.
 //
 // Retries: a claim or complete whose connection broke or timed out is sent
-// once more, on a fresh connection, with the same token (and, for Complete,
-// the same call id): the script recognises its own earlier write, so the
-// resend answers what the first attempt did. Every other failure is
-// returned at once.
+// once more, on a fresh connection, with the same record and token (and,
+// for Complete, the same call id): a resent SET that finds this very
+// record, and a resent script that finds its own write, answer what the
+// first attempt did. Every other failure is returned at once.
 //
 // PurgeExpired deletes records whose expires_at <= now that Redis has not
 // yet deleted (a caller's clock ahead of Redis's TTL, a ManualClock):
-// SCAN over <prefix>* on every master, one conditional delete per expired
-// key. With the system clock the TTL has usually done it already.
+// SCAN over <prefix>* on every master, a pipelined GETRANGE of each key's
+// header per page, and a conditional delete (the header unchanged) per
+// expired key. With the system clock the TTL has usually done it already.
 //
 // Connections: hiredis contexts (one thread at a time each), pooled per
 // server, at most `pool` per server, opened lazily (one at Open, to check
@@ -72,7 +83,15 @@
 // Safety checks at Open: a server whose maxmemory-policy is not noeviction
 // may evict live records, and so silently run a request twice: Open
 // refuses it (kInvalidArgument) unless `allow_eviction` is set. A server
-// that disables CONFIG is opened with a warning to StoreOptions::log.
+// that disables CONFIG is opened with a warning to StoreOptions::log. A
+// server older than Redis 7.0 (INFO server) is refused too
+// (kInvalidArgument): it does not take the claim's SET ... NX GET.
+//
+// A full server (noeviction at maxmemory) refuses every SET with -OOM,
+// even one that would not write: a claim then reads the record in the way
+// (GET) and answers it as usual, and is kResourceExhausted only when it
+// would have to write. A script's write is its first, which Redis refuses
+// under -OOM, so a full server does not grow.
 //
 // Durability: a completed record survives any crash of the application; it
 // survives a Redis restart only as far as the server's persistence goes
@@ -98,6 +117,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -158,12 +178,17 @@ class RedisStore final : public Store {
   // Reads of the record one ExtendLock makes when a renewal of the same
   // claim elsewhere moves its lock between the read and the write.
   static constexpr int kExtendAttempts = 4;
+  // SETs one Claim makes when the record in the way changes between its
+  // read and the script that would replace it (another claim took it over,
+  // completed, renewed or released it).
+  static constexpr int kClaimAttempts = 4;
 
   // Connects (to one seed node at least, reading the slot map of a
   // cluster) and checks the server (see above). store_options.log gets the
   // warning about CONFIG; the clock is not used.
   // Errors: kInvalidArgument when an option is out of range, the prefix has
-  // a brace, or the eviction policy is refused; kUnavailable when no server
+  // a brace, the eviction policy is refused or a server is older than
+  // Redis 7.0; kUnavailable when no server
   // answers within `timeout`; kInternal otherwise (AUTH refused, ...).
   static Result<std::unique_ptr<RedisStore>> Open(
       const RedisStoreOptions& options, const StoreOptions& store_options = {});
@@ -187,10 +212,12 @@ class RedisStore final : public Store {
   RedisStore(const RedisStore&) = delete;
   RedisStore& operator=(const RedisStore&) = delete;
 
-  // The claim table of store.h. On kUnavailable the claim may or may not
-  // have been written: a retry then gets kInProgress until the lock times
-  // out. Errors: kInvalidArgument (ttl or lock_timeout not positive),
-  // kDataLoss, kUnavailable, kResourceExhausted, kInternal.
+  // The claim table of store.h (see "Claim" above). On kUnavailable the
+  // claim may or may not have been written: a retry then gets kInProgress
+  // until the lock times out. Errors: kInvalidArgument (ttl or
+  // lock_timeout not positive), kDataLoss (a value that does not decode, a
+  // key of another type), kUnavailable, kResourceExhausted (-OOM, when the
+  // claim would write), kInternal.
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) override;
@@ -199,21 +226,24 @@ class RedisStore final : public Store {
                         const Response& response) override;
   Result<bool> Release(const RecordId& id, const Token& token) override;
   Result<bool> Revoke(const RecordId& id) override;
-  // An HMGET of the record (kDataLoss when it does not decode), then the
-  // extend script, which writes the new l and r only if the hash still has
-  // the token, is in progress, not expired, and has the l read (else it
-  // reads again; kUnavailable after kExtendAttempts such races). The
-  // key's TTL is unchanged. Waits for replicas as Claim does.
+  // A GET of the record (kDataLoss when it does not decode), the decision
+  // (RenewedLockUntil) in C++, then the extend script, which writes the
+  // renewed record only if the header is still the one read (else, if the
+  // record is still in progress with the token, it reads again;
+  // kUnavailable after kExtendAttempts such races). The key's TTL is
+  // unchanged. Waits for replicas as Claim does.
   Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
                           Duration lock_timeout) override;
-  // A SCAN of the prefix on every server (every master of a cluster) and an
-  // HMGET of s and e per key: counted by those fields, so a damaged record
-  // whose fields read is counted by them; one whose s or e does not read is
-  // damaged. Keys of other types under the prefix are skipped.
+  // A SCAN of the prefix on every server (every master of a cluster) and a
+  // GETRANGE of each value's header: counted by its state and expires_at,
+  // so a record whose body is damaged is counted by its header; a value
+  // too short or with a bad magic or version is damaged. Keys of other
+  // types under the prefix (hashes of earlier builds too) are skipped.
   Result<std::optional<StoreStats>> Stats(TimePoint now) override;
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override;
-  // See above: a SCAN of every master.
+  // See above: a SCAN of every master. Keys of other types and damaged
+  // headers are left alone.
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
 
   // {"redis" or "redis-cluster", durable per the server's persistence,
@@ -231,6 +261,12 @@ class RedisStore final : public Store {
   Result<bool> SetIfAbsentForBenchmark(std::string_view key,
                                        std::string_view value,
                                        std::chrono::milliseconds ttl);
+
+  // Test hook: called before each script that would replace a record in a
+  // claim's way (expired, or its lock timed out), with the attempt number
+  // (0-based), so that a test can change the record in between as another
+  // process would. Set it before any call; never in production.
+  void SetReclaimHookForTesting(std::function<void(int attempt)> hook);
 
  private:
   class Impl;
