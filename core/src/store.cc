@@ -65,6 +65,15 @@ Record NewClaimRecord(const Fingerprint& fp, TimePoint now, Duration ttl,
   return fresh;
 }
 
+ClaimResult ClaimAcquired(const Record& fresh, bool takeover) {
+  ClaimResult result;
+  result.outcome = ClaimOutcome::kAcquired;
+  result.token = fresh.token;
+  result.takeover = takeover;
+  result.locked_until = fresh.locked_until;
+  return result;
+}
+
 std::optional<TimePoint> RenewedLockUntil(const Record& record,
                                           const Token& token, TimePoint now,
                                           Duration lock_timeout) {

@@ -256,11 +256,7 @@ Result<ClaimResult> LockFreeStore::ClaimImpl(const RecordId& id,
       }
       continue;
     }
-    ClaimResult result;
-    result.outcome = ClaimOutcome::kAcquired;
-    result.token = fresh.token;
-    result.takeover = live;
-    result.locked_until = fresh.locked_until;
+    ClaimResult result = ClaimAcquired(fresh, live);
     // An expired completed record replaced: its response goes with it (its
     // kRecordBytes stay, for the fresh record in its slot). `old` lives in
     // the retired `cur`, which `hp` still protects.

@@ -283,12 +283,7 @@ class RedisStore::Impl {
   ClaimResult Acquired(const RecordId& id, const Record& fresh, bool takeover) {
     memo_.Remember(fresh.token, {id, fresh.fingerprint, fresh.locked_until,
                                  fresh.expires_at});
-    ClaimResult result;
-    result.outcome = ClaimOutcome::kAcquired;
-    result.token = fresh.token;
-    result.takeover = takeover;
-    result.locked_until = fresh.locked_until;
-    return result;
+    return ClaimAcquired(fresh, takeover);
   }
 
   // A key of another type under a record's name is damage, named by its

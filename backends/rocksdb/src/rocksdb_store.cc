@@ -128,7 +128,6 @@ Result<ClaimResult> RocksdbStore::Impl::Claim(const RecordId& id,
                                               Duration lock_timeout) {
   auto decide = [&](std::optional<std::string_view> current,
                     Write& write) -> Result<ClaimResult> {
-    ClaimResult result;
     bool live = false;
     if (current.has_value()) {
       IDEM_ASSIGN_OR_RETURN(const Record old, Decode(id, *current));
@@ -140,11 +139,7 @@ Result<ClaimResult> RocksdbStore::Impl::Claim(const RecordId& id,
     const Record fresh = NewClaimRecord(fp, now, ttl, lock_timeout);
     write.kind = Write::Kind::kPut;
     write.value = EncodeRecord(fresh);
-    result.outcome = ClaimOutcome::kAcquired;
-    result.token = fresh.token;
-    result.takeover = live;
-    result.locked_until = fresh.locked_until;
-    return result;
+    return ClaimAcquired(fresh, live);
   };
   return Update<ClaimResult>(id, "claim", decide);
 }

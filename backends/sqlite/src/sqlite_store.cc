@@ -73,15 +73,6 @@ namespace {
 // Rows one PurgeExpired transaction deletes.
 constexpr std::size_t kPurgeBatch = 1000;
 
-ClaimResult Acquired(const Record& fresh, bool takeover) {
-  ClaimResult result;
-  result.outcome = ClaimOutcome::kAcquired;
-  result.token = fresh.token;
-  result.takeover = takeover;
-  result.locked_until = fresh.locked_until;
-  return result;
-}
-
 // The row of `id` (nullopt when absent), decoded and checked against its
 // columns.
 Result<std::optional<Record>> SelectRecord(Connection& conn,
@@ -310,7 +301,7 @@ class SqliteStore::Impl {
           IDEM_RETURN_IF_ERROR(conn.StepDone(stmt, "claim"));
           claims_.Remember(fresh.token,
                            {id, fp, fresh.locked_until, fresh.expires_at});
-          return Acquired(fresh, takeover);
+          return ClaimAcquired(fresh, takeover);
         }
         if (rc != SQLITE_DONE)
           return tl::unexpected(conn.SqlError("claim", rc));

@@ -74,6 +74,11 @@ std::optional<ClaimResult> ClaimBlockedBy(const Record& existing,
 Record NewClaimRecord(const Fingerprint& fp, TimePoint now, Duration ttl,
                       Duration lock_timeout);
 
+// The answer of a claim that wrote `fresh` (NewClaimRecord's): kAcquired
+// with its token and locked_until; `takeover` when it replaced a live
+// record whose lock had timed out.
+ClaimResult ClaimAcquired(const Record& fresh, bool takeover);
+
 // Store::ExtendLock's decision for the record a renewal finds: its new
 // locked_until when `token` holds it (in progress under that token) and it
 // has not expired at `now` — min(now + lock_timeout, expires_at), and never
