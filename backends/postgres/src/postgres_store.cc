@@ -136,14 +136,9 @@ class PostgresStore::Impl {
     IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
     Connection& c = *lease;
     auto acquired = [&](bool takeover) {
-      ClaimResult result;
-      result.outcome = ClaimOutcome::kAcquired;
-      result.token = fresh.token;
-      result.takeover = takeover;
-      result.locked_until = fresh.locked_until;
       claims_.Remember(fresh.token,
                        {id, fp, fresh.locked_until, fresh.expires_at});
-      return result;
+      return ClaimAcquired(fresh, takeover);
     };
     for (int attempt = 0; attempt < PostgresStore::kClaimAttempts; ++attempt) {
       if (claim_hook_) claim_hook_(ClaimAttemptPoint::kBeforeWrite, attempt);
