@@ -6,7 +6,8 @@
 # Interleaved over several rounds; prints a Markdown table of requests/s
 # and p50/p99 latency (medians) with exactly-once against the classic path
 # of the same store. Both modes run the same business transaction (on
-# SQLite, on the store's writer: SqliteTransaction(store)); they differ only
+# SQLite, on the store's writer: SqliteTransaction(store); on PostgreSQL, on
+# a connection its pool lends: PostgresTransaction(store)); they differ only
 # in where the record is completed, inside it or by the adapter's Finish
 # afterwards, which is what the comparison is about.
 #

@@ -740,7 +740,9 @@ def section_transfers(transfers):
               f"-d{c['duration']}, {c['rounds']} rounds (medians), idem-demo "
               f"--threads {c['server_threads']}, {c['cores']} cores; "
               "`_classic` completes the record after the commit, `_once` "
-              "inside the business transaction "
+              "inside the business transaction; both run that transaction "
+              "on a connection of the store's (SQLite: its writer; "
+              "PostgreSQL: one its pool lends) "
               "(benchmarks/http/transfers_bench.sh).", ""]
     return lines
 

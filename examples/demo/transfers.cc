@@ -254,46 +254,56 @@ struct PgConn {
   PGconn* conn = nullptr;
 };
 
+// The transfer's transaction runs on a connection the store lends from its
+// pool (PostgresTransaction(store)) in both modes, so that they differ only
+// in where the record is completed: inside it with the statement the store
+// prepared on that connection (--exactly-once), or afterwards by the
+// adapter's Finish, on a pool connection again. Counts read on connections
+// of their own.
 class PostgresDatabase final : public Transfers::Database {
  public:
   PostgresDatabase(PostgresStore& store, std::string conninfo)
       : store_(store),
         conninfo_(std::move(conninfo)),
-        conns_([this] { return Open(); }) {}
+        counters_([this] { return Open(); }) {}
 
   Status Prepare() {
-    IDEM_ASSIGN_OR_RETURN(auto lease, conns_.Acquire());
-    return Exec((*lease).conn,
-                "CREATE TABLE IF NOT EXISTS transfers (id text PRIMARY KEY, "
-                "body text NOT NULL)",
-                {}, PGRES_COMMAND_OK)
-        .map([](auto&&) {});
+    PostgresTransaction tx(store_);
+    IDEM_RETURN_IF_ERROR(tx.Begin());
+    IDEM_RETURN_IF_ERROR(
+        Exec(tx.conn(),
+             "CREATE TABLE IF NOT EXISTS transfers (id text PRIMARY KEY, "
+             "body text NOT NULL)",
+             {}, PGRES_COMMAND_OK));
+    return tx.Commit();
   }
 
   Result<beast::Response> Insert(ClaimHandle& claim, const std::string& id,
                                  std::string_view body,
                                  const beast::Response& created,
                                  Crash crash) override {
-    IDEM_ASSIGN_OR_RETURN(auto lease, conns_.Acquire());
-    PostgresTransaction tx(store_, (*lease).conn);
+    PostgresTransaction tx(store_);
     const std::string body_text(body);
-    auto done = InsertInTransaction(
+    return InsertInTransaction(
         tx, claim, created, crash, [&](PostgresTransaction& t) -> Status {
+          // Unprepared: the connection is the store's, and a PREPARE would
+          // change its session.
           return Exec(t.conn(),
                       "INSERT INTO transfers (id, body) VALUES ($1, $2)",
                       {id.c_str(), body_text.c_str()}, PGRES_COMMAND_OK)
               .map([](auto&&) {});
         });
-    if (!done && PQstatus((*lease).conn) != CONNECTION_OK) lease.Discard();
-    return done;
   }
 
   Result<std::int64_t> Count() override {
-    IDEM_ASSIGN_OR_RETURN(auto lease, conns_.Acquire());
-    IDEM_ASSIGN_OR_RETURN(
-        auto r, Exec((*lease).conn, "SELECT count(*) FROM transfers", {},
-                     PGRES_TUPLES_OK));
-    return std::strtoll(PQgetvalue(r.get(), 0, 0), nullptr, 10);
+    IDEM_ASSIGN_OR_RETURN(auto lease, counters_.Acquire());
+    auto r = Exec((*lease).conn, "SELECT count(*) FROM transfers", {},
+                  PGRES_TUPLES_OK);
+    if (!r) {
+      if (PQstatus((*lease).conn) != CONNECTION_OK) lease.Discard();
+      return tl::unexpected(r.error());
+    }
+    return std::strtoll(PQgetvalue(r->get(), 0, 0), nullptr, 10);
   }
 
  private:
@@ -324,7 +334,7 @@ class PostgresDatabase final : public Transfers::Database {
 
   PostgresStore& store_;
   const std::string conninfo_;
-  Connections<PgConn> conns_;
+  Connections<PgConn> counters_;  // For Count only.
 };
 
 #endif  // IDEM_HAVE_POSTGRES

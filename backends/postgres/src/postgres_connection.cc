@@ -232,6 +232,14 @@ Result<PgResult> Connection::Await(std::string_view op) {
     return MakeError(ErrorCode::kUnavailable,
                      ResultError(op, first.get()).message());
   }
+  // Only an application's DEALLOCATE, DISCARD or PREPARE on a connection
+  // lent to it makes the store's statements disagree with prepared_; the
+  // session cannot be trusted, and a new one prepares afresh.
+  const char* state = PQresultErrorField(first.get(), PG_DIAG_SQLSTATE);
+  if (state != nullptr && (std::string_view(state) == "26000" ||
+                           std::string_view(state) == "42P05")) {
+    broken_ = true;
+  }
   return tl::unexpected(ResultError(op, first.get()));
 }
 
@@ -266,6 +274,14 @@ Result<PgResult> Connection::Run(StatementId id,
   if (PQsendQueryPrepared(conn_, spec.name, static_cast<int>(params.size()),
                           values.data(), lengths.data(), formats.data(),
                           /*resultFormat=*/1) == 0) {
+    broken_ = true;
+    return tl::unexpected(ConnectionError(op));
+  }
+  return Await(op);
+}
+
+Result<PgResult> Connection::RunCommand(const char* sql, std::string_view op) {
+  if (PQsendQuery(conn_, sql) == 0) {
     broken_ = true;
     return tl::unexpected(ConnectionError(op));
   }

@@ -67,11 +67,23 @@ class Connection {
   // Called when the connection goes back to the pool.
   void MarkReturned(SteadyClock::time_point now) { returned_at_ = now; }
 
+  // Makes the pool close the connection instead of lending it again: its
+  // session is in a state the store cannot vouch for (an application's
+  // transaction left it so).
+  void MarkBroken() { broken_ = true; }
+
+  // The libpq connection, for an application's transaction on it
+  // (PostgresTransaction(store)) and the checks around it.
+  PGconn* raw() const { return conn_; }
+
   // Runs prepared statement `id` with binary parameters and results,
   // preparing it on this connection first if needed. `op` names the call in
   // errors. Errors: kUnavailable when the connection fails or no reply comes
   // within statement_timeout + kClientGrace (the connection is then broken),
-  // otherwise by SQLSTATE (CodeOfSqlState).
+  // otherwise by SQLSTATE (CodeOfSqlState). A statement of the store's gone
+  // from the session or its name taken (SQLSTATE 26000, 42P05: an
+  // application's DEALLOCATE or PREPARE on a lent connection) also marks
+  // the connection broken, so that it fails one call, not every call.
   Result<PgResult> Run(StatementId id,
                        std::initializer_list<std::string_view> params,
                        std::string_view op) {
@@ -79,6 +91,10 @@ class Connection {
   }
   Result<PgResult> Run(StatementId id, std::span<const std::string_view> params,
                        std::string_view op);
+
+  // A statement without parameters in the simple query protocol (BEGIN,
+  // COMMIT, ROLLBACK: one message, nothing to prepare). Errors as for Run.
+  Result<PgResult> RunCommand(const char* sql, std::string_view op);
 
   // An unprepared statement with text parameters and results (the schema's).
   // Errors as for Run.

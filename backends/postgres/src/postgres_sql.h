@@ -87,7 +87,9 @@ inline const StatementSpec& Spec(StatementId id) {
 
 using StatementTexts = std::array<std::string, kStatementCount>;
 
-// The statements for one table; `t` is the quoted table name. In DO UPDATE,
+// The statements for one table; `t` is its quoted name qualified with its
+// quoted schema ("schema"."table", found at Open), so that no search_path
+// or TEMP table of a session can redirect them. In DO UPDATE,
 // `r.` is the existing row and `excluded.` the one the INSERT proposed.
 inline StatementTexts BuildSql(const std::string& t) {
   StatementTexts sql;

@@ -32,11 +32,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "idem/catch_exceptions.h"
 #include "idem/claim_memo.h"
@@ -90,12 +92,19 @@ class PostgresStore::Impl {
   // Creates or migrates the schema on the first connection, which stays in
   // the pool.
   Status Start() {
-    IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
+    IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
     IDEM_RETURN_IF_ERROR(
         postgres_internal::CreateOrMigrate(*lease, table(), Prefix()));
     IDEM_ASSIGN_OR_RETURN(
         target_, postgres_internal::FindTransactionTarget(*lease, table()));
     target_.prefix = Prefix();
+    // Every statement names the table with its schema, as the completion on
+    // an application's connection does: on a connection lent to an
+    // application's transaction (PostgresTransaction(store)) a SET LOCAL
+    // search_path, or a TEMP table of the same name, must not redirect the
+    // store's statements. Nothing is prepared yet, and no other thread has
+    // the store.
+    settings_.sql = postgres_internal::BuildSql(target_.table);
     target_.recall = [this](const RecordId& id,
                             const Token& token) -> std::optional<Record> {
       auto fields = claims_.Recall(token);
@@ -124,17 +133,12 @@ class PostgresStore::Impl {
         id.view(),        fp.view(), fresh.token.view(), View(locked_until),
         View(expires_at), blob,      View(now_be)};
 
-    IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
+    IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
     Connection& c = *lease;
     auto acquired = [&](bool takeover) {
-      ClaimResult result;
-      result.outcome = ClaimOutcome::kAcquired;
-      result.token = fresh.token;
-      result.takeover = takeover;
-      result.locked_until = fresh.locked_until;
       claims_.Remember(fresh.token,
                        {id, fp, fresh.locked_until, fresh.expires_at});
-      return result;
+      return ClaimAcquired(fresh, takeover);
     };
     for (int attempt = 0; attempt < PostgresStore::kClaimAttempts; ++attempt) {
       if (claim_hook_) claim_hook_(ClaimAttemptPoint::kBeforeWrite, attempt);
@@ -164,37 +168,62 @@ class PostgresStore::Impl {
     return busy;
   }
 
-  // One UPDATE when this store made the claim (idem/claim_memo.h), else a
-  // SELECT of the row first.
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const Response& response) {
-    IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
-    Record record;
-    if (auto fields = claims_.Recall(token); fields && fields->id == id) {
-      record.fingerprint = fields->fingerprint;
-      record.locked_until = fields->locked_until;
-      record.expires_at = fields->expires_at;
-      record.token = token;
-    } else {
-      IDEM_ASSIGN_OR_RETURN(auto row, SelectRecord(*lease, id, "complete"));
-      if (!row.has_value() || !row->HeldBy(token)) return false;
-      record = std::move(*row);
-    }
-    const std::string blob = EncodeCompleted(record, response);
-    const auto locked_until = BigEndian64(ToUnixNanos(record.locked_until));
-    IDEM_ASSIGN_OR_RETURN(
-        const PgResult r,
-        lease->Run(postgres_internal::kComplete,
-                   {id.view(), token.view(), blob, View(locked_until)},
-                   "complete"));
+    IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
+    IDEM_ASSIGN_OR_RETURN(const bool stored,
+                          CompleteOn(*lease, id, token, response, "complete"));
     claims_.Forget(token);
-    // The token is new for every claim: a row that still has it, in
-    // progress, holds exactly the fields that claim wrote.
-    return Affected(r) == 1;
+    return stored;
+  }
+
+  // PostgresTransaction(store): a pool connection for the application's
+  // transaction, counted as lent until GiveBack.
+  Result<std::unique_ptr<PostgresStore::Lent>> Lend() {
+    IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
+    auto lent = std::make_unique<PostgresStore::Lent>(std::move(lease));
+    std::lock_guard<std::mutex> lock(lent_mu_);
+    lent_.push_back(lent.get());
+    return lent;
+  }
+
+  // Ends the loan; the pool takes the connection back if it is idle and
+  // healthy, else closes it (Pool::Return).
+  void GiveBack(std::unique_ptr<PostgresStore::Lent> lent) {
+    {
+      std::lock_guard<std::mutex> lock(lent_mu_);
+      std::erase(lent_, lent.get());
+    }
+    lent.reset();
+  }
+
+  PostgresStore::Lent* FindLent(PGconn* conn) {
+    std::lock_guard<std::mutex> lock(lent_mu_);
+    for (PostgresStore::Lent* lent : lent_) {
+      if (lent->lease->raw() == conn) return lent;
+    }
+    return nullptr;
+  }
+
+  // The completion on a lent connection, inside the application's open
+  // transaction: the store's own prepared statements. The claim is not
+  // forgotten: if the transaction rolls back, it is still held, and its
+  // Finish or Release needs no read either.
+  Result<TransactionCompletion> CompleteOnLent(PostgresStore::Lent& lent,
+                                               const RecordId& id,
+                                               const Token& token,
+                                               const Response& stored) {
+    constexpr std::string_view kOp = "complete in transaction";
+    IDEM_RETURN_IF_ERROR(postgres_internal::CheckTransactionOpen(
+        lent.lease->raw(), Prefix(), kOp));
+    IDEM_ASSIGN_OR_RETURN(const bool stored_now,
+                          CompleteOn(*lent.lease, id, token, stored, kOp));
+    return stored_now ? TransactionCompletion::kStored
+                      : TransactionCompletion::kClaimLost;
   }
 
   Result<bool> Release(const RecordId& id, const Token& token) {
-    IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
+    IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
     IDEM_ASSIGN_OR_RETURN(const PgResult r,
                           lease->Run(postgres_internal::kRelease,
                                      {id.view(), token.view()}, "release"));
@@ -203,7 +232,7 @@ class PostgresStore::Impl {
   }
 
   Result<bool> Revoke(const RecordId& id) {
-    IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
+    IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
     IDEM_ASSIGN_OR_RETURN(
         const PgResult r,
         lease->Run(postgres_internal::kRevoke, {id.view()}, "revoke"));
@@ -217,7 +246,7 @@ class PostgresStore::Impl {
   // connection can change the row and keep it held; then read again.
   Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
                           Duration lock_timeout) {
-    IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
+    IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
     const auto now_be = BigEndian64(ToUnixNanos(now));
     for (int attempt = 0; attempt < PostgresStore::kClaimAttempts; ++attempt) {
       IDEM_ASSIGN_OR_RETURN(std::optional<Record> row,
@@ -246,7 +275,7 @@ class PostgresStore::Impl {
   }
 
   Result<std::optional<StoreStats>> Stats(TimePoint now) {
-    IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
+    IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
     const auto now_be = BigEndian64(ToUnixNanos(now));
     IDEM_ASSIGN_OR_RETURN(
         const PgResult r,
@@ -262,7 +291,7 @@ class PostgresStore::Impl {
   void SetClaimHook(ClaimAttemptHook hook) { claim_hook_ = std::move(hook); }
 
   Result<std::optional<Record>> Inspect(const RecordId& id, TimePoint now) {
-    IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
+    IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
     IDEM_ASSIGN_OR_RETURN(auto row, SelectRecord(*lease, id, "inspect"));
     if (!row.has_value() || row->Expired(now)) return std::optional<Record>();
     return row;
@@ -272,7 +301,7 @@ class PostgresStore::Impl {
   // holds many row locks for long.
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) {
     if (limit == 0) return std::size_t{0};
-    IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
+    IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
     const auto now_be = BigEndian64(ToUnixNanos(now));
     std::size_t deleted = 0;
     while (deleted < limit) {
@@ -291,13 +320,14 @@ class PostgresStore::Impl {
   }
 
  private:
+  // The statements' text comes in Start, once the table's schema is known.
   static ConnectionSettings MakeSettings(const PostgresStoreOptions& options,
                                          const std::string& display) {
-    const std::string quoted = postgres_internal::Quote(options.table);
     return ConnectionSettings{
         .options = options,
-        .prefix = "postgres store '" + display + "' table " + quoted + ": ",
-        .sql = postgres_internal::BuildSql(quoted)};
+        .prefix = "postgres store '" + display + "' table " +
+                  postgres_internal::Quote(options.table) + ": ",
+        .sql = {}};
   }
 
   // The row of `id`, if any: its record, checked against its columns
@@ -328,9 +358,58 @@ class PostgresStore::Impl {
     return std::optional<Record>(std::move(*record));
   }
 
-  const ConnectionSettings settings_;
+  // A pooled connection. When none is free, the error says how many are
+  // lent to applications' transactions, the likeliest reason.
+  Result<Pool::Lease> Acquire() {
+    auto lease = pool_.Acquire();
+    if (lease || lease.error().code() != ErrorCode::kUnavailable) return lease;
+    std::size_t lent = 0;
+    {
+      std::lock_guard<std::mutex> lock(lent_mu_);
+      lent = lent_.size();
+    }
+    if (lent == 0) return lease;
+    return MakeError(ErrorCode::kUnavailable,
+                     lease.error().message() + "; " + std::to_string(lent) +
+                         " lent to open PostgresTransaction(store) "
+                         "transactions");
+  }
+
+  // Completes the record of `id` on `c` if `token` still holds it: one
+  // UPDATE when this store made the claim (idem/claim_memo.h), else a
+  // SELECT of the row first. On a pool connection in autocommit, or inside
+  // an application's transaction on a lent one.
+  Result<bool> CompleteOn(Connection& c, const RecordId& id, const Token& token,
+                          const Response& response, std::string_view op) {
+    Record record;
+    if (auto fields = claims_.Recall(token); fields && fields->id == id) {
+      record.fingerprint = fields->fingerprint;
+      record.locked_until = fields->locked_until;
+      record.expires_at = fields->expires_at;
+      record.token = token;
+    } else {
+      IDEM_ASSIGN_OR_RETURN(auto row, SelectRecord(c, id, op));
+      if (!row.has_value() || !row->HeldBy(token)) return false;
+      record = std::move(*row);
+    }
+    const std::string blob = EncodeCompleted(record, response);
+    const auto locked_until = BigEndian64(ToUnixNanos(record.locked_until));
+    IDEM_ASSIGN_OR_RETURN(
+        const PgResult r,
+        c.Run(postgres_internal::kComplete,
+              {id.view(), token.view(), blob, View(locked_until)}, op));
+    // The token is new for every claim: a row that still has it, in
+    // progress, holds exactly the fields that claim wrote.
+    return Affected(r) == 1;
+  }
+
+  // Set by MakeSettings, its statements by Start; read-only after Open.
+  ConnectionSettings settings_;
   PostgresStore::TransactionTarget target_;  // Set by Start.
   Pool pool_;
+  std::mutex lent_mu_;
+  // Open PostgresTransaction(store) loans. Guarded by lent_mu_.
+  std::vector<PostgresStore::Lent*> lent_;
   ClaimMemo claims_;
   ClaimAttemptHook claim_hook_;  // Set before use, by tests only.
 };
@@ -421,6 +500,26 @@ const std::string& PostgresStore::table() const { return impl_->table(); }
 const PostgresStore::TransactionTarget& PostgresStore::transaction_target()
     const {
   return impl_->target();
+}
+
+Result<std::unique_ptr<PostgresStore::Lent>> PostgresStore::Lend() {
+  return impl_->Boundary("begin", [&] { return impl_->Lend(); });
+}
+
+void PostgresStore::GiveBack(std::unique_ptr<Lent> lent) {
+  impl_->GiveBack(std::move(lent));
+}
+
+PostgresStore::Lent* PostgresStore::FindLent(PGconn* conn) {
+  return impl_->FindLent(conn);
+}
+
+Result<TransactionCompletion> PostgresStore::CompleteOnLent(
+    Lent& lent, const RecordId& id, const Token& token,
+    const Response& stored) {
+  return impl_->Boundary("complete in transaction", [&] {
+    return impl_->CompleteOnLent(lent, id, token, stored);
+  });
 }
 
 }  // namespace idem

@@ -109,28 +109,11 @@ class Caller {
 
   Status Check(std::string_view op) const {
     if (conn_ == nullptr) return tl::unexpected(Invalid(op, "no connection"));
-    if (PQstatus(conn_) == CONNECTION_BAD) {
-      return MakeError(
-          ErrorCode::kUnavailable,
-          target_.prefix + std::string(op) + ": the connection is broken");
-    }
-    if (PQisnonblocking(conn_) != 0) {
+    if (PQstatus(conn_) != CONNECTION_BAD && PQisnonblocking(conn_) != 0) {
       return tl::unexpected(
           Invalid(op, "the connection is in non-blocking mode"));
     }
-    switch (PQtransactionStatus(conn_)) {
-      case PQTRANS_INTRANS:
-        return {};
-      case PQTRANS_INERROR:
-        return tl::unexpected(Invalid(
-            op, "the connection's transaction has failed (roll it back)"));
-      case PQTRANS_IDLE:
-        return tl::unexpected(Invalid(
-            op, "the connection is not inside a transaction (BEGIN first)"));
-      default:
-        return tl::unexpected(
-            Invalid(op, "the connection is busy with another command"));
-    }
+    return postgres_internal::CheckTransactionOpen(conn_, target_.prefix, op);
   }
 
   Result<TransactionCompletion> Complete(const RecordId& id, const Token& token,
@@ -245,6 +228,29 @@ class Caller {
 
 namespace postgres_internal {
 
+Status CheckTransactionOpen(PGconn* conn, const std::string& prefix,
+                            std::string_view op) {
+  auto invalid = [&](std::string_view what) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     prefix + std::string(op) + ": " + std::string(what));
+  };
+  if (PQstatus(conn) == CONNECTION_BAD) {
+    return MakeError(ErrorCode::kUnavailable,
+                     prefix + std::string(op) + ": the connection is broken");
+  }
+  switch (PQtransactionStatus(conn)) {
+    case PQTRANS_INTRANS:
+      return {};
+    case PQTRANS_INERROR:
+      return invalid("the connection's transaction has failed (roll it back)");
+    case PQTRANS_IDLE:
+      return invalid(
+          "the connection is not inside a transaction (BEGIN first)");
+    default:
+      return invalid("the connection is busy with another command");
+  }
+}
+
 Result<PostgresStore::TransactionTarget> FindTransactionTarget(
     Connection& conn, const std::string& table) {
   IDEM_ASSIGN_OR_RETURN(
@@ -268,23 +274,148 @@ Result<PostgresStore::TransactionTarget> FindTransactionTarget(
 Result<TransactionCompletion> PostgresStore::CompleteInTransaction(
     PGconn* conn, const RecordId& id, const Token& token,
     const Response& stored) {
+  // A connection this store lent to an open PostgresTransaction(store):
+  // the store's prepared statements. Only the store's own connections are
+  // in non-blocking mode, so the application's skip the lookup.
+  if (conn != nullptr && PQisnonblocking(conn) != 0) {
+    if (Lent* lent = FindLent(conn)) {
+      return CompleteOnLent(*lent, id, token, stored);
+    }
+  }
   const TransactionTarget& target = transaction_target();
   return CatchExceptions(
       [&] { return target.prefix + "complete in transaction"; },
       [&] { return Caller(target, conn).Complete(id, token, stored); });
 }
 
+PostgresTransaction::PostgresTransaction(PostgresStore& store)
+    : store_(store), lends_(true) {}
+
+PostgresTransaction::PostgresTransaction(PostgresStore& store, PGconn* conn)
+    : store_(store), conn_(conn) {}
+
+PostgresTransaction::~PostgresTransaction() {
+  if (lends_) Rollback();
+}
+
 Status PostgresTransaction::Begin() {
-  return Caller(store_.transaction_target(), conn_).Simple("BEGIN", "begin");
+  const PostgresStore::TransactionTarget& target = store_.transaction_target();
+  if (!lends_) return Caller(target, conn_).Simple("BEGIN", "begin");
+  if (lent_ != nullptr) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     target.prefix + "begin: this transaction is already open");
+  }
+  IDEM_ASSIGN_OR_RETURN(auto lent, store_.Lend());
+  if (auto began = lent->lease->RunCommand("BEGIN", "begin"); !began) {
+    store_.GiveBack(std::move(lent));  // Closed if the connection broke.
+    return tl::unexpected(std::move(began).error());
+  }
+  conn_ = lent->lease->raw();
+  lent_ = std::move(lent);
+  return {};
 }
 
 Status PostgresTransaction::Commit() {
-  return Caller(store_.transaction_target(), conn_).Simple("COMMIT", "commit");
+  if (!lends_) {
+    return Caller(store_.transaction_target(), conn_)
+        .Simple("COMMIT", "commit");
+  }
+  return EndLent(/*commit=*/true);
 }
 
 void PostgresTransaction::Rollback() {
+  if (lends_) {
+    (void)EndLent(/*commit=*/false);
+    return;
+  }
   if (conn_ == nullptr || PQtransactionStatus(conn_) == PQTRANS_IDLE) return;
   PQclear(PQexec(conn_, "ROLLBACK"));
+}
+
+Result<TransactionCompletion> PostgresTransaction::Complete(
+    const ClaimHandle& claim, const Response& stored) {
+  if (!lends_) {
+    return store_.CompleteInTransaction(conn_, claim.record_id(), claim.token(),
+                                        stored);
+  }
+  if (lent_ == nullptr) return NotOpen("complete in transaction");
+  return store_.CompleteOnLent(*lent_, claim.record_id(), claim.token(),
+                               stored);
+}
+
+tl::unexpected<Error> PostgresTransaction::NotOpen(std::string_view op) const {
+  return MakeError(ErrorCode::kInvalidArgument,
+                   store_.transaction_target().prefix + std::string(op) +
+                       ": this transaction is not open (Begin first)");
+}
+
+// COMMIT or ROLLBACK on the lent connection, and the connection back to the
+// pool; it is closed instead (which makes the server roll back whatever is
+// open) when the application left it in a state the store cannot vouch
+// for: broken, out of libpq's non-blocking mode or in pipeline mode (the
+// store's deadlines need the one and its round trips exclude the other),
+// with its transaction ended by the application, or with a command of the
+// application's still in flight. A transaction that failed is rolled back
+// and the connection kept: an error in the application's SQL costs no
+// connection.
+Status PostgresTransaction::EndLent(bool commit) {
+  if (lent_ == nullptr) {
+    if (commit) return NotOpen("commit");
+    return {};
+  }
+  const std::string_view op = commit ? "commit" : "rollback";
+  postgres_internal::Connection& c = *lent_->lease;
+  PGconn* raw = c.raw();
+  const std::string& prefix = store_.transaction_target().prefix;
+  auto fail = [&](ErrorCode code, std::string_view what) -> Status {
+    c.MarkBroken();
+    return MakeError(code, prefix + std::string(op) + ": " + std::string(what));
+  };
+  Status ended;
+  if (PQstatus(raw) != CONNECTION_OK) {
+    ended = fail(ErrorCode::kUnavailable,
+                 "the connection broke before the end of the transaction, "
+                 "which the server rolled back");
+  } else if (PQisnonblocking(raw) == 0 ||
+             PQpipelineStatus(raw) != PQ_PIPELINE_OFF) {
+    ended = fail(ErrorCode::kInvalidArgument,
+                 "conn() was taken out of non-blocking mode or put in "
+                 "pipeline mode; the connection is closed, which rolls the "
+                 "transaction back");
+  } else {
+    switch (PQtransactionStatus(raw)) {
+      case PQTRANS_INTRANS:
+        if (auto r = c.RunCommand(commit ? "COMMIT" : "ROLLBACK", op); !r) {
+          ended = tl::unexpected(std::move(r).error());
+        }
+        break;
+      case PQTRANS_INERROR:
+        if (auto r = c.RunCommand("ROLLBACK", op); !r) {
+          ended = tl::unexpected(std::move(r).error());
+        } else if (commit) {
+          ended = MakeError(ErrorCode::kInternal,
+                            prefix +
+                                "commit: the transaction had failed and "
+                                "was rolled back");
+        }
+        break;
+      case PQTRANS_IDLE:
+        ended = fail(ErrorCode::kInvalidArgument,
+                     "the transaction was ended on conn() by the "
+                     "application (a COMMIT or ROLLBACK of its own), so its "
+                     "outcome is not known here; the connection is closed");
+        break;
+      default:
+        ended = fail(ErrorCode::kInvalidArgument,
+                     "a command sent on conn() is still in progress or its "
+                     "results were not all read; the connection is closed, "
+                     "which rolls the transaction back");
+        break;
+    }
+  }
+  conn_ = nullptr;
+  store_.GiveBack(std::move(lent_));
+  return ended;
 }
 
 }  // namespace idem

@@ -7,9 +7,14 @@
 #include <libpq-fe.h>
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -45,7 +50,8 @@ class PostgresSql : public testing::SqlBackend {
     base_ = PostgresTestUri();
     store_table_ = UniquePostgresTable("idemtx");
     table_ = store_table_ + "_" + table;
-    auto uri = StoreUri::Parse(WithParams(base_, "table=" + store_table_));
+    auto uri = StoreUri::Parse(
+        WithParams(base_, "table=" + store_table_ + store_params()));
     ASSERT_TRUE(uri) << uri.error().ToString();
     auto opened = PostgresStore::OpenFromUri(*uri, {});
     ASSERT_TRUE(opened) << opened.error().ToString();
@@ -106,8 +112,13 @@ class PostgresSql : public testing::SqlBackend {
   }
 
   const std::string& base() const { return base_; }
+  const std::string& store_table() const { return store_table_; }
   PostgresStore& postgres_store() { return *store_; }
   PGconn* conn() const { return conn_.get(); }
+
+ protected:
+  // More URI parameters for the store ("&name=value..."), if any.
+  virtual std::string store_params() const { return ""; }
 
  private:
   std::string base_;
@@ -117,13 +128,100 @@ class PostgresSql : public testing::SqlBackend {
   PostgresConnection conn_;
 };
 
+// The application's transaction on a connection the store lends
+// (PostgresTransaction(store)): what the suites run between BEGIN and
+// COMMIT or ROLLBACK goes to the lent connection; the rest (the tables,
+// the counts, a connection outside any transaction) to the application's
+// connection of PostgresSql. The pool is small, so that the suites' claims
+// made while a transaction is open (a takeover) show that one connection is
+// left for them.
+class PostgresLentSql : public PostgresSql {
+ public:
+  void Exec(const std::string& sql) override {
+    if (sql == begin_statement()) {
+      ASSERT_FALSE(script_tx_.has_value());
+      script_tx_.emplace(postgres_store());
+      auto began = script_tx_->Begin();
+      ASSERT_TRUE(began) << began.error().ToString();
+      open_conn_ = script_tx_->conn();
+    } else if (sql == "COMMIT" || sql == "ROLLBACK") {
+      ASSERT_TRUE(script_tx_.has_value());
+      if (sql == "COMMIT") {
+        auto committed = script_tx_->Commit();
+        EXPECT_TRUE(committed) << committed.error().ToString();
+      }
+      script_tx_.reset();  // Rolls back what is still open.
+      open_conn_ = nullptr;
+    } else {
+      ExecOn(open_conn_ != nullptr ? open_conn_ : conn(), sql);
+    }
+  }
+  // Whether a transaction is open on a lent connection (then open_conn_ is
+  // set: only Commit or Rollback clear it) or on the application's.
+  bool InTransaction() override {
+    return open_conn_ != nullptr || PostgresSql::InTransaction();
+  }
+  // Through the store's public call with the lent connection, which finds
+  // the loan and uses the store's prepared statements.
+  Result<TransactionCompletion> CompleteInTransaction(
+      const RecordId& id, const Token& token, const Response& r) override {
+    return postgres_store().CompleteInTransaction(
+        open_conn_ != nullptr ? open_conn_ : conn(), id, token, r);
+  }
+  std::unique_ptr<testing::AnySqlTransaction> Transaction() override {
+    return std::make_unique<LentTransaction>(*this);
+  }
+
+ protected:
+  std::string store_params() const override {
+    return "&pool=2&acquire_timeout_ms=300";
+  }
+
+ private:
+  // PostgresTransaction(store) whose connection the work's Exec uses.
+  class LentTransaction final : public testing::AnySqlTransaction {
+   public:
+    explicit LentTransaction(PostgresLentSql& owner)
+        : owner_(owner), tx_(owner.postgres_store()) {}
+    Status Begin() override {
+      Status began = tx_.Begin();
+      owner_.open_conn_ = tx_.conn();
+      return began;
+    }
+    Status Commit() override {
+      Status committed = tx_.Commit();
+      owner_.open_conn_ = nullptr;
+      return committed;
+    }
+    void Rollback() override {
+      tx_.Rollback();
+      owner_.open_conn_ = nullptr;
+    }
+    Result<TransactionCompletion> Complete(const ClaimHandle& claim,
+                                           const Response& stored) override {
+      return tx_.Complete(claim, stored);
+    }
+
+   private:
+    PostgresLentSql& owner_;
+    PostgresTransaction tx_;
+  };
+
+  std::optional<PostgresTransaction> script_tx_;  // BEGIN ... COMMIT by Exec.
+  PGconn* open_conn_ = nullptr;  // The lent one, while a transaction is open.
+};
+
 }  // namespace
 }  // namespace idem
 
 IDEM_INSTANTIATE_SQL_TRANSACTION_SUITES(
-    Postgres, SqlBackendFactory{.name = "postgres", .make = [] {
-                                  return std::make_unique<idem::PostgresSql>();
-                                }});
+    Postgres,
+    SqlBackendFactory{
+        .name = "postgres",
+        .make = [] { return std::make_unique<idem::PostgresSql>(); }},
+    SqlBackendFactory{.name = "postgres_lent", .make = [] {
+                        return std::make_unique<idem::PostgresLentSql>();
+                      }});
 
 namespace idem {
 namespace {
@@ -219,6 +317,268 @@ TEST_F(PostgresTransactionTest, TakeoverDuringTheOpenTransactionRollsItBack) {
   Decision replay = (*guard)->BeginWithKey("", "key", "transfer", "in");
   ASSERT_EQ(replay.action, Action::kRespond);
   EXPECT_EQ(replay.response.body, "second");
+}
+
+// PostgresTransaction(store): the connection the store lends, and what
+// becomes of it when the transaction ends.
+class PostgresLentTest
+    : public testing::SqlTransactionFixtureOn<PostgresLentSql> {
+ protected:
+  // Another store on the backend's table with more URI parameters.
+  std::unique_ptr<PostgresStore> OpenStoreWith(const std::string& params) {
+    auto uri = StoreUri::Parse(WithParams(
+        backend().base(), "table=" + backend().store_table() + "&" + params));
+    EXPECT_TRUE(uri) << uri.error().ToString();
+    if (!uri) return nullptr;
+    auto opened = PostgresStore::OpenFromUri(*uri, {});
+    EXPECT_TRUE(opened) << opened.error().ToString();
+    if (!opened) return nullptr;
+    return std::unique_ptr<PostgresStore>(
+        static_cast<PostgresStore*>(opened->release()));
+  }
+
+  // A store of one connection: a transaction's Begin gets the connection
+  // the last one had when it went back to the pool (the same server
+  // process, PQbackendPID), and a new one when it was closed.
+  std::unique_ptr<PostgresStore> OpenSingleConnectionStore() {
+    return OpenStoreWith("pool=1&acquire_timeout_ms=30000");
+  }
+
+  void Insert(PGconn* conn, const std::string& row) {
+    PostgresSql::ExecOn(
+        conn, "INSERT INTO " + backend().table() + " VALUES ('" + row + "')");
+  }
+};
+
+TEST_F(PostgresLentTest, TheConnectionGoesBackToThePoolHoweverItEnds) {
+  auto single = OpenSingleConnectionStore();
+  ASSERT_NE(single, nullptr);
+  PostgresTransaction tx(*single);
+  EXPECT_EQ(tx.conn(), nullptr);
+  ASSERT_TRUE(tx.Begin());
+  ASSERT_NE(tx.conn(), nullptr);
+  const int pid = PQbackendPID(tx.conn());
+  Insert(tx.conn(), "committed");
+  ASSERT_TRUE(tx.Commit());
+  EXPECT_EQ(tx.conn(), nullptr);
+
+  ASSERT_TRUE(tx.Begin());
+  EXPECT_EQ(PQbackendPID(tx.conn()), pid);
+  Insert(tx.conn(), "rolled back");
+  tx.Rollback();
+  EXPECT_EQ(tx.conn(), nullptr);
+
+  // A failed statement: Commit rolls back and says so; an error in the
+  // application's SQL costs no connection.
+  ASSERT_TRUE(tx.Begin());
+  EXPECT_EQ(PQbackendPID(tx.conn()), pid);
+  Insert(tx.conn(), "failed");
+  PQclear(PQexec(tx.conn(), "SELECT no_such_column"));
+  auto committed = tx.Commit();
+  ASSERT_FALSE(committed);
+  EXPECT_EQ(committed.error().code(), ErrorCode::kInternal);
+  EXPECT_NE(committed.error().message().find("rolled back"), std::string::npos)
+      << committed.error().message();
+
+  {  // Destroyed while open: rolled back.
+    PostgresTransaction open(*single);
+    ASSERT_TRUE(open.Begin());
+    EXPECT_EQ(PQbackendPID(open.conn()), pid);
+    Insert(open.conn(), "destroyed");
+  }
+
+  // The store's own calls run on the same connection again.
+  auto claimed = single->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(claimed) << claimed.error().ToString();
+  EXPECT_EQ(claimed->outcome, ClaimOutcome::kAcquired);
+  ASSERT_TRUE(tx.Begin());
+  EXPECT_EQ(PQbackendPID(tx.conn()), pid);
+  tx.Rollback();
+  EXPECT_EQ(backend().Count(), 1);
+}
+
+// What the application must not do on the lent connection and the store
+// can see when the transaction ends: Commit fails with kInvalidArgument
+// (its COMMIT would not mean what it says) and the connection is closed,
+// never lent again with a session of unknown state.
+TEST_F(PostgresLentTest,
+       AConnectionLeftInAStateTheStoreCannotVouchForIsClosed) {
+  auto single = OpenSingleConnectionStore();
+  ASSERT_NE(single, nullptr);
+  const std::vector<std::pair<std::string, std::function<void(PGconn*)>>>
+      misuses = {
+          {"its own COMMIT", [](PGconn* c) { PQclear(PQexec(c, "COMMIT")); }},
+          {"blocking mode", [](PGconn* c) { PQsetnonblocking(c, 0); }},
+          {"results unread",
+           [](PGconn* c) { ASSERT_EQ(PQsendQuery(c, "SELECT 1"), 1); }},
+          {"pipeline mode",
+           [](PGconn* c) { ASSERT_EQ(PQenterPipelineMode(c), 1); }},
+      };
+  PostgresTransaction tx(*single);
+  ASSERT_TRUE(tx.Begin());
+  int pid = PQbackendPID(tx.conn());
+  tx.Rollback();
+  for (const auto& [name, misuse] : misuses) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(tx.Begin());
+    EXPECT_EQ(PQbackendPID(tx.conn()), pid) << "a new connection each time";
+    Insert(tx.conn(), name);
+    misuse(tx.conn());
+    auto committed = tx.Commit();
+    ASSERT_FALSE(committed);
+    EXPECT_EQ(committed.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(committed.error().message().find("closed"), std::string::npos)
+        << committed.error().message();
+    ASSERT_TRUE(tx.Begin());
+    EXPECT_NE(PQbackendPID(tx.conn()), pid) << "the connection was kept";
+    pid = PQbackendPID(tx.conn());
+    tx.Rollback();
+  }
+  // Only the transaction the application committed itself left its row.
+  EXPECT_EQ(backend().Count(), 1);
+  auto claimed = single->Claim(TestId(2), TestFingerprint(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(claimed) << claimed.error().ToString();
+  EXPECT_EQ(claimed->outcome, ClaimOutcome::kAcquired);
+}
+
+// DEALLOCATE ALL on the lent connection: the store's prepared completion
+// is gone from the session. That one completion fails (the transaction
+// rolls back, nothing is stored), the connection is closed, and the next
+// call, on a new connection, prepares afresh.
+TEST_F(PostgresLentTest, ADeallocatedStatementFailsOneCallOnly) {
+  auto single = OpenSingleConnectionStore();
+  ASSERT_NE(single, nullptr);
+  // Prepare the claim and the completion on the store's one connection.
+  auto first = single->Claim(TestId(3), TestFingerprint(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(first && first->outcome == ClaimOutcome::kAcquired);
+  auto stored = single->Complete(TestId(3), first->token, Created("first"));
+  ASSERT_TRUE(stored && *stored);
+  auto second = single->Claim(TestId(4), TestFingerprint(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(second && second->outcome == ClaimOutcome::kAcquired);
+
+  PostgresTransaction tx(*single);
+  ASSERT_TRUE(tx.Begin());
+  const int pid = PQbackendPID(tx.conn());
+  Insert(tx.conn(), "deallocated");
+  PostgresSql::ExecOn(tx.conn(), "DEALLOCATE ALL");
+  auto done = single->CompleteInTransaction(tx.conn(), TestId(4), second->token,
+                                            Created("second"));
+  ASSERT_FALSE(done);
+  EXPECT_EQ(done.error().code(), ErrorCode::kInternal);
+  auto committed = tx.Commit();
+  EXPECT_FALSE(committed);
+  EXPECT_EQ(backend().Count(), 0);
+
+  stored = single->Complete(TestId(4), second->token, Created("second"));
+  ASSERT_TRUE(stored) << stored.error().ToString();
+  EXPECT_TRUE(*stored);
+  ASSERT_TRUE(tx.Begin());
+  EXPECT_NE(PQbackendPID(tx.conn()), pid);
+  tx.Rollback();
+}
+
+// The store's statements name its table with its schema: neither a SET
+// LOCAL search_path nor a temporary table of the same name (which the
+// default search_path looks at first) redirects the lent completion.
+TEST_F(PostgresLentTest, SearchPathAndTempTablesDoNotRedirectTheStore) {
+  const RecordId id = TestId(5);
+  const Token token = ClaimAt(id, kT0);
+  backend().Exec("CREATE SCHEMA IF NOT EXISTS idem_tx_elsewhere");
+  PostgresTransaction tx(backend().postgres_store());
+  ASSERT_TRUE(tx.Begin());
+  PostgresSql::ExecOn(tx.conn(), "SET LOCAL search_path TO idem_tx_elsewhere");
+  PostgresSql::ExecOn(tx.conn(),
+                      "CREATE TEMP TABLE " + backend().store_table() +
+                          " (LIKE public." + backend().store_table() +
+                          ") ON COMMIT DROP");
+  auto done = backend().postgres_store().CompleteInTransaction(
+      tx.conn(), id, token, Created("x"));
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(*done, TransactionCompletion::kStored);
+  ASSERT_TRUE(tx.Commit());
+  auto record = store().Inspect(id, kT0);
+  ASSERT_TRUE(record && record->has_value());
+  EXPECT_EQ((*record)->state, RecordState::kCompleted);
+}
+
+// Every connection lent: a Begin, and any call of the store's, fails after
+// acquire_timeout with kUnavailable naming the open transactions; one
+// ended, the store works again.
+TEST_F(PostgresLentTest, EveryConnectionLentIsAClearErrorAfterAcquireTimeout) {
+  PostgresStore& s = backend().postgres_store();  // pool=2, 300 ms.
+  PostgresTransaction one(s), two(s), three(s);
+  ASSERT_TRUE(one.Begin());
+  ASSERT_TRUE(two.Begin());
+  auto began = three.Begin();
+  ASSERT_FALSE(began);
+  EXPECT_EQ(began.error().code(), ErrorCode::kUnavailable);
+  EXPECT_NE(began.error().message().find(
+                "2 lent to open PostgresTransaction(store) transactions"),
+            std::string::npos)
+      << began.error().message();
+  auto claimed = s.Claim(TestId(6), TestFingerprint(1), kT0, kTtl, kLock);
+  ASSERT_FALSE(claimed);
+  EXPECT_EQ(claimed.error().code(), ErrorCode::kUnavailable);
+  EXPECT_NE(claimed.error().message().find("2 lent"), std::string::npos)
+      << claimed.error().message();
+  one.Rollback();
+  claimed = s.Claim(TestId(6), TestFingerprint(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(claimed) << claimed.error().ToString();
+  EXPECT_EQ(claimed->outcome, ClaimOutcome::kAcquired);
+}
+
+TEST_F(PostgresLentTest, MisuseIsInvalidArgument) {
+  PostgresTransaction tx(backend().postgres_store());
+  auto committed = tx.Commit();
+  ASSERT_FALSE(committed);
+  EXPECT_EQ(committed.error().code(), ErrorCode::kInvalidArgument);
+  tx.Rollback();  // Nothing open: nothing to do.
+  ASSERT_TRUE(tx.Begin());
+  auto again = tx.Begin();
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(tx.conn(), nullptr) << "the open transaction is kept";
+  ASSERT_TRUE(tx.Commit());
+}
+
+// Threads race for the same keys, each winner inserting its row and
+// completing the record in a transaction on a lent connection, on a pool
+// smaller than the threads: every key's row once, every record completed.
+TEST_F(PostgresLentTest, ThreadsRacingForKeysCompleteEachOnce) {
+  auto s = OpenStoreWith("pool=3&acquire_timeout_ms=60000");
+  ASSERT_NE(s, nullptr);
+  constexpr int kThreads = 8;
+  constexpr int kKeys = 40;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kKeys; ++k) {
+        const int key = (k + t * 5) % kKeys;  // Threads start apart.
+        const RecordId id = TestId(100 + key);
+        auto claimed = s->Claim(id, TestFingerprint(1), kT0, kTtl, kLock);
+        ASSERT_TRUE(claimed) << claimed.error().ToString();
+        if (claimed->outcome != ClaimOutcome::kAcquired) continue;
+        PostgresTransaction tx(*s);
+        auto began = tx.Begin();
+        ASSERT_TRUE(began) << began.error().ToString();
+        Insert(tx.conn(), "key-" + std::to_string(key));
+        auto done = s->CompleteInTransaction(tx.conn(), id, claimed->token,
+                                             Created(std::to_string(key)));
+        ASSERT_TRUE(done) << done.error().ToString();
+        EXPECT_EQ(*done, TransactionCompletion::kStored);
+        auto committed = tx.Commit();
+        EXPECT_TRUE(committed) << committed.error().ToString();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(backend().Count(), kKeys);
+  for (int key = 0; key < kKeys; ++key) {
+    auto record = s->Inspect(TestId(100 + key), kT0);
+    ASSERT_TRUE(record && record->has_value());
+    EXPECT_EQ((*record)->state, RecordState::kCompleted);
+    EXPECT_EQ((*record)->response->body, std::to_string(key));
+  }
 }
 
 }  // namespace

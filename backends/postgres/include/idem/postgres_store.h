@@ -231,8 +231,24 @@ class PostgresStore final : public Store {
   void SetClaimAttemptHookForTesting(ClaimAttemptHook hook);
 
  private:
+  friend class PostgresTransaction;
   class Impl;
   explicit PostgresStore(std::unique_ptr<Impl> impl);
+
+  // PostgresTransaction(store) (postgres_transaction.h): a connection of the
+  // pool lent to an application's transaction (postgres_transaction_target.h
+  // defines it). Lend waits for it as every call does (acquire_timeout);
+  // GiveBack returns it to the pool, or closes it unless it is idle and
+  // healthy; FindLent is the open loan whose connection is `conn`, if any;
+  // CompleteOnLent completes a record inside its transaction with the
+  // store's prepared statements.
+  struct Lent;
+  Result<std::unique_ptr<Lent>> Lend();
+  void GiveBack(std::unique_ptr<Lent> lent);
+  Lent* FindLent(PGconn* conn);
+  Result<TransactionCompletion> CompleteOnLent(Lent& lent, const RecordId& id,
+                                               const Token& token,
+                                               const Response& stored);
   // Open, naming the store `display` in messages (the redacted URI).
   static Result<std::unique_ptr<PostgresStore>> OpenNamed(
       const PostgresStoreOptions& options, std::string display);
