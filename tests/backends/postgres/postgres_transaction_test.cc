@@ -116,6 +116,13 @@ class PostgresSql : public testing::SqlBackend {
   PostgresStore& postgres_store() { return *store_; }
   PGconn* conn() const { return conn_.get(); }
 
+  // For testing::LentSqlBackend.
+  using LentTx = PostgresTransaction;
+  using Handle = PGconn*;
+  static Handle LentConnection(const LentTx& tx) { return tx.conn(); }
+  Handle own_connection() const { return conn(); }
+  PostgresStore& lending_store() { return *store_; }
+
  protected:
   // More URI parameters for the store ("&name=value..."), if any.
   virtual std::string store_params() const { return ""; }
@@ -129,86 +136,19 @@ class PostgresSql : public testing::SqlBackend {
 };
 
 // The application's transaction on a connection the store lends
-// (PostgresTransaction(store)): what the suites run between BEGIN and
-// COMMIT or ROLLBACK goes to the lent connection; the rest (the tables,
-// the counts, a connection outside any transaction) to the application's
-// connection of PostgresSql. The pool is small, so that the suites' claims
-// made while a transaction is open (a takeover) show that one connection is
-// left for them.
-class PostgresLentSql : public PostgresSql {
+// (PostgresTransaction(store)). The pool is small, so that the suites'
+// claims made while a transaction is open (a takeover) show that one
+// connection is left for them.
+class PostgresLentSql : public testing::LentSqlBackend<PostgresSql> {
  public:
-  void Exec(const std::string& sql) override {
-    if (sql == begin_statement()) {
-      ASSERT_FALSE(script_tx_.has_value());
-      script_tx_.emplace(postgres_store());
-      auto began = script_tx_->Begin();
-      ASSERT_TRUE(began) << began.error().ToString();
-      open_conn_ = script_tx_->conn();
-    } else if (sql == "COMMIT" || sql == "ROLLBACK") {
-      ASSERT_TRUE(script_tx_.has_value());
-      if (sql == "COMMIT") {
-        auto committed = script_tx_->Commit();
-        EXPECT_TRUE(committed) << committed.error().ToString();
-      }
-      script_tx_.reset();  // Rolls back what is still open.
-      open_conn_ = nullptr;
-    } else {
-      ExecOn(open_conn_ != nullptr ? open_conn_ : conn(), sql);
-    }
-  }
-  // Whether a transaction is open on a lent connection (then open_conn_ is
-  // set: only Commit or Rollback clear it) or on the application's.
   bool InTransaction() override {
-    return open_conn_ != nullptr || PostgresSql::InTransaction();
-  }
-  // Through the store's public call with the lent connection, which finds
-  // the loan and uses the store's prepared statements.
-  Result<TransactionCompletion> CompleteInTransaction(
-      const RecordId& id, const Token& token, const Response& r) override {
-    return postgres_store().CompleteInTransaction(
-        open_conn_ != nullptr ? open_conn_ : conn(), id, token, r);
-  }
-  std::unique_ptr<testing::AnySqlTransaction> Transaction() override {
-    return std::make_unique<LentTransaction>(*this);
+    return open() != nullptr || PostgresSql::InTransaction();
   }
 
  protected:
   std::string store_params() const override {
     return "&pool=2&acquire_timeout_ms=300";
   }
-
- private:
-  // PostgresTransaction(store) whose connection the work's Exec uses.
-  class LentTransaction final : public testing::AnySqlTransaction {
-   public:
-    explicit LentTransaction(PostgresLentSql& owner)
-        : owner_(owner), tx_(owner.postgres_store()) {}
-    Status Begin() override {
-      Status began = tx_.Begin();
-      owner_.open_conn_ = tx_.conn();
-      return began;
-    }
-    Status Commit() override {
-      Status committed = tx_.Commit();
-      owner_.open_conn_ = nullptr;
-      return committed;
-    }
-    void Rollback() override {
-      tx_.Rollback();
-      owner_.open_conn_ = nullptr;
-    }
-    Result<TransactionCompletion> Complete(const ClaimHandle& claim,
-                                           const Response& stored) override {
-      return tx_.Complete(claim, stored);
-    }
-
-   private:
-    PostgresLentSql& owner_;
-    PostgresTransaction tx_;
-  };
-
-  std::optional<PostgresTransaction> script_tx_;  // BEGIN ... COMMIT by Exec.
-  PGconn* open_conn_ = nullptr;  // The lent one, while a transaction is open.
 };
 
 }  // namespace

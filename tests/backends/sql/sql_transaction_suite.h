@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -122,6 +123,96 @@ class SqlBackend {
   // the first to touch the record's row); on SQLite the store's own writes
   // wait for the file's write lock, which BEGIN IMMEDIATE took.
   virtual bool takeover_while_open() const = 0;
+};
+
+// `Base` (a SqlBackend) with its transactions on a connection the store
+// lends (SqliteTransaction(store), PostgresTransaction(store)): what the
+// suites run between begin_statement() and COMMIT or ROLLBACK goes to the
+// lent connection; the rest (the tables, the counts, a connection outside
+// any transaction) to Base's own. CompleteInTransaction passes the lent
+// connection to the store's public call, which finds the loan. `Base`
+// provides:
+//   using LentTx = ...;   // The transaction type, built from the store.
+//   using Handle = ...;   // Its connection type (sqlite3*, PGconn*).
+//   static Handle LentConnection(const LentTx&);  // nullptr when not open.
+//   static void ExecOn(Handle, const std::string& sql);  // Fails the test.
+//   Handle own_connection() const;
+//   auto& lending_store();  // The store, as its own type.
+template <typename Base>
+class LentSqlBackend : public Base {
+ public:
+  using Tx = typename Base::LentTx;
+  using Handle = typename Base::Handle;
+
+  void Exec(const std::string& sql) override {
+    if (sql == this->begin_statement()) {
+      ASSERT_FALSE(script_tx_.has_value());
+      script_tx_.emplace(this->lending_store());
+      auto began = script_tx_->Begin();
+      ASSERT_TRUE(began) << began.error().ToString();
+      open_ = Base::LentConnection(*script_tx_);
+    } else if (sql == "COMMIT" || sql == "ROLLBACK") {
+      ASSERT_TRUE(script_tx_.has_value());
+      if (sql == "COMMIT") {
+        auto committed = script_tx_->Commit();
+        EXPECT_TRUE(committed) << committed.error().ToString();
+      }
+      script_tx_.reset();  // Rolls back what is still open.
+      open_ = nullptr;
+    } else {
+      Base::ExecOn(current(), sql);
+    }
+  }
+  Result<TransactionCompletion> CompleteInTransaction(
+      const RecordId& id, const Token& token, const Response& r) override {
+    return this->lending_store().CompleteInTransaction(current(), id, token, r);
+  }
+  std::unique_ptr<AnySqlTransaction> Transaction() override {
+    return std::make_unique<Lent>(*this);
+  }
+
+ protected:
+  // The lent connection while a transaction is open on one (only Commit or
+  // Rollback clear it), else nullptr.
+  Handle open() const { return open_; }
+
+ private:
+  Handle current() const {
+    return open_ != nullptr ? open_ : this->own_connection();
+  }
+
+  // The work's transaction (sql::RunOnceInTransaction's), whose connection
+  // Exec uses while it is open.
+  class Lent final : public AnySqlTransaction {
+   public:
+    explicit Lent(LentSqlBackend& owner)
+        : owner_(owner), tx_(owner.lending_store()) {}
+    Status Begin() override {
+      Status began = tx_.Begin();
+      owner_.open_ = Base::LentConnection(tx_);
+      return began;
+    }
+    Status Commit() override {
+      Status committed = tx_.Commit();
+      owner_.open_ = nullptr;
+      return committed;
+    }
+    void Rollback() override {
+      tx_.Rollback();
+      owner_.open_ = nullptr;
+    }
+    Result<TransactionCompletion> Complete(const ClaimHandle& claim,
+                                           const Response& stored) override {
+      return tx_.Complete(claim, stored);
+    }
+
+   private:
+    LentSqlBackend& owner_;
+    Tx tx_;
+  };
+
+  std::optional<Tx> script_tx_;  // BEGIN ... COMMIT by Exec.
+  Handle open_ = nullptr;
 };
 
 // What a backend gives the parameterised suites.

@@ -92,6 +92,16 @@ class SqliteSql : public testing::SqlBackend {
   SqliteStore& sqlite_store() { return *store_; }
   sqlite3* db() const { return db_->db; }
 
+  // For testing::LentSqlBackend.
+  using LentTx = SqliteTransaction;
+  using Handle = sqlite3*;
+  static Handle LentConnection(const LentTx& tx) { return tx.db(); }
+  static void ExecOn(Handle db, const std::string& sql) {
+    idem::ExecOn(db, sql.c_str());
+  }
+  Handle own_connection() const { return db(); }
+  SqliteStore& lending_store() { return *store_; }
+
  protected:
   testing::TempDir dir_{"idem-sqlite-tx"};
   std::string table_;
@@ -100,78 +110,15 @@ class SqliteSql : public testing::SqlBackend {
 };
 
 // The application's transaction on the store's writer
-// (SqliteTransaction(store)): what the suites run between BEGIN IMMEDIATE
-// and COMMIT or ROLLBACK goes to the writer's connection, held by the
-// transaction; the rest (the table, the counts, a connection outside any
-// transaction) to the connection of SqliteSql.
-class SqliteWriterSql : public SqliteSql {
+// (SqliteTransaction(store)).
+class SqliteWriterSql : public testing::LentSqlBackend<SqliteSql> {
  public:
-  void Exec(const std::string& sql) override {
-    if (sql == begin_statement()) {
-      ASSERT_FALSE(script_tx_.has_value());
-      script_tx_.emplace(*store_);
-      auto began = script_tx_->Begin();
-      ASSERT_TRUE(began) << began.error().ToString();
-      open_db_ = script_tx_->db();
-    } else if (sql == "COMMIT" || sql == "ROLLBACK") {
-      ASSERT_TRUE(script_tx_.has_value());
-      if (sql == "COMMIT") {
-        auto committed = script_tx_->Commit();
-        EXPECT_TRUE(committed) << committed.error().ToString();
-      }
-      script_tx_.reset();  // Rolls back what is still open.
-      open_db_ = nullptr;
-    } else {
-      ExecOn(open_db_ != nullptr ? open_db_ : db(), sql.c_str());
-    }
-  }
   // Whether this thread holds the store's writer: then a transaction on it
   // cannot begin (it can at once otherwise: the test has one thread).
   bool InTransaction() override {
     SqliteTransaction probe(*store_);
     return !probe.Begin().has_value();
   }
-  Result<TransactionCompletion> CompleteInTransaction(
-      const RecordId& id, const Token& token, const Response& r) override {
-    return store_->CompleteInTransaction(open_db_ != nullptr ? open_db_ : db(),
-                                         id, token, r);
-  }
-  std::unique_ptr<testing::AnySqlTransaction> Transaction() override {
-    return std::make_unique<WriterTransaction>(*this);
-  }
-
- private:
-  // SqliteTransaction(store) whose connection the work's Exec uses.
-  class WriterTransaction final : public testing::AnySqlTransaction {
-   public:
-    explicit WriterTransaction(SqliteWriterSql& owner)
-        : owner_(owner), tx_(*owner.store_) {}
-    Status Begin() override {
-      Status began = tx_.Begin();
-      owner_.open_db_ = tx_.db();
-      return began;
-    }
-    Status Commit() override { return End(tx_.Commit()); }
-    void Rollback() override {
-      tx_.Rollback();
-      owner_.open_db_ = nullptr;
-    }
-    Result<TransactionCompletion> Complete(const ClaimHandle& claim,
-                                           const Response& stored) override {
-      return tx_.Complete(claim, stored);
-    }
-
-   private:
-    Status End(Status s) {
-      owner_.open_db_ = nullptr;
-      return s;
-    }
-    SqliteWriterSql& owner_;
-    SqliteTransaction tx_;
-  };
-
-  std::optional<SqliteTransaction> script_tx_;  // BEGIN ... COMMIT by Exec.
-  sqlite3* open_db_ = nullptr;  // The writer's, while a transaction holds it.
 };
 
 }  // namespace
