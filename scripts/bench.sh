@@ -170,6 +170,27 @@ step env TMPDIR="$tmp" "$build/benchmarks/idem-bench" --idem_store_uris="$uris" 
   --benchmark_out="$out/idem-bench.json" --benchmark_out_format=json >"$out/idem-bench.txt" 2>&1 ||
   { tail -20 "$out/idem-bench.txt"; exit 1; }
 
+# The rows the Redis targets are judged on again: 3 repetitions of 1 s,
+# interleaved, medians. One 0.4 s sample of a loopback round trip on a small
+# VM moves by more than the targets' margins from run to run (1-thread
+# Claim+Complete read 2.52x and 2.77x in two quiet reports, 2.07-2.28x in
+# longer runs); the report takes these rows in place of the first pass's and
+# says so.
+if [[ $quick != 1 ]] && [[ -n $redis_url || -n $redis_cluster_url ]]; then
+  turis=$redis_url
+  [[ -n $redis_cluster_url ]] && turis+="${turis:+,}$redis_cluster_url"
+  log "idem-bench, the Redis target rows (3 x 1 s, medians)"
+  step env TMPDIR="$tmp" "$build/benchmarks/idem-bench" --idem_store_uris="$turis" \
+    --benchmark_filter='^(Claim|ClaimComplete|RawWrite)/redis(-cluster)?/real_time/threads:(1|8|32)$' \
+    --benchmark_min_time=1 --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true \
+    --benchmark_report_aggregates_only=true \
+    --benchmark_out="$out/idem-bench-targets.json" --benchmark_out_format=json \
+    >"$out/idem-bench-targets.txt" 2>&1 ||
+    { tail -20 "$out/idem-bench-targets.txt"; exit 1; }
+else
+  rm -f "$out/idem-bench-targets.json"
+fi
+
 # ---- idem-scale ----------------------------------------------------------------
 rm -f "$out"/scale-*.txt
 if [[ ${SCALE:-1} != 0 ]]; then
