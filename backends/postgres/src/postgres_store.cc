@@ -5,7 +5,10 @@
 // deadlines in postgres_connection.cc, the pool in postgres_pool.cc, the
 // schema and its versions in postgres_schema.cc, the options' ranges and
 // the URI parser in postgres_store_uri.cc, the claims remembered for a
-// one-statement Complete in idem/claim_memo.h.
+// one-statement Complete in idem/claim_memo.h, the calls that need only a
+// connection (reading a row, renewal, stats, purge) in
+// postgres_row_calls.cc, transactions on a lent connection in
+// postgres_transaction.cc.
 //
 // A claim inserts a fresh record if the id is free. When a record stood in
 // the way it reads the row and decides with ClaimBlockedBy; a claimable row
@@ -26,11 +29,9 @@
 
 #include <libpq-fe.h>
 
-#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -48,12 +49,14 @@
 #include "postgres_connection.h"
 #include "postgres_options.h"
 #include "postgres_pool.h"
+#include "postgres_row_calls.h"
 #include "postgres_schema.h"
 #include "postgres_sql.h"
 #include "postgres_transaction_target.h"
 
 namespace idem {
 
+using postgres_internal::Affected;
 using postgres_internal::BigEndian64;
 using postgres_internal::Cell;
 using postgres_internal::Connection;
@@ -61,17 +64,8 @@ using postgres_internal::ConnectionSettings;
 using postgres_internal::IntCell;
 using postgres_internal::PgResult;
 using postgres_internal::Pool;
+using postgres_internal::SelectRecord;
 using postgres_internal::View;
-
-namespace {
-
-// The number of rows a statement affected ("1" for "INSERT 0 1").
-std::size_t Affected(const PgResult& r) {
-  return static_cast<std::size_t>(
-      std::strtoull(PQcmdTuples(r.get()), nullptr, 10));
-}
-
-}  // namespace
 
 class PostgresStore::Impl {
  public:
@@ -105,16 +99,8 @@ class PostgresStore::Impl {
     // store's statements. Nothing is prepared yet, and no other thread has
     // the store.
     settings_.sql = postgres_internal::BuildSql(target_.table);
-    target_.recall = [this](const RecordId& id,
-                            const Token& token) -> std::optional<Record> {
-      auto fields = claims_.Recall(token);
-      if (!fields || fields->id != id) return std::nullopt;
-      Record record;
-      record.fingerprint = fields->fingerprint;
-      record.locked_until = fields->locked_until;
-      record.expires_at = fields->expires_at;
-      record.token = token;
-      return record;
+    target_.recall = [this](const RecordId& id, const Token& token) {
+      return Remembered(id, token);
     };
     return {};
   }
@@ -150,7 +136,8 @@ class PostgresStore::Impl {
       // so this also sees a row a concurrent claim committed after the
       // insert started.
       if (claim_hook_) claim_hook_(ClaimAttemptPoint::kBeforeRead, attempt);
-      IDEM_ASSIGN_OR_RETURN(const auto row, SelectRecord(c, id, "claim"));
+      IDEM_ASSIGN_OR_RETURN(const auto row,
+                            SelectRecord(c, Prefix(), id, "claim"));
       if (!row.has_value()) continue;  // Gone (released, purged): again.
       if (auto blocked = ClaimBlockedBy(*row, fp, now)) return *blocked;
       // Expired, or its lock timed out: take it over if it still is.
@@ -241,82 +228,32 @@ class PostgresStore::Impl {
     return Affected(r) == 1;
   }
 
-  // A SELECT, then the UPDATE that writes the renewed record if the row
-  // still holds what was read. Only a renewal of the same claim on another
-  // connection can change the row and keep it held; then read again.
   Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
                           Duration lock_timeout) {
     IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
-    const auto now_be = BigEndian64(ToUnixNanos(now));
-    for (int attempt = 0; attempt < PostgresStore::kClaimAttempts; ++attempt) {
-      IDEM_ASSIGN_OR_RETURN(std::optional<Record> row,
-                            SelectRecord(*lease, id, "extend lock"));
-      if (!row.has_value()) return false;
-      const std::optional<TimePoint> until =
-          RenewedLockUntil(*row, token, now, lock_timeout);
-      if (!until) return false;
-      if (*until == row->locked_until) return true;
-      const auto old_be = BigEndian64(ToUnixNanos(row->locked_until));
-      const auto until_be = BigEndian64(ToUnixNanos(*until));
-      row->locked_until = *until;
-      const std::string blob = EncodeRecord(*row);
-      const std::array<std::string_view, 6> params = {
-          id.view(), token.view(), View(until_be),
-          blob,      View(now_be), View(old_be)};
-      IDEM_ASSIGN_OR_RETURN(
-          const PgResult r,
-          lease->Run(postgres_internal::kExtendLock, params, "extend lock"));
-      if (Affected(r) == 1) return true;
-    }
-    return MakeError(ErrorCode::kUnavailable,
-                     Prefix() + "extend lock: the record changed under " +
-                         std::to_string(PostgresStore::kClaimAttempts) +
-                         " attempts in a row");
+    return postgres_internal::ExtendLockOn(*lease, Prefix(), id, token, now,
+                                           lock_timeout);
   }
 
   Result<std::optional<StoreStats>> Stats(TimePoint now) {
     IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
-    const auto now_be = BigEndian64(ToUnixNanos(now));
-    IDEM_ASSIGN_OR_RETURN(
-        const PgResult r,
-        lease->Run(postgres_internal::kStats, {View(now_be)}, "stats"));
-    StoreStats stats;
-    for (int row = 0; row < PQntuples(r.get()); ++row) {
-      stats.CountRows(IntCell(r.get(), row, 0) != 0, IntCell(r.get(), row, 1),
-                      static_cast<std::uint64_t>(IntCell(r.get(), row, 2)));
-    }
-    return std::optional<StoreStats>(stats);
+    return postgres_internal::StatsOn(*lease, now);
   }
 
   void SetClaimHook(ClaimAttemptHook hook) { claim_hook_ = std::move(hook); }
 
   Result<std::optional<Record>> Inspect(const RecordId& id, TimePoint now) {
     IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
-    IDEM_ASSIGN_OR_RETURN(auto row, SelectRecord(*lease, id, "inspect"));
+    IDEM_ASSIGN_OR_RETURN(auto row,
+                          SelectRecord(*lease, Prefix(), id, "inspect"));
     if (!row.has_value() || row->Expired(now)) return std::optional<Record>();
     return row;
   }
 
-  // Batches of kPurgeBatch rows, each its own statement, so that no purge
-  // holds many row locks for long.
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) {
     if (limit == 0) return std::size_t{0};
     IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
-    const auto now_be = BigEndian64(ToUnixNanos(now));
-    std::size_t deleted = 0;
-    while (deleted < limit) {
-      const std::size_t batch =
-          std::min(PostgresStore::kPurgeBatch, limit - deleted);
-      const auto batch_be = BigEndian64(static_cast<std::int64_t>(batch));
-      IDEM_ASSIGN_OR_RETURN(
-          const PgResult r,
-          lease->Run(postgres_internal::kPurge, {View(now_be), View(batch_be)},
-                     "purge"));
-      const std::size_t n = Affected(r);
-      deleted += n;
-      if (n < batch) break;
-    }
-    return deleted;
+    return postgres_internal::PurgeExpiredOn(*lease, now, limit);
   }
 
  private:
@@ -330,32 +267,18 @@ class PostgresStore::Impl {
         .sql = {}};
   }
 
-  // The row of `id`, if any: its record, checked against its columns
-  // (state, fingerprint, token, locked_until, expires_at, record).
-  Result<std::optional<Record>> SelectRecord(Connection& c, const RecordId& id,
-                                             std::string_view op) {
-    IDEM_ASSIGN_OR_RETURN(const PgResult r,
-                          c.Run(postgres_internal::kSelect, {id.view()}, op));
-    const PGresult* row = r.get();
-    if (PQntuples(row) == 0) return std::optional<Record>();
-    for (int col = 0; col < 6; ++col) {
-      if (PQgetisnull(row, 0, col)) {
-        return MakeError(
-            ErrorCode::kDataLoss,
-            Prefix() + "record " + id.ToHex() + " has a NULL column");
-      }
-    }
-    auto record = DecodeRecordWithColumns(id, Cell(row, 0, 5),
-                                          {.state = IntCell(row, 0, 0),
-                                           .fingerprint = Cell(row, 0, 1),
-                                           .token = Cell(row, 0, 2),
-                                           .locked_until = IntCell(row, 0, 3),
-                                           .expires_at = IntCell(row, 0, 4)});
-    if (!record) {
-      return MakeError(record.error().code(),
-                       Prefix() + record.error().message());
-    }
-    return std::optional<Record>(std::move(*record));
+  // The fields of a claim this store made and still holds in progress, as
+  // its record before any completion (idem/claim_memo.h), if it remembers
+  // the claim of `token` on `id`.
+  std::optional<Record> Remembered(const RecordId& id, const Token& token) {
+    auto fields = claims_.Recall(token);
+    if (!fields || fields->id != id) return std::nullopt;
+    Record record;
+    record.fingerprint = fields->fingerprint;
+    record.locked_until = fields->locked_until;
+    record.expires_at = fields->expires_at;
+    record.token = token;
+    return record;
   }
 
   // A pooled connection. When none is free, the error says how many are
@@ -382,13 +305,10 @@ class PostgresStore::Impl {
   Result<bool> CompleteOn(Connection& c, const RecordId& id, const Token& token,
                           const Response& response, std::string_view op) {
     Record record;
-    if (auto fields = claims_.Recall(token); fields && fields->id == id) {
-      record.fingerprint = fields->fingerprint;
-      record.locked_until = fields->locked_until;
-      record.expires_at = fields->expires_at;
-      record.token = token;
+    if (auto remembered = Remembered(id, token)) {
+      record = std::move(*remembered);
     } else {
-      IDEM_ASSIGN_OR_RETURN(auto row, SelectRecord(c, id, op));
+      IDEM_ASSIGN_OR_RETURN(auto row, SelectRecord(c, Prefix(), id, op));
       if (!row.has_value() || !row->HeldBy(token)) return false;
       record = std::move(*row);
     }

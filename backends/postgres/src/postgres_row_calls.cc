@@ -1,0 +1,105 @@
+#include "postgres_row_calls.h"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <utility>
+
+#include "idem/postgres_store.h"
+#include "idem/record_codec.h"
+
+namespace idem::postgres_internal {
+
+std::size_t Affected(const PgResult& r) {
+  return static_cast<std::size_t>(
+      std::strtoull(PQcmdTuples(r.get()), nullptr, 10));
+}
+
+Result<std::optional<Record>> SelectRecord(Connection& c,
+                                           const std::string& prefix,
+                                           const RecordId& id,
+                                           std::string_view op) {
+  IDEM_ASSIGN_OR_RETURN(const PgResult r, c.Run(kSelect, {id.view()}, op));
+  const PGresult* row = r.get();
+  if (PQntuples(row) == 0) return std::optional<Record>();
+  for (int col = 0; col < 6; ++col) {
+    if (PQgetisnull(row, 0, col)) {
+      return MakeError(ErrorCode::kDataLoss,
+                       prefix + "record " + id.ToHex() + " has a NULL column");
+    }
+  }
+  auto record = DecodeRecordWithColumns(id, Cell(row, 0, 5),
+                                        {.state = IntCell(row, 0, 0),
+                                         .fingerprint = Cell(row, 0, 1),
+                                         .token = Cell(row, 0, 2),
+                                         .locked_until = IntCell(row, 0, 3),
+                                         .expires_at = IntCell(row, 0, 4)});
+  if (!record) {
+    return MakeError(record.error().code(), prefix + record.error().message());
+  }
+  return std::optional<Record>(std::move(*record));
+}
+
+Result<bool> ExtendLockOn(Connection& c, const std::string& prefix,
+                          const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout) {
+  const auto now_be = BigEndian64(ToUnixNanos(now));
+  for (int attempt = 0; attempt < PostgresStore::kClaimAttempts; ++attempt) {
+    IDEM_ASSIGN_OR_RETURN(std::optional<Record> row,
+                          SelectRecord(c, prefix, id, "extend lock"));
+    if (!row.has_value()) return false;
+    const std::optional<TimePoint> until =
+        RenewedLockUntil(*row, token, now, lock_timeout);
+    if (!until) return false;
+    if (*until == row->locked_until) return true;
+    const auto old_be = BigEndian64(ToUnixNanos(row->locked_until));
+    const auto until_be = BigEndian64(ToUnixNanos(*until));
+    row->locked_until = *until;
+    const std::string blob = EncodeRecord(*row);
+    const std::array<std::string_view, 6> params = {
+        id.view(), token.view(), View(until_be),
+        blob,      View(now_be), View(old_be)};
+    IDEM_ASSIGN_OR_RETURN(const PgResult r,
+                          c.Run(kExtendLock, params, "extend lock"));
+    if (Affected(r) == 1) return true;
+  }
+  return MakeError(ErrorCode::kUnavailable,
+                   prefix + "extend lock: the record changed under " +
+                       std::to_string(PostgresStore::kClaimAttempts) +
+                       " attempts in a row");
+}
+
+Result<std::optional<StoreStats>> StatsOn(Connection& c, TimePoint now) {
+  const auto now_be = BigEndian64(ToUnixNanos(now));
+  IDEM_ASSIGN_OR_RETURN(const PgResult r,
+                        c.Run(kStats, {View(now_be)}, "stats"));
+  StoreStats stats;
+  for (int row = 0; row < PQntuples(r.get()); ++row) {
+    stats.CountRows(IntCell(r.get(), row, 0) != 0, IntCell(r.get(), row, 1),
+                    static_cast<std::uint64_t>(IntCell(r.get(), row, 2)));
+  }
+  return std::optional<StoreStats>(stats);
+}
+
+Result<std::size_t> PurgeExpiredOn(Connection& c, TimePoint now,
+                                   std::size_t limit) {
+  const auto now_be = BigEndian64(ToUnixNanos(now));
+  std::size_t deleted = 0;
+  while (deleted < limit) {
+    const std::size_t batch =
+        std::min(PostgresStore::kPurgeBatch, limit - deleted);
+    const auto batch_be = BigEndian64(static_cast<std::int64_t>(batch));
+    IDEM_ASSIGN_OR_RETURN(
+        const PgResult r,
+        c.Run(kPurge, {View(now_be), View(batch_be)}, "purge"));
+    const std::size_t n = Affected(r);
+    deleted += n;
+    if (n < batch) break;
+  }
+  return deleted;
+}
+
+}  // namespace idem::postgres_internal
