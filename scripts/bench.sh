@@ -6,8 +6,9 @@
 # sizes, the HTTP comparison (wrk against idem-demo on each store and the
 # plain Beast server), then regenerates docs/BENCHMARKS.md, the measured
 # table of docs/WHICH_STORE.md and the plots
-# under docs/bench/ (benchmarks/report/make_report.py). About 10 minutes on
-# 2 cores from a warm ccache; QUICK=1 for a smoke run of about a minute.
+# under docs/bench/ (benchmarks/report/make_report.py). About 21 minutes on
+# 2 cores from a warm ccache (7 of them the second pass over the Redis
+# target rows); QUICK=1 for a smoke run of about a minute.
 # idem-bench is the one benchmark program and make_report.py the one report
 # generator (its `runs` mode tables a measurement by hand).
 #
