@@ -18,29 +18,35 @@ std::size_t Affected(const PgResult& r) {
       std::strtoull(PQcmdTuples(r.get()), nullptr, 10));
 }
 
+Result<Record> RecordOfRow(const PGresult* r, int first,
+                           const std::string& prefix, const RecordId& id) {
+  for (int col = first; col < first + 6; ++col) {
+    if (PQgetisnull(r, 0, col)) {
+      return MakeError(ErrorCode::kDataLoss,
+                       prefix + "record " + id.ToHex() + " has a NULL column");
+    }
+  }
+  auto record =
+      DecodeRecordWithColumns(id, Cell(r, 0, first + 5),
+                              {.state = IntCell(r, 0, first),
+                               .fingerprint = Cell(r, 0, first + 1),
+                               .token = Cell(r, 0, first + 2),
+                               .locked_until = IntCell(r, 0, first + 3),
+                               .expires_at = IntCell(r, 0, first + 4)});
+  if (!record) {
+    return MakeError(record.error().code(), prefix + record.error().message());
+  }
+  return record;
+}
+
 Result<std::optional<Record>> SelectRecord(Connection& c,
                                            const std::string& prefix,
                                            const RecordId& id,
                                            std::string_view op) {
   IDEM_ASSIGN_OR_RETURN(const PgResult r, c.Run(kSelect, {id.view()}, op));
-  const PGresult* row = r.get();
-  if (PQntuples(row) == 0) return std::optional<Record>();
-  for (int col = 0; col < 6; ++col) {
-    if (PQgetisnull(row, 0, col)) {
-      return MakeError(ErrorCode::kDataLoss,
-                       prefix + "record " + id.ToHex() + " has a NULL column");
-    }
-  }
-  auto record = DecodeRecordWithColumns(id, Cell(row, 0, 5),
-                                        {.state = IntCell(row, 0, 0),
-                                         .fingerprint = Cell(row, 0, 1),
-                                         .token = Cell(row, 0, 2),
-                                         .locked_until = IntCell(row, 0, 3),
-                                         .expires_at = IntCell(row, 0, 4)});
-  if (!record) {
-    return MakeError(record.error().code(), prefix + record.error().message());
-  }
-  return std::optional<Record>(std::move(*record));
+  if (PQntuples(r.get()) == 0) return std::optional<Record>();
+  IDEM_ASSIGN_OR_RETURN(Record record, RecordOfRow(r.get(), 0, prefix, id));
+  return std::optional<Record>(std::move(record));
 }
 
 Result<bool> ExtendLockOn(Connection& c, const std::string& prefix,

@@ -26,6 +26,13 @@ namespace idem::postgres_internal {
 // The number of rows a statement affected ("1" for "INSERT 0 1").
 std::size_t Affected(const PgResult& r);
 
+// The record of `id` in row 0 of `r`, whose six columns from `first` on are
+// state, fingerprint, token, locked_until, expires_at and record (binary
+// format), checked against them. Errors: kDataLoss for a NULL column or a
+// record its columns disagree with.
+Result<Record> RecordOfRow(const PGresult* r, int first,
+                           const std::string& prefix, const RecordId& id);
+
 // The row of `id`, if any: its record, checked against its columns
 // (state, fingerprint, token, locked_until, expires_at, record). Errors:
 // kDataLoss for a NULL column or a record its columns disagree with; the

@@ -32,6 +32,7 @@
 #include "idem/clock.h"
 #include "idem/record_codec.h"
 #include "postgres_binary.h"
+#include "postgres_row_calls.h"
 #include "postgres_transaction_target.h"
 
 namespace idem {
@@ -179,24 +180,9 @@ class Caller {
       return tl::unexpected(WrongDatabase(op, Cell(row, 0, 0)));
     }
     if (PQgetisnull(row, 0, 1)) return std::optional<Record>();
-    for (int col = 2; col < 7; ++col) {
-      if (PQgetisnull(row, 0, col)) {
-        return MakeError(
-            ErrorCode::kDataLoss,
-            target_.prefix + "record " + id.ToHex() + " has a NULL column");
-      }
-    }
-    auto record = DecodeRecordWithColumns(id, Cell(row, 0, 6),
-                                          {.state = IntCell(row, 0, 1),
-                                           .fingerprint = Cell(row, 0, 2),
-                                           .token = Cell(row, 0, 3),
-                                           .locked_until = IntCell(row, 0, 4),
-                                           .expires_at = IntCell(row, 0, 5)});
-    if (!record) {
-      return MakeError(record.error().code(),
-                       target_.prefix + record.error().message());
-    }
-    return std::optional<Record>(std::move(*record));
+    IDEM_ASSIGN_OR_RETURN(Record record, postgres_internal::RecordOfRow(
+                                             row, 1, target_.prefix, id));
+    return std::optional<Record>(std::move(record));
   }
 
   // BEGIN, COMMIT: only their status matters.

@@ -38,6 +38,7 @@ using testing::PostgresConnection;
 using testing::PostgresTestUri;
 using testing::TestFingerprint;
 using testing::TestId;
+using testing::TestToken;
 using testing::UniquePostgresTable;
 using testing::WithParams;
 
@@ -211,6 +212,24 @@ TEST_F(PostgresTransactionTest, WritesTheStoresTableWhateverTheSearchPath) {
   auto record = store().Inspect(id, kT0);
   ASSERT_TRUE(record && record->has_value());
   EXPECT_EQ((*record)->state, RecordState::kCompleted);
+}
+
+// The completion of a claim this store does not remember reads the row
+// first, in the caller's transaction: a row whose columns disagree with its
+// record is kDataLoss there too, never "claim lost", and nothing is written.
+TEST_F(PostgresTransactionTest, ADamagedRowReadByTheCompletionIsDataLoss) {
+  const RecordId id = TestId(11);
+  ClaimAt(id, kT0);
+  backend().Exec("UPDATE " + backend().store_table() +
+                 " SET locked_until = locked_until + 1");
+  backend().Exec("BEGIN");
+  auto done = backend().CompleteInTransaction(id, TestToken(99), Created("x"));
+  ASSERT_FALSE(done);
+  EXPECT_EQ(done.error().code(), ErrorCode::kDataLoss);
+  EXPECT_NE(done.error().message().find(backend().store_table()),
+            std::string::npos)
+      << done.error().message();
+  backend().Exec("ROLLBACK");
 }
 
 // A takeover while the first handler's transaction is open: its completion
