@@ -54,8 +54,9 @@
 //    connection closed). SET LOCAL changes them for one transaction.
 //  - The application leaves the session as it found it: only SET LOCAL,
 //    never SET or RESET (nor set_config(..., false)), no PREPARE,
-//    DEALLOCATE or DISCARD, no LISTEN, no temporary tables, no COMMIT or
-//    ROLLBACK of its own, no change of libpq's modes (non-blocking,
+//    DEALLOCATE or DISCARD, no LISTEN, no temporary table that outlives
+//    the transaction (ON COMMIT DROP does not), no COMMIT or ROLLBACK of
+//    its own, no change of libpq's modes (non-blocking,
 //    pipeline), and never PQfinish. Every result is read before Commit or
 //    Rollback. The store checks what it can when the transaction ends: a
 //    connection broken, with a command still in flight or results unread,
