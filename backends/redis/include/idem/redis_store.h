@@ -162,9 +162,23 @@ struct RedisStoreOptions {
   // How long a call waits for a free pooled connection. URI parameter
   // `acquire_timeout_ms`, 0..3600000. Default: 5 s.
   std::chrono::milliseconds acquire_timeout{5000};
-  // Open a server whose maxmemory-policy may evict keys. URI parameter
-  // `allow_eviction`. Default: false.
+  // Open a server whose maxmemory-policy may evict keys, and keep serving
+  // when a check finds it evicting. URI parameter `allow_eviction`.
+  // Default: false.
   bool allow_eviction = false;
+  // When the store first reaches its servers. kEager: Open connects and
+  // checks them, and fails with what it found. kLazy: Open succeeds without
+  // reaching them; every call is kUnavailable until a background connect
+  // (retried with a capped back-off) and its checks succeed. URI parameter
+  // `connect`, eager or lazy (as for postgresql:). Default: kEager.
+  enum class Connect { kEager, kLazy };
+  Connect connect = Connect::kEager;
+  // How often the servers are checked again once connected (eviction
+  // policy, persistence, version, authentication), and so how long an
+  // evicting policy set at run time goes unnoticed at most (an -OOM, an
+  // odd reply or a record that vanished asks for a check sooner). URI
+  // parameter `check_interval_ms`, 10..3600000. Default: 10 s.
+  std::chrono::milliseconds check_interval{10000};
   // Replicas a claim and a complete wait for (WAIT), 0 = none. URI
   // parameters `wait`, 0..64, and `wait_ms`, 1..3600000. Default: 0, 1 s.
   int wait_replicas = 0;
