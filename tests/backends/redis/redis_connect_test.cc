@@ -140,6 +140,32 @@ TEST(RedisConnectTest, ALazyStoreOpensWhileTheServerIsDownAndConnectsLater) {
   EXPECT_EQ(logs.Count({"warning: ", "persists nothing"}), 1) << logs.All();
 }
 
+// redis-cluster: takes connect=lazy too: no seed answers (a closed port),
+// or the shared cluster, whose slot map is read in the background.
+TEST(RedisConnectTest, ALazyClusterStoreOpensAndConnectsInTheBackground) {
+  IDEM_REQUIRE_TEST_REDIS_CLUSTER();
+  PrivateRedis closed;
+  ASSERT_TRUE(closed.Start()) << closed.error();
+  ASSERT_TRUE(closed.Stop());
+  Logs logs;
+  auto down =
+      Open("redis-cluster://" + closed.server() + "?connect=lazy", logs);
+  ASSERT_TRUE(down.has_value()) << down.error().ToString();
+  EXPECT_TRUE(IsUnavailable(ClaimOf(**down, 1), "not connected yet"));
+
+  const std::string prefix = testing::UniqueRedisPrefix("lazy-cluster");
+  auto store = Open(
+      testing::RedisClusterTestUri() + "?connect=lazy&prefix=" + prefix, logs);
+  ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  EXPECT_TRUE(WaitFor([&] { return ClaimOf(**store, 1).has_value(); }))
+      << ClaimOf(**store, 1).error().ToString();
+  auto claim = ClaimOf(**store, 2);
+  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+  EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
+  store->reset();
+  testing::DeleteRedisKeys(testing::RedisClusterTestUri(), prefix);
+}
+
 // A lazy store whose server, once reached, fails the checks (an evicting
 // policy) stays unavailable, says why in an error line and in the calls'
 // errors, and serves once the server is fixed.

@@ -231,23 +231,27 @@ TEST(RedisPrivateServerTest, WaitMakesWritesWaitForReplicas) {
 }
 
 TEST(RedisReplyErrorTest, ServerErrorsMapToWhatTheCallerShouldDo) {
+  // role: the connection is closed, not reused (a failover moved the
+  // master, the server restarts, the cluster is down).
   const struct {
     const char* text;
     ErrorCode code;
+    bool role = false;
   } kCases[] = {
       {"OOM command not allowed when used memory > 'maxmemory'.",
        ErrorCode::kResourceExhausted},
       {"READONLY You can't write against a read only replica.",
-       ErrorCode::kUnavailable},
+       ErrorCode::kUnavailable, true},
       {"LOADING Redis is loading the dataset in memory",
-       ErrorCode::kUnavailable},
+       ErrorCode::kUnavailable, true},
       {"BUSY Redis is busy running a script.", ErrorCode::kUnavailable},
-      {"CLUSTERDOWN The cluster is down", ErrorCode::kUnavailable},
-      {"MASTERDOWN Link with MASTER is down", ErrorCode::kUnavailable},
+      {"CLUSTERDOWN The cluster is down", ErrorCode::kUnavailable, true},
+      {"MASTERDOWN Link with MASTER is down", ErrorCode::kUnavailable, true},
       {"TRYAGAIN Multiple keys request during rehashing of slot",
-       ErrorCode::kUnavailable},
+       ErrorCode::kUnavailable, true},
       {"WRONGTYPE Operation against a key holding the wrong kind of value",
        ErrorCode::kDataLoss},
+      {"NOAUTH Authentication required.", ErrorCode::kInternal},
       {"ERR unknown command", ErrorCode::kInternal},
   };
   for (const auto& c : kCases) {
@@ -259,6 +263,7 @@ TEST(RedisReplyErrorTest, ServerErrorsMapToWhatTheCallerShouldDo) {
     const Error e = redis::ReplyError(reply, "ctx");
     EXPECT_EQ(e.code(), c.code) << c.text;
     EXPECT_EQ(e.message(), "ctx: " + text);
+    EXPECT_EQ(redis::IsRoleError(&reply), c.role) << c.text;
   }
 }
 
