@@ -343,6 +343,44 @@ TEST(RedisConnectTest, ACompletionFindingItsRecordGoneSaysItVanished) {
   EXPECT_EQ(logs.Count({"vanished", Id(2).ToHex()}), 0) << logs.All();
 }
 
+// An -OOM and a completion whose record vanished ask for a check at once,
+// long before the interval (an hour here): the first finds noeviction, the
+// second the evicting policy set meanwhile.
+TEST(RedisConnectTest, AnOomOrAVanishedRecordTriggersACheck) {
+  PrivateRedis server;
+  ASSERT_TRUE(server.Start()) << server.error();
+  Logs logs;
+  auto store = Open(server.uri() + "?check_interval_ms=3600000", logs);
+  ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  auto* redis = dynamic_cast<RedisStore*>(store->get());
+  ASSERT_NE(redis, nullptr);
+  auto claim = ClaimOf(**store, 1);
+  ASSERT_TRUE(claim.has_value());
+
+  const long long configs = CallsOf(server, "config|get");
+  ASSERT_EQ(RedisRaw(server.server(), {"CONFIG", "SET", "maxmemory", "1"}).text,
+            "OK");
+  auto full = ClaimOf(**store, 2);
+  ASSERT_FALSE(full.has_value());
+  EXPECT_EQ(full.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_TRUE(
+      WaitFor([&] { return CallsOf(server, "config|get") >= configs + 3; }));
+  ASSERT_EQ(RedisRaw(server.server(), {"CONFIG", "SET", "maxmemory", "0"}).text,
+            "OK");
+  EXPECT_TRUE(ClaimOf(**store, 2).has_value());
+
+  ASSERT_EQ(RedisRaw(server.server(),
+                     {"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"})
+                .text,
+            "OK");
+  ASSERT_EQ(RedisRaw(server.server(), {"DEL", redis->KeyOf(Id(1))}).text, "1");
+  EXPECT_FALSE(
+      (*store)->Complete(Id(1), claim->token, {.status = 201}).value_or(true));
+  EXPECT_TRUE(WaitFor([&] {
+    return IsUnavailable(ClaimOf(**store, 3), "allkeys-lru");
+  })) << logs.All();
+}
+
 // A managed Redis's failover: the endpoint the URI names (here a
 // forwarder's port, as a DNS name would) moves to the promoted replica
 // while the pooled connections still reach the old master, now a replica
