@@ -5,11 +5,13 @@
 // at run time, a server that persists nothing), a completion whose record
 // vanished, and a failover whose endpoint moves to the promoted replica.
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -226,6 +228,48 @@ TEST(RedisConnectTest, AnEvictingPolicySetAtRunTimeMakesCallsUnavailable) {
                 .text,
             "OK");
   EXPECT_TRUE(WaitFor([&] { return ClaimOf(**store, 2).has_value(); }));
+}
+
+// Calls from many threads while the policy flips under them and the
+// checks move the store between serving and refused: every call either
+// succeeds or is kUnavailable (for ThreadSanitizer: Ready beside Apply).
+TEST(RedisConnectTest, CallsFromManyThreadsWhileThePolicyFlips) {
+  PrivateRedis server;
+  ASSERT_TRUE(server.Start()) << server.error();
+  Logs logs;
+  auto store = Open(server.uri() + "?check_interval_ms=10&pool=4", logs);
+  ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  constexpr int kThreads = 8;
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, unavailable{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; !stop.load(); ++i) {
+        auto r = ClaimOf(**store, (t * 7919 + i) % 250);
+        if (r) {
+          ++ok;
+        } else if (r.error().code() == ErrorCode::kUnavailable) {
+          ++unavailable;
+        } else {
+          ++other;
+        }
+      }
+    });
+  }
+  for (int flip = 0; flip < 6; ++flip) {
+    const char* policy = flip % 2 == 0 ? "allkeys-lru" : "noeviction";
+    RedisRaw(server.server(), {"CONFIG", "SET", "maxmemory-policy", policy});
+    const int seen = flip % 2 == 0 ? unavailable.load() : ok.load();
+    EXPECT_TRUE(WaitFor([&] {
+      return (flip % 2 == 0 ? unavailable.load() : ok.load()) > seen + 10;
+    })) << policy;
+  }
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_GE(logs.Count({"error: ", "allkeys-lru"}), 3) << logs.All();
+  EXPECT_GE(logs.Count({"pass the checks again"}), 3) << logs.All();
 }
 
 // allow_eviction=true: checked again all the same, and still serving.
