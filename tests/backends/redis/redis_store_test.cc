@@ -56,6 +56,10 @@ TEST(RedisStoreUriTest, BadUrisAreRefusedBeforeConnecting) {
            "redis://127.0.0.1:1/0?timeout_ms=0",
            "redis://127.0.0.1:1/zero",
            "redis://127.0.0.1:1/0?colour=blue",
+           "redis://127.0.0.1:1/0?connect=maybe",
+           "redis://127.0.0.1:1/0?connect=",
+           "redis://127.0.0.1:1/0?check_interval_ms=5",
+           "redis://127.0.0.1:1/0?connect=lazy&check_interval_ms=3600001",
            "redis:///0",
            "redis-cluster://127.0.0.1:1/3",
        }) {
@@ -71,6 +75,15 @@ TEST(RedisStoreUriTest, AnUnreachableServerIsUnavailableWithoutThePassword) {
   EXPECT_EQ(store.error().code(), ErrorCode::kUnavailable);
   EXPECT_EQ(store.error().message().find("hunter2"), std::string::npos)
       << store.error().message();
+  // Lazy: it opens, and the calls' errors do not say it either.
+  auto lazy = OpenStore("redis://user:hunter2@127.0.0.1:1/0?connect=lazy",
+                        {.sweep_interval = Duration::zero()});
+  ASSERT_TRUE(lazy.has_value()) << lazy.error().ToString();
+  auto claim = (*lazy)->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_FALSE(claim.has_value());
+  EXPECT_EQ(claim.error().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(claim.error().message().find("hunter2"), std::string::npos)
+      << claim.error().message();
 }
 
 // The claiming store remembers the claim's l for Complete; a renewal
