@@ -461,8 +461,11 @@ TEST(RedisConnectTest, AFailoverWhoseEndpointMovesIsFollowed) {
   // The replica has it (the swap must lose nothing for the replay below).
   auto* redis = dynamic_cast<RedisStore*>(store->get());
   ASSERT_NE(redis, nullptr);
+  // Completed there too, not only claimed.
+  const std::string completed =
+      RedisRaw(a.server(), {"GET", redis->KeyOf(Id(1))}).text;
   ASSERT_TRUE(WaitFor([&] {
-    return RedisRaw(b.server(), {"EXISTS", redis->KeyOf(Id(1))}).text == "1";
+    return RedisRaw(b.server(), {"GET", redis->KeyOf(Id(1))}).text == completed;
   }));
 
   // The roles swap, and the endpoint follows the new master.
