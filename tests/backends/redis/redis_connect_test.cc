@@ -94,6 +94,13 @@ bool IsUnavailable(const Result<ClaimResult>& r, std::string_view says) {
          r.error().message().find(says) != std::string::npos;
 }
 
+// CONFIG SET maxmemory-policy `policy` on `server`.
+bool SetPolicy(const PrivateRedis& server, const std::string& policy) {
+  return RedisRaw(server.server(),
+                  {"CONFIG", "SET", "maxmemory-policy", policy})
+             .text == "OK";
+}
+
 // The calls the server has served of `command` (INFO commandstats).
 long long CallsOf(const PrivateRedis& server, const std::string& command) {
   const std::string stats =
@@ -189,10 +196,7 @@ TEST(RedisConnectTest, ALazyStoreRefusedByTheChecksStaysUnavailable) {
   EXPECT_TRUE(IsUnavailable(ClaimOf(**store, 1), "allkeys-lru"));
   EXPECT_EQ(logs.Count({"error: ", "allkeys-lru"}), 1) << logs.All();
 
-  ASSERT_EQ(RedisRaw(server.server(),
-                     {"CONFIG", "SET", "maxmemory-policy", "noeviction"})
-                .text,
-            "OK");
+  ASSERT_TRUE(SetPolicy(server, "noeviction"));
   EXPECT_TRUE(WaitFor([&] { return ClaimOf(**store, 1).has_value(); }));
   EXPECT_EQ(logs.Count({"pass the checks again"}), 1) << logs.All();
 }
@@ -208,10 +212,7 @@ TEST(RedisConnectTest, AnEvictingPolicySetAtRunTimeMakesCallsUnavailable) {
   auto store = Open(server.uri() + "?check_interval_ms=200", logs);
   ASSERT_TRUE(store.has_value()) << store.error().ToString();
   ASSERT_TRUE(ClaimOf(**store, 1).has_value());
-  ASSERT_EQ(RedisRaw(server.server(),
-                     {"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"})
-                .text,
-            "OK");
+  ASSERT_TRUE(SetPolicy(server, "allkeys-lru"));
   EXPECT_TRUE(WaitFor([&] {
     return IsUnavailable(ClaimOf(**store, 2), "allkeys-lru");
   })) << logs.All();
@@ -223,10 +224,7 @@ TEST(RedisConnectTest, AnEvictingPolicySetAtRunTimeMakesCallsUnavailable) {
   ASSERT_FALSE(complete.has_value());
   EXPECT_EQ(complete.error().code(), ErrorCode::kUnavailable);
 
-  ASSERT_EQ(RedisRaw(server.server(),
-                     {"CONFIG", "SET", "maxmemory-policy", "noeviction"})
-                .text,
-            "OK");
+  ASSERT_TRUE(SetPolicy(server, "noeviction"));
   EXPECT_TRUE(WaitFor([&] { return ClaimOf(**store, 2).has_value(); }));
 }
 
@@ -259,7 +257,7 @@ TEST(RedisConnectTest, CallsFromManyThreadsWhileThePolicyFlips) {
   }
   for (int flip = 0; flip < 6; ++flip) {
     const char* policy = flip % 2 == 0 ? "allkeys-lru" : "noeviction";
-    RedisRaw(server.server(), {"CONFIG", "SET", "maxmemory-policy", policy});
+    ASSERT_TRUE(SetPolicy(server, policy));
     const int seen = flip % 2 == 0 ? unavailable.load() : ok.load();
     EXPECT_TRUE(WaitFor([&] {
       return (flip % 2 == 0 ? unavailable.load() : ok.load()) > seen + 10;
@@ -280,10 +278,7 @@ TEST(RedisConnectTest, AllowEvictionKeepsServingAnEvictingPolicy) {
   auto store =
       Open(server.uri() + "?check_interval_ms=50&allow_eviction=true", logs);
   ASSERT_TRUE(store.has_value()) << store.error().ToString();
-  ASSERT_EQ(RedisRaw(server.server(),
-                     {"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"})
-                .text,
-            "OK");
+  ASSERT_TRUE(SetPolicy(server, "allkeys-lru"));
   const long long configs = CallsOf(server, "config|get");
   EXPECT_TRUE(
       WaitFor([&] { return CallsOf(server, "config|get") >= configs + 6; }));
@@ -413,10 +408,7 @@ TEST(RedisConnectTest, AnOomOrAVanishedRecordTriggersACheck) {
             "OK");
   EXPECT_TRUE(ClaimOf(**store, 2).has_value());
 
-  ASSERT_EQ(RedisRaw(server.server(),
-                     {"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"})
-                .text,
-            "OK");
+  ASSERT_TRUE(SetPolicy(server, "allkeys-lru"));
   ASSERT_EQ(RedisRaw(server.server(), {"DEL", redis->KeyOf(Id(1))}).text, "1");
   EXPECT_FALSE(
       (*store)->Complete(Id(1), claim->token, {.status = 201}).value_or(true));
