@@ -1,0 +1,92 @@
+#include "scripted_server.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <utility>
+
+#ifndef IDEM_REDIS_SCRIPT
+#error "IDEM_REDIS_SCRIPT must name scripts/redis.sh"
+#endif
+#ifndef IDEM_POSTGRES_SCRIPT
+#error "IDEM_POSTGRES_SCRIPT must name scripts/postgres.sh"
+#endif
+
+namespace idem::testing {
+
+std::unique_ptr<ScriptedServer> ScriptedServer::Redis(
+    const std::string& appendfsync) {
+  auto server = std::unique_ptr<ScriptedServer>(new ScriptedServer(
+      IDEM_REDIS_SCRIPT, {"IDEM_REDIS_APPENDFSYNC='" + appendfsync + "'"}));
+  server->env_.push_back("IDEM_REDIS_STATE='" +
+                         (server->dir_.path() / "redis").string() + "'");
+  server->env_.push_back("IDEM_REDIS_OWNER_PID=" + std::to_string(::getpid()));
+  return server;
+}
+
+std::unique_ptr<ScriptedServer> ScriptedServer::Postgres() {
+  auto server = std::unique_ptr<ScriptedServer>(
+      new ScriptedServer(IDEM_POSTGRES_SCRIPT, {"IDEM_PG_FSYNC=on"}));
+  server->env_.push_back("IDEM_PG_STATE='" +
+                         (server->dir_.path() / "state").string() + "'");
+  server->env_.push_back("IDEM_PG_OWNER_PID=" + std::to_string(::getpid()));
+  return server;
+}
+
+ScriptedServer::ScriptedServer(std::string script, std::vector<std::string> env)
+    : dir_("idem-crash-server"), script_(std::move(script)),
+      env_(std::move(env)) {}
+
+ScriptedServer::~ScriptedServer() {
+  if (started_) Run("stop", nullptr);
+}
+
+std::filesystem::path ScriptedServer::redis_data_dir() const {
+  if (script_ != IDEM_REDIS_SCRIPT) return {};
+  return dir_.path() / "redis" / "standalone";
+}
+
+bool ScriptedServer::Run(const std::string& command, std::string* out) {
+  std::string line;
+  for (const std::string& e : env_) line += e + " ";
+  line += "'" + script_ + "' " + command;
+  FILE* pipe = ::popen(line.c_str(), "r");
+  if (pipe == nullptr) {
+    error_ = "popen failed";
+    return false;
+  }
+  std::string text;
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, pipe) != nullptr) text += buf;
+  const int status = ::pclose(pipe);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
+    text.pop_back();
+  }
+  if (out != nullptr) *out = text;
+  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    error_ = script_ + " " + command + " failed (status " +
+             std::to_string(status) + "): " + text;
+    return false;
+  }
+  return true;
+}
+
+bool ScriptedServer::Start() {
+  started_ = true;  // Stopped by the destructor even if half started.
+  return Run("start", &uri_);
+}
+
+bool ScriptedServer::Kill() { return Run("kill", nullptr); }
+
+bool ScriptedServer::Resume() {
+  std::string uri;
+  if (!Run("resume", &uri)) return false;
+  if (uri != uri_) {
+    error_ = "resumed on " + uri + ", not " + uri_;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace idem::testing
