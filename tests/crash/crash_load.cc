@@ -69,14 +69,14 @@ std::string CrashTally::Describe() const {
          std::to_string(in_flight_ran) + " (" + std::to_string(in_flight_409) +
          " after a 409), ran again under load " +
          std::to_string(ran_again_under_load) + "; wrong replays " +
-         std::to_string(wrong_replays) +
-         ", ran twice " + std::to_string(ran_twice) + ", failures " +
-         std::to_string(failures);
+         std::to_string(wrong_replays) + ", ran twice " +
+         std::to_string(ran_twice) + ", failures " + std::to_string(failures);
 }
 
 LoadClients::LoadClients(std::uint16_t port, std::string prefix, int clients)
     : port_(port), prefix_(std::move(prefix)) {
-  for (int c = 0; c < clients; ++c) threads_.emplace_back([this, c] { Client(c); });
+  for (int c = 0; c < clients; ++c)
+    threads_.emplace_back([this, c] { Client(c); });
 }
 
 LoadClients::~LoadClients() { Stop(); }
@@ -85,8 +85,8 @@ void LoadClients::Client(int c) {
   for (int n = 0; !stop_.load(); ++n) {
     KeyLog k;
     k.key = prefix_ + std::to_string(c) + "-" + std::to_string(n);
-    k.body = "{\"client\":" + std::to_string(c) + ",\"n\":" + std::to_string(n) +
-             "}";
+    k.body = "{\"client\":" + std::to_string(c) +
+             ",\"n\":" + std::to_string(n) + "}";
     // As a client does: the same key again until its response is replayed.
     int runs = 0;
     while (!k.confirmed && !stop_.load()) {
@@ -99,14 +99,23 @@ void LoadClients::Client(int c) {
       if (a == Answer::kConflict || a == Answer::kFailed) {
         ++failed_;
         // A client's back-off, so that an outage is not a busy loop.
-        std::unique_lock lock(mu_);
-        stopping_.wait_for(lock, milliseconds(50), [&] { return stop_.load(); });
+        Pause(milliseconds(50));
       }
     }
     if (k.confirmed) ++confirmed_;
-    std::lock_guard lock(mu_);
-    keys_.push_back(std::move(k));
+    {
+      std::lock_guard lock(mu_);
+      keys_.push_back(std::move(k));
+    }
+    // A pause between keys bounds the keys a round makes (and CheckKeys
+    // sends again) to a few hundred a second.
+    Pause(milliseconds(10));
   }
+}
+
+void LoadClients::Pause(milliseconds pause) {
+  std::unique_lock lock(mu_);
+  stopping_.wait_for(lock, pause, [&] { return stop_.load(); });
 }
 
 std::vector<KeyLog> LoadClients::Stop() {

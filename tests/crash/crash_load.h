@@ -5,11 +5,11 @@
 // order id unique to that run of the handler), a replay of it confirms that
 // the completed record was on the store's server; a 409, a 503 or no
 // answer is retried (after a 50 ms back-off) with the same key, as a client
-// does. They keep going while the demo or the store's server is killed and
-// restarted, so some requests are cut off mid-flight: their key may hold a
-// claim, a lock or a record that their client never saw, and a retry may
-// run its handler again (ran_again_under_load: the completion was lost, or
-// the lock left behind was taken over).
+// does; a client pauses 10 ms between keys. They keep going while the demo or
+// the store's server is killed and restarted, so some requests are cut off
+// mid-flight: their key may hold a claim, a lock or a record that their client
+// never saw, and a retry may run its handler again (ran_again_under_load: the
+// completion was lost, or the lock left behind was taken over).
 //
 // CheckKeys: after the restart, every key of every round is sent again and
 // sorted by what it answers (CrashTally): a replay of the response its
@@ -25,6 +25,7 @@
 #define IDEM_TESTS_CRASH_CRASH_LOAD_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -63,9 +64,9 @@ struct CrashTally {
   int in_flight_ran = 0;
   int in_flight_409 = 0;
   int ran_again_under_load = 0;  // LoadClients::ran_again().
-  int wrong_replays = 0;  // A replay of another response: must be 0.
-  int ran_twice = 0;      // A handler run after the restart not replayed.
-  int failures = 0;       // Neither (503s, no answer) within the waits.
+  int wrong_replays = 0;         // A replay of another response: must be 0.
+  int ran_twice = 0;  // A handler run after the restart not replayed.
+  int failures = 0;   // Neither (503s, no answer) within the waits.
 
   CrashTally& operator+=(const CrashTally& other);
   // "kept 40, lost 0 (0 after a 409), in flight: ...".
@@ -94,6 +95,8 @@ class LoadClients {
 
  private:
   void Client(int c);
+  // Waits `pause`, or until Stop.
+  void Pause(std::chrono::milliseconds pause);
 
   const std::uint16_t port_;
   const std::string prefix_;
@@ -101,7 +104,7 @@ class LoadClients {
   std::atomic<int> confirmed_{0}, failed_{0}, wrong_replays_{0}, ran_again_{0};
   std::mutex mu_;
   std::condition_variable stopping_;  // stop_ set (under mu_).
-  std::vector<KeyLog> keys_;  // Guarded by mu_.
+  std::vector<KeyLog> keys_;          // Guarded by mu_.
   std::vector<std::thread> threads_;
 };
 

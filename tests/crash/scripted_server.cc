@@ -35,7 +35,8 @@ std::unique_ptr<ScriptedServer> ScriptedServer::Postgres() {
 }
 
 ScriptedServer::ScriptedServer(std::string script, std::vector<std::string> env)
-    : dir_("idem-crash-server"), script_(std::move(script)),
+    : dir_("idem-crash-server"),
+      script_(std::move(script)),
       env_(std::move(env)) {}
 
 ScriptedServer::~ScriptedServer() {

@@ -122,8 +122,8 @@ class MachineCrash : public ServerCrash {
   Clock::duration MinLoad() const override { return seconds(2); }
   void WhileLoaded() override {
     std::error_code ec;
-    const auto size =
-        std::filesystem::file_size(IncrementalAof(server_.redis_data_dir()), ec);
+    const auto size = std::filesystem::file_size(
+        IncrementalAof(server_.redis_data_dir()), ec);
     if (!ec) sizes_.emplace_back(Clock::now(), size);
   }
   bool Kill(std::string* error) override {
@@ -142,8 +142,8 @@ class MachineCrash : public ServerCrash {
     std::error_code ec;
     const std::uintmax_t had = std::filesystem::file_size(aof, ec);
     if (!found || ec) {
-      *error = "no AOF size from a second before the kill (" + aof.string() +
-               ")";
+      *error =
+          "no AOF size from a second before the kill (" + aof.string() + ")";
       return false;
     }
     std::filesystem::resize_file(aof, keep, ec);
@@ -172,9 +172,10 @@ CrashTally RunRounds(const std::string& store_uri, Crash& crash,
                      const char* name) {
   TempDir dir;
   const std::filesystem::path log = dir.path() / "demo.log";
-  const std::vector<std::string> args = {
-      "--lock-timeout", kLockTimeoutSeconds, "--instance", "crash"};
-  auto demo = std::make_unique<DemoProcess>(IDEM_DEMO_PATH, store_uri, log, args);
+  const std::vector<std::string> args = {"--lock-timeout", kLockTimeoutSeconds,
+                                         "--instance", "crash"};
+  auto demo =
+      std::make_unique<DemoProcess>(IDEM_DEMO_PATH, store_uri, log, args);
   std::uint16_t port = demo->WaitListening();
   CrashTally total;
   std::vector<KeyLog> keys;
@@ -182,7 +183,8 @@ CrashTally RunRounds(const std::string& store_uri, Crash& crash,
   for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     if (port == 0) {
-      ADD_FAILURE() << "idem-demo did not start; its stderr:\n" << ReadFile(log);
+      ADD_FAILURE() << "idem-demo did not start; its stderr:\n"
+                    << ReadFile(log);
       return total;
     }
     LoadClients load(port, "r" + std::to_string(round) + "-", kClients);
@@ -212,7 +214,8 @@ CrashTally RunRounds(const std::string& store_uri, Crash& crash,
         << "no request failed after the crash";
     if (crash.KillsDemo()) {
       for (KeyLog& k : load.Stop()) keys.push_back(std::move(k));
-      demo = std::make_unique<DemoProcess>(IDEM_DEMO_PATH, store_uri, log, args);
+      demo =
+          std::make_unique<DemoProcess>(IDEM_DEMO_PATH, store_uri, log, args);
       port = demo->WaitListening();
       if (port == 0) {
         ADD_FAILURE() << "idem-demo did not start again\n" << ReadFile(log);
@@ -292,8 +295,8 @@ TEST(ServerCrashTest, PostgresImmediateStopLosesNoCompletedRecord) {
   auto server = ScriptedServer::Postgres();
   ASSERT_TRUE(server->Start()) << server->error();
   ServerCrash crash(*server);
-  const CrashTally t = RunRounds(
-      WithParams(server->uri(), kPostgresParams), crash, "postgres immediate");
+  const CrashTally t = RunRounds(WithParams(server->uri(), kPostgresParams),
+                                 crash, "postgres immediate");
   ExpectSafe(t);
   EXPECT_EQ(t.lost, 0) << "a committed record was lost";
 }
@@ -302,8 +305,8 @@ TEST(ServerCrashTest, PostgresImmediateStopLosesNoCompletedRecord) {
 TEST(ServerCrashTest, RedisClusterDemoKillNineUnderLoadLosesNoCompletedRecord) {
   IDEM_REQUIRE_TEST_REDIS_CLUSTER();
   const std::string prefix = UniqueRedisPrefix("server-crash");
-  const std::string uri = RedisClusterTestUri() + "?" + kRedisParams +
-                          "&prefix=" + prefix;
+  const std::string uri =
+      RedisClusterTestUri() + "?" + kRedisParams + "&prefix=" + prefix;
   DemoCrash crash;
   const CrashTally t = RunRounds(uri, crash, "cluster, demo killed");
   DeleteRedisKeys(uri, prefix);
