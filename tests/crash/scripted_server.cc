@@ -15,14 +15,25 @@
 
 namespace idem::testing {
 
-std::unique_ptr<ScriptedServer> ScriptedServer::Redis(
-    const std::string& appendfsync) {
+std::unique_ptr<ScriptedServer> ScriptedServer::NewRedis(
+    const std::string& appendfsync, const std::string& start) {
   auto server = std::unique_ptr<ScriptedServer>(new ScriptedServer(
-      IDEM_REDIS_SCRIPT, {"IDEM_REDIS_APPENDFSYNC='" + appendfsync + "'"}));
+      IDEM_REDIS_SCRIPT, {"IDEM_REDIS_APPENDFSYNC='" + appendfsync + "'"},
+      start));
   server->env_.push_back("IDEM_REDIS_STATE='" +
                          (server->dir_.path() / "redis").string() + "'");
   server->env_.push_back("IDEM_REDIS_OWNER_PID=" + std::to_string(::getpid()));
   return server;
+}
+
+std::unique_ptr<ScriptedServer> ScriptedServer::Redis(
+    const std::string& appendfsync) {
+  return NewRedis(appendfsync, "start");
+}
+
+std::unique_ptr<ScriptedServer> ScriptedServer::RedisCluster(
+    const std::string& appendfsync) {
+  return NewRedis(appendfsync, "cluster");
 }
 
 std::unique_ptr<ScriptedServer> ScriptedServer::Postgres() {
@@ -34,9 +45,11 @@ std::unique_ptr<ScriptedServer> ScriptedServer::Postgres() {
   return server;
 }
 
-ScriptedServer::ScriptedServer(std::string script, std::vector<std::string> env)
+ScriptedServer::ScriptedServer(std::string script, std::vector<std::string> env,
+                               std::string start)
     : dir_("idem-crash-server"),
       script_(std::move(script)),
+      start_(std::move(start)),
       env_(std::move(env)) {}
 
 ScriptedServer::~ScriptedServer() {
@@ -75,14 +88,24 @@ bool ScriptedServer::Run(const std::string& command, std::string* out) {
 
 bool ScriptedServer::Start() {
   started_ = true;  // Stopped by the destructor even if half started.
-  return Run("start", &uri_);
+  return Run(start_, &uri_);
 }
 
-bool ScriptedServer::Kill() { return Run("kill", nullptr); }
+namespace {
 
-bool ScriptedServer::Resume() {
+std::string WithNode(const std::string& command, int node) {
+  return node > 0 ? command + " " + std::to_string(node) : command;
+}
+
+}  // namespace
+
+bool ScriptedServer::Kill(int node) {
+  return Run(WithNode("kill", node), nullptr);
+}
+
+bool ScriptedServer::Resume(int node) {
   std::string uri;
-  if (!Run("resume", &uri)) return false;
+  if (!Run(WithNode("resume", node), &uri)) return false;
   if (uri != uri_) {
     error_ = "resumed on " + uri + ", not " + uri_;
     return false;

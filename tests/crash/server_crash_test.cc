@@ -1,6 +1,7 @@
 // Crash tests under load: the store's server killed while idem-demo keeps
-// serving (and, on Redis Cluster, the demo itself killed with SIGKILL),
-// then restarted, a few rounds each (IDEM_CRASH_ROUNDS, default 3).
+// serving (on Redis Cluster, one master each round; and there the demo
+// itself killed with SIGKILL too), then restarted, a few rounds each
+// (IDEM_CRASH_ROUNDS, default 3).
 //
 // Each round: four clients POST /orders with fresh keys, each key until a
 // replay confirms that its record is on the server (retrying 409s and 503s
@@ -12,7 +13,8 @@
 //  - where the server's durability setting promises it, replay every
 //    confirmed key (no completed record lost): redis-server SIGKILLed with
 //    `appendfsync always`, PostgreSQL stopped with `pg_ctl stop -m
-//    immediate` (fsync on), the demo killed on a cluster;
+//    immediate` (fsync on), a cluster master SIGKILLed with `appendfsync
+//    always`, the demo killed on a cluster;
 //  - with `appendfsync everysec`, lose what the setting allows: the cases
 //    count the completed records lost and what their retries did (ran the
 //    handler again, after a 409 if the claim survived), and print it; they
@@ -159,6 +161,28 @@ class MachineCrash : public ServerCrash {
   std::vector<std::pair<Clock::time_point, std::uintmax_t>> sizes_;
 };
 
+// SIGKILL of one master of a scripted cluster, another each round, then
+// `resume` of that node.
+class ClusterNodeCrash : public Crash {
+ public:
+  explicit ClusterNodeCrash(ScriptedServer& cluster) : cluster_(cluster) {}
+  bool Kill(std::string* error) override {
+    node_ = node_ % 3 + 1;
+    if (cluster_.Kill(node_)) return true;
+    *error = cluster_.error();
+    return false;
+  }
+  bool Restart(std::string* error) override {
+    if (cluster_.Resume(node_)) return true;
+    *error = cluster_.error();
+    return false;
+  }
+
+ private:
+  ScriptedServer& cluster_;
+  int node_ = 0;
+};
+
 // SIGKILL of idem-demo (RunRounds restarts it on the same store).
 class DemoCrash : public Crash {
  public:
@@ -301,6 +325,16 @@ TEST(ServerCrashTest, PostgresImmediateStopLosesNoCompletedRecord) {
   EXPECT_EQ(t.lost, 0) << "a committed record was lost";
 }
 #endif
+
+TEST(ServerCrashTest, RedisClusterNodeKillNineAppendfsyncAlwaysLosesNothing) {
+  auto cluster = ScriptedServer::RedisCluster("always");
+  ASSERT_TRUE(cluster->Start()) << cluster->error();
+  ClusterNodeCrash crash(*cluster);
+  const CrashTally t =
+      RunRounds(cluster->uri() + "?" + kRedisParams, crash, "cluster node");
+  ExpectSafe(t);
+  EXPECT_EQ(t.lost, 0) << "appendfsync always lost a completed record";
+}
 
 TEST(ServerCrashTest, RedisClusterDemoKillNineUnderLoadLosesNoCompletedRecord) {
   IDEM_REQUIRE_TEST_REDIS_CLUSTER();
