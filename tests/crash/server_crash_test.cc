@@ -35,9 +35,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -103,14 +105,23 @@ class ServerCrash : public Crash {
   ScriptedServer& server_;
 };
 
-// The incremental append-only file of a Redis 7 server in `data_dir`
-// (there is one until a rewrite, which these few megabytes never cause).
+// The newest incremental append-only file of a Redis 7 server in
+// `data_dir` (appendonly.aof.<n>.incr.aof, the highest n: the one being
+// written).
 std::filesystem::path IncrementalAof(const std::filesystem::path& data_dir) {
   std::filesystem::path found;
+  long newest = -1;
   std::error_code ec;
   for (const auto& e :
        std::filesystem::directory_iterator(data_dir / "appendonlydir", ec)) {
-    if (e.path().string().ends_with(".incr.aof")) found = e.path();
+    const std::string name = e.path().filename().string();
+    constexpr std::string_view kPrefix = "appendonly.aof.";
+    if (!name.starts_with(kPrefix) || !name.ends_with(".incr.aof")) continue;
+    const long n = std::strtol(name.c_str() + kPrefix.size(), nullptr, 10);
+    if (n > newest) {
+      newest = n;
+      found = e.path();
+    }
   }
   return found;
 }
