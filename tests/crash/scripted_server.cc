@@ -1,10 +1,10 @@
 #include "scripted_server.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <utility>
+
+#include "support/shell_command.h"
 
 #ifndef IDEM_REDIS_SCRIPT
 #error "IDEM_REDIS_SCRIPT must name scripts/redis.sh"
@@ -65,25 +65,10 @@ bool ScriptedServer::Run(const std::string& command, std::string* out) {
   std::string line;
   for (const std::string& e : env_) line += e + " ";
   line += "'" + script_ + "' " + command;
-  FILE* pipe = ::popen(line.c_str(), "r");
-  if (pipe == nullptr) {
-    error_ = "popen failed";
-    return false;
-  }
-  std::string text;
-  char buf[256];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) text += buf;
-  const int status = ::pclose(pipe);
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
-    text.pop_back();
-  }
-  if (out != nullptr) *out = text;
-  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    error_ = script_ + " " + command + " failed (status " +
-             std::to_string(status) + "): " + text;
-    return false;
-  }
-  return true;
+  std::string error;
+  if (RunShellCommand(line, out, &error)) return true;
+  error_ = script_ + " " + command + " " + error;
+  return false;
 }
 
 bool ScriptedServer::Start() {
