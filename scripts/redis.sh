@@ -42,8 +42,8 @@ die() { echo "redis.sh: $*" >&2; exit 1; }
 command -v redis-server >/dev/null || die "no redis-server (apt-get install redis-server)"
 command -v redis-cli >/dev/null || die "no redis-cli (apt-get install redis-tools)"
 
-# The persistence options of a new server.
-persistence=(--appendonly no)
+# The persistence options of a new server, after --save '' --appendonly no.
+persistence=()
 case ${IDEM_REDIS_APPENDFSYNC:-} in
   "") ;;
   always | everysec | no) persistence=(--appendonly yes --appendfsync "$IDEM_REDIS_APPENDFSYNC") ;;
@@ -89,7 +89,8 @@ server_start() {
   shift 2
   mkdir -p "$dir"
   [[ -n ${IDEM_REDIS_FIXED_PORT:-} ]] && attempts=1
-  printf '%s\n' "$@" "${persistence[@]}" >"$dir/args"
+  : >"$dir/args"
+  (($# + ${#persistence[@]})) && printf '%s\n' "$@" "${persistence[@]}" >"$dir/args"
   for ((attempt = 1; attempt <= attempts; attempt++)); do
     if [[ -n ${IDEM_REDIS_FIXED_PORT:-} ]]; then
       port=$IDEM_REDIS_FIXED_PORT

@@ -57,7 +57,7 @@ ScriptedServer::~ScriptedServer() {
 }
 
 std::filesystem::path ScriptedServer::redis_data_dir() const {
-  if (script_ != IDEM_REDIS_SCRIPT) return {};
+  if (script_ != IDEM_REDIS_SCRIPT || start_ != "start") return {};
   return dir_.path() / "redis" / "standalone";
 }
 

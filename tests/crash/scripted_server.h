@@ -51,8 +51,8 @@ class ScriptedServer {
 
   const std::string& uri() const { return uri_; }
   const std::string& error() const { return error_; }
-  // The Redis server's data directory (its append-only files are in
-  // appendonlydir/), "" for PostgreSQL.
+  // The standalone Redis server's data directory (its append-only files
+  // are in appendonlydir/); "" for a cluster and for PostgreSQL.
   std::filesystem::path redis_data_dir() const;
 
  private:
