@@ -91,7 +91,10 @@ void LoadClients::Client(int c) {
     int runs = 0;
     while (!k.confirmed && !stop_.load()) {
       const Answer a = Apply(k, Post(port_, k));
-      if (a == Answer::kRan && ++runs > 1) ++ran_again_;
+      // Once before the crash (its completion lost) and once after it, at
+      // most.
+      if (a == Answer::kRan && ++runs > 1)
+        ++(runs == 2 ? ran_again_ : ran_thrice_);
       if (a == Answer::kWrongReplay) {
         ++wrong_replays_;
         break;

@@ -65,8 +65,10 @@ struct CrashTally {
   int in_flight_409 = 0;
   int ran_again_under_load = 0;  // LoadClients::ran_again().
   int wrong_replays = 0;         // A replay of another response: must be 0.
-  int ran_twice = 0;  // A handler run after the restart not replayed.
-  int failures = 0;   // Neither (503s, no answer) within the waits.
+  // A handler run after the restart not replayed, or a third run under
+  // load: must be 0.
+  int ran_twice = 0;
+  int failures = 0;  // Neither (503s, no answer) within the waits.
 
   CrashTally& operator+=(const CrashTally& other);
   // "kept 40, lost 0 (0 after a 409), in flight: ...".
@@ -87,8 +89,10 @@ class LoadClients {
   // 0).
   int failed() const { return failed_.load(); }
   int wrong_replays() const { return wrong_replays_.load(); }
-  // Keys whose handler a retry ran again, as above.
+  // Keys whose handler a retry ran again, as above, and keys whose handler
+  // ran a third time (must stay 0: one crash loses a key's record once).
   int ran_again() const { return ran_again_.load(); }
+  int ran_thrice() const { return ran_thrice_.load(); }
 
   // Stops and joins the clients; the keys they sent.
   std::vector<KeyLog> Stop();
@@ -101,7 +105,8 @@ class LoadClients {
   const std::uint16_t port_;
   const std::string prefix_;
   std::atomic<bool> stop_{false};
-  std::atomic<int> confirmed_{0}, failed_{0}, wrong_replays_{0}, ran_again_{0};
+  std::atomic<int> confirmed_{0}, failed_{0}, wrong_replays_{0}, ran_again_{0},
+      ran_thrice_{0};
   std::mutex mu_;
   std::condition_variable stopping_;  // stop_ set (under mu_).
   std::vector<KeyLog> keys_;          // Guarded by mu_.

@@ -271,6 +271,7 @@ CrashTally RunRounds(const std::string& store_uri, Crash& crash,
     EXPECT_EQ(load.wrong_replays(), 0) << "under load";
     CrashTally tally = CheckKeys(port, keys);
     tally.ran_again_under_load = load.ran_again();
+    tally.ran_twice += load.ran_thrice();
     std::printf("%s round %d: %zu keys: %s\n", name, round, keys.size(),
                 tally.Describe().c_str());
     total += tally;
