@@ -149,7 +149,9 @@ cmd_kill() {  # [node]
   dir=$(server_dir "${1:-}")
   [[ -f $dir/port ]] || die "no server in $dir"
   pid=$(cat "$dir/redis.pid" 2>/dev/null) || die "no pid file in $dir (killed already?)"
-  kill -s KILL "$pid" 2>/dev/null || true
+  # Only a redis-server: a server that died by itself leaves a pid file
+  # whose pid another process may have by now.
+  [[ $(cat "/proc/$pid/comm" 2>/dev/null) == redis-server* ]] && kill -s KILL "$pid" 2>/dev/null
   local deadline=$((SECONDS + wait_s))
   while kill -0 "$pid" 2>/dev/null; do
     ((SECONDS < deadline)) || die "redis-server $pid did not die"
