@@ -27,11 +27,12 @@
 // run, or answer 409 until their lock (--lock-timeout 2) times out and then
 // run: counted, not asserted.
 //
-// Servers are the test's own (scripts/redis.sh and scripts/postgres.sh with
-// a state directory of their own, scripted_server.h), on free ports; the
-// cluster case uses the shared test cluster (IDEM_TEST_REDIS_CLUSTER_URI;
-// skipped without it, failed under CI) with a key prefix of its own. Waits
-// are WaitFor polls with generous bounds.
+// The servers killed are the test's own (scripts/redis.sh and
+// scripts/postgres.sh with a state directory of their own,
+// scripted_server.h), on free ports; the case that kills the demo uses the
+// shared test cluster (IDEM_TEST_REDIS_CLUSTER_URI; skipped without it,
+// failed under CI) with a key prefix of its own. Waits are WaitFor polls
+// with generous bounds.
 
 #include <chrono>
 #include <cstdio>
