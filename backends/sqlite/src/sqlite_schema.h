@@ -9,7 +9,10 @@
 
 namespace idem::sqlite_internal {
 
-// Switches the file to WAL mode, then creates or migrates the schema in one
+// With options().create false, first checks (reads only) that the file
+// holds an idem store at this version: kUnavailable naming what is missing
+// otherwise, before anything is written. Then switches the file to WAL
+// mode, and creates or migrates the schema in one
 // write transaction: several processes opening a new file at once serialize
 // here, and the later ones find the schema in place; a crash mid-migration
 // leaves the old version. Errors: kUnavailable when WAL mode cannot be set;
