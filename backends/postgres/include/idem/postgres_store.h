@@ -6,7 +6,8 @@
 //
 // Open creates the table `table` (with an index `<table>_expires_at`) and a
 // table `idem_schema_versions` in the connection's schema if they are
-// missing, and migrates older versions (docs/STORES.md has the layout). No
+// missing, and migrates older versions (docs/STORES.md has the layout);
+// with `create=false` it only checks that they exist. No
 // client key, scope or request body is ever written. Times are the `now`
 // the caller passes, never the server's clock: every instance must use the
 // system clock (clock.h).
@@ -27,7 +28,8 @@
 // Outages: while the server is unreachable every call fails with
 // kUnavailable within the bounds above; a failed call is not retried (its
 // statement may have committed). After the server is back the same store
-// works again without reopening.
+// works again without reopening. With `connect=lazy` the store may also be
+// opened while the server is down (Open says how it then behaves).
 //
 // Errors: kUnavailable for no connection, a broken one, a client-side
 // timeout, and SQLSTATE classes 08, 53, 57, 40 and 55P03; kDataLoss for
