@@ -634,21 +634,6 @@ const std::vector<std::vector<std::string>>& EveryCommand() {
   return kCommands;
 }
 
-std::string Bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// The names in `dir`.
-std::vector<std::string> Entries(const std::filesystem::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    names.push_back(e.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 #ifdef IDEM_IDEMCTL_TEST_ROCKSDB
 TEST(IdemctlNoCreateTest, AnEmptyDirectoryGetsNoRocksdbFiles) {
   TempDir dir;
@@ -662,7 +647,7 @@ TEST(IdemctlNoCreateTest, AnEmptyDirectoryGetsNoRocksdbFiles) {
     EXPECT_EQ(r.exit_code, kStoreError) << Describe(r);
     EXPECT_THAT(r.err, HasSubstr("no RocksDB database (no CURRENT file)"));
     EXPECT_TRUE(std::filesystem::is_empty(db))
-        << ::testing::PrintToString(Entries(db));
+        << ::testing::PrintToString(DirectoryEntries(db));
   }
 }
 #endif
@@ -687,9 +672,9 @@ TEST(IdemctlNoCreateTest, AnEmptyFileOrAForeignSqliteDatabaseIsLeftAsItWas) {
   std::ofstream(empty).close();
   const auto foreign = dir.path() / "foreign.db";
   MakeForeignDatabase(foreign);
-  const std::vector<std::string> before_files = Entries(dir.path());
+  const std::vector<std::string> before_files = DirectoryEntries(dir.path());
   for (const auto& path : {empty, foreign}) {
-    const std::string before = Bytes(path);
+    const std::string before = FileBytes(path);
     // A rollback-journal file: bytes 18 and 19 of the header are 1 (2 in
     // WAL mode); an empty file has no header.
     ASSERT_TRUE(before.empty() || (before[18] == 1 && before[19] == 1));
@@ -701,8 +686,9 @@ TEST(IdemctlNoCreateTest, AnEmptyFileOrAForeignSqliteDatabaseIsLeftAsItWas) {
       EXPECT_EQ(r.exit_code, kStoreError) << Describe(r);
       EXPECT_THAT(r.err, HasSubstr("holds no idem store: no table "
                                    "idem_records"));
-      EXPECT_EQ(Bytes(path), before) << "the file changed";
-      EXPECT_EQ(Entries(dir.path()), before_files) << "a -wal or -shm file";
+      EXPECT_EQ(FileBytes(path), before) << "the file changed";
+      EXPECT_EQ(DirectoryEntries(dir.path()), before_files)
+          << "a -wal or -shm file";
     }
   }
 }

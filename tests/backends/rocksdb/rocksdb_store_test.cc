@@ -717,14 +717,6 @@ TEST_F(RocksdbStoreTest, CreateFalseOpensOnlyAnExistingIdemDatabase) {
   auto open = [&](const std::filesystem::path& path) {
     return RocksdbStore::Open({.path = path.string(), .create = false});
   };
-  auto entries = [](const std::filesystem::path& dir) {
-    std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(dir)) {
-      names.push_back(e.path().filename().string());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-  };
   const auto missing = dir_.path() / "missing";
   auto none = open(missing);
   ASSERT_FALSE(none.has_value());
@@ -750,13 +742,13 @@ TEST_F(RocksdbStoreTest, CreateFalseOpensOnlyAnExistingIdemDatabase) {
     ASSERT_TRUE(raw->Close().ok());
     delete raw;
   });
-  const auto before = entries(foreign);
+  const auto before = testing::DirectoryEntries(foreign);
   auto other = open(foreign);
   ASSERT_FALSE(other.has_value());
   EXPECT_EQ(other.error().code(), ErrorCode::kUnavailable);
   EXPECT_THAT(other.error().message(),
               HasSubstr("without idem's column family 'idempotency'"));
-  EXPECT_EQ(entries(foreign), before);
+  EXPECT_EQ(testing::DirectoryEntries(foreign), before);
 
   // A real store opens, from options and from a URI.
   {

@@ -975,20 +975,6 @@ TEST_F(SqliteStoreTest, ARenewalWritesOneRow) {
 // store that exists is opened; anything else is kUnavailable naming what is
 // missing, and no byte of it changes (no table, no WAL switch, no parent
 // directory, no -wal or -shm file).
-std::string FileBytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::vector<std::string> DirEntries(const std::filesystem::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    names.push_back(e.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 TEST_F(SqliteStoreTest, CreateFalseOpensOnlyAnExistingIdemStore) {
   auto open = [&](const std::filesystem::path& path) {
     return idem::OpenStore("sqlite:" + path.string() + "?create=false",
@@ -1011,21 +997,22 @@ TEST_F(SqliteStoreTest, CreateFalseOpensOnlyAnExistingIdemStore) {
   }
   const auto v1 = dir_.path() / "v1.db";
   WriteV1File(v1.string(), {});
-  const std::vector<std::string> entries = DirEntries(dir_.path());
+  const std::vector<std::string> entries =
+      testing::DirectoryEntries(dir_.path());
   for (const auto& [path, says] :
        std::vector<std::pair<std::filesystem::path, std::string>>{
            {empty, "no table idem_records (user_version 0"},
            {foreign, "no table idem_records (user_version 7"},
            {v1, "schema version 1 that needs migrating to 2"}}) {
     SCOPED_TRACE(path.filename().string());
-    const std::string before = FileBytes(path);
+    const std::string before = testing::FileBytes(path);
     auto store = open(path);
     ASSERT_FALSE(store.has_value());
     EXPECT_EQ(store.error().code(), ErrorCode::kUnavailable);
     EXPECT_THAT(store.error().message(), HasSubstr(says));
     EXPECT_THAT(store.error().message(), HasSubstr("create=false"));
-    EXPECT_EQ(FileBytes(path), before);
-    EXPECT_EQ(DirEntries(dir_.path()), entries);
+    EXPECT_EQ(testing::FileBytes(path), before);
+    EXPECT_EQ(testing::DirectoryEntries(dir_.path()), entries);
   }
 
   // A real store opens and works.
