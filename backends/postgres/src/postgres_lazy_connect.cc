@@ -24,8 +24,15 @@ void LazyConnect::MarkConnected() {
 void LazyConnect::Begin(std::function<Status()> start,
                         std::chrono::milliseconds first,
                         std::chrono::milliseconds max) {
-  thread_ = std::thread(
-      [this, start = std::move(start), first, max] { Run(start, first, max); });
+  thread_ = std::thread([this, start = std::move(start), first, max] {
+    try {
+      Run(start, first, max);
+    } catch (...) {  // Out of memory building a message: stay unavailable.
+      std::lock_guard<std::mutex> lock(mu_);
+      refused_ = true;
+      reason_ = "unexpected exception while connecting";
+    }
+  });
 }
 
 void LazyConnect::Stop() {

@@ -121,8 +121,10 @@ class PostgresStore::Impl {
       IDEM_RETURN_IF_ERROR(Start());
       connect_.MarkConnected();
     } else {
-      connect_.Begin([this] { return Start(); }, PostgresStore::kLazyRetryFirst,
-                     PostgresStore::kLazyRetryMax);
+      // On the connecting thread, as in Open, nothing may throw past Start.
+      connect_.Begin(
+          [this] { return Boundary("connect", [&] { return Start(); }); },
+          PostgresStore::kLazyRetryFirst, PostgresStore::kLazyRetryMax);
     }
     return {};
   }

@@ -10,9 +10,11 @@
 // The outage cases (a lazy store opened while its server is down) are in
 // postgres_outage_test.cc.
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -170,6 +172,43 @@ TEST_F(PostgresOpenModesTest, ALazyStoreOnARunningServerConnectsAndServes) {
   EXPECT_EQ(Footprint(), (Rows{{"t", "1"}}));
   // Connected at the first attempt: nothing to say.
   EXPECT_EQ(log.All(), "");
+}
+
+// Many threads call a lazy store while it connects: each call is either
+// kUnavailable (not connected yet) or served, never anything else, and once
+// served every id is acquired exactly once (the connecting thread's table
+// and statements are published to the callers; TSan checks the handover).
+TEST_F(PostgresOpenModesTest, ManyThreadsOnALazyStoreWhileItConnects) {
+  auto opened = OpenWith("connect=lazy&pool=4&acquire_timeout_ms=60000");
+  ASSERT_TRUE(opened.has_value()) << opened.error().ToString();
+  Store& store = **opened;
+  constexpr int kThreads = 16;
+  constexpr int kIds = 8;
+  std::atomic<int> acquired{0}, other_errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int id = 0; id < kIds; ++id) {
+        const bool served = testing::WaitFor(
+            [&] {
+              auto claim = store.Claim(Id(id), Fp(id), kT0, kTtl, kLock);
+              if (!claim) {
+                if (claim.error().code() != ErrorCode::kUnavailable) {
+                  ++other_errors;
+                }
+                return false;
+              }
+              if (claim->outcome == ClaimOutcome::kAcquired) ++acquired;
+              return true;
+            },
+            std::chrono::seconds(60), std::chrono::milliseconds(1));
+        if (!served) ++other_errors;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(other_errors.load(), 0);
+  EXPECT_EQ(acquired.load(), kIds);
 }
 
 // The server answers but refuses the store (issue #27's example: a schema
