@@ -861,6 +861,13 @@ TEST(IdemctlSecretsTest, APasswordInTheStoreUriIsNeverPrinted) {
        kStoreError},
       {{"--store=" + pg, "inspect", "--key", "k", pg}, {}, kUsage},
       {{"stats"}, {"IDEM_STORE=" + pg}, kStoreError},
+      // The URI check (a port out of range) names the redacted URI.
+      {{"--store", "postgresql://idem:Hunter2pw@127.0.0.1:0/idem", "stats"},
+       {},
+       kUsage},
+      {{"stats"},
+       {"IDEM_STORE=redis-cluster://:Hunter2pw@127.0.0.1:1,127.0.0.1:70000"},
+       kUsage},
   };
   for (const Case& c : cases) {
     std::string shown;
