@@ -128,9 +128,9 @@ class RocksdbStore final : public Store {
   // The column family that holds the records.
   static constexpr char kColumnFamily[] = "idempotency";
 
-  // Opens (creating if needed) the database at options.path. The
-  // compaction filter takes time from store_options.clock (SystemClock when
-  // null).
+  // Opens (creating if needed, unless options.create is false) the database
+  // at options.path. The compaction filter takes time from
+  // store_options.clock (SystemClock when null).
   // Errors: kInvalidArgument when options.path is empty or names something
   // that is not a directory, or a directory that holds other files but no
   // RocksDB database (no CURRENT file; e.g. `rocksdb:/`): a missing or empty
@@ -140,8 +140,8 @@ class RocksdbStore final : public Store {
   // RocksdbStoreOptions::kMaxBlockCacheMb; kUnavailable naming the path when
   // the directory is held by another process or another open store (RocksDB's
   // LOCK file), or cannot be created or read, or (create = false) holds no
-  // idem database; kDataLoss when RocksDB reports
-  // the database corrupt; kInternal otherwise.
+  // idem database; kDataLoss when RocksDB reports the database corrupt;
+  // kInternal otherwise.
   static Result<std::unique_ptr<RocksdbStore>> Open(
       const RocksdbStoreOptions& options,
       const StoreOptions& store_options = {});

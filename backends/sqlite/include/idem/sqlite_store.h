@@ -115,9 +115,8 @@ class SqliteStore final : public Store {
 
   // Opens (creating if needed, unless options.create is false) the database
   // at options.path, switches it to WAL mode and creates or migrates the
-  // schema. Starts no sweeper (OpenStore
-  // adds the common one, sweeper.h); store_options is accepted for
-  // uniformity.
+  // schema. Starts no sweeper (OpenStore adds the common one, sweeper.h);
+  // store_options is accepted for uniformity.
   // Errors: kInvalidArgument when the path is empty or ":memory:", a
   // directory, or the file has a schema version newer than kSchemaVersion;
   // kUnavailable when the file or its directory cannot be created or
@@ -131,8 +130,8 @@ class SqliteStore final : public Store {
       const StoreOptions& store_options = {});
 
   // Opens the store a parsed `sqlite:` URI names, as OpenStore does.
-  // Parameters: synchronous, busy_timeout_ms, cache_mb, create (OpenStore takes
-  // sweep_interval_s, the sweeper's, before it calls this).
+  // Parameters: synchronous, busy_timeout_ms, cache_mb, create (OpenStore
+  // takes sweep_interval_s, the sweeper's, before it calls this).
   // Errors: kInvalidArgument naming the URI when the scheme is not "sqlite",
   // when it has a host, user or port, when the path is empty, when a
   // parameter is malformed or out of range, or when another parameter is
