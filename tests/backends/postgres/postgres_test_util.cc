@@ -146,4 +146,28 @@ bool PrivatePostgres::Stop() {
   return Run("stop", nullptr);
 }
 
+std::function<void(LogLevel, std::string_view)> SyncLog::Sink() {
+  return [this](LogLevel level, std::string_view message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lines_.push_back(std::string(LogLevelName(level)) + ": " +
+                     std::string(message));
+  };
+}
+
+int SyncLog::Count(std::string_view needle) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (const std::string& line : lines_) {
+    if (line.find(needle) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+std::string SyncLog::All() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string all;
+  for (const std::string& line : lines_) all += line + "\n";
+  return all;
+}
+
 }  // namespace idem::testing
