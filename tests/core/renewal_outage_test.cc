@@ -13,6 +13,7 @@
 
 #include "idem/claim_lease.h"
 #include "idem/guard.h"
+#include "support/renewal_counter.h"
 #include "support/renewal_test_store.h"
 #include "support/wait_for.h"
 
@@ -21,6 +22,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::RenewalCounter;
 using testing::WaitFor;
 
 // The finding's setting: --lock-timeout 1 --lock-renewal 0.3.
@@ -31,16 +33,6 @@ GuardOptions OutageOptions(Duration retry) {
   options.lock_renewal_retry = retry;
   return options;
 }
-
-class RenewalCounter : public GuardObserver {
- public:
-  void OnRenewal(const RenewalEvent& event) override {
-    if (event.renewed) ++renewed;
-    if (event.store_failed) ++store_failed;
-  }
-  std::atomic<int> renewed{0};
-  std::atomic<int> store_failed{0};
-};
 
 struct OutageBench {
   explicit OutageBench(GuardOptions options) {

@@ -9,16 +9,15 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "demo_process_suite.h"
 #include "http_test_util.h"
 #include "support/demo_process.h"
-#include "support/temp_dir.h"
 
 namespace idem::testing {
 namespace {
@@ -38,19 +37,7 @@ long long ResidentBytes(pid_t pid) {
   return -1;
 }
 
-class DemoMemoryTest : public HttpServerTest {
- protected:
-  std::uint16_t Start(std::vector<std::string> args) {
-    args.push_back("--http");
-    args.push_back(HttpFlag(GetParam()));
-    demo_.emplace(IDEM_DEMO_PATH, "memory:", dir_.path() / "demo.log", args);
-    return demo_->WaitListening();
-  }
-  std::string Log() { return proc::ReadFile(dir_.path() / "demo.log"); }
-
-  TempDir dir_;
-  std::optional<proc::DemoProcess> demo_;
-};
+class DemoMemoryTest : public DemoProcessOnEachServer {};
 
 INSTANTIATE_TEST_SUITE_P(Servers, DemoMemoryTest,
                          ::testing::ValuesIn(HttpServers()),

@@ -15,6 +15,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "demo_process_suite.h"
 #include "flags.h"
 #include "http_test_util.h"
 #include "support/demo_process.h"
@@ -190,19 +191,7 @@ TEST_P(RenewalHttpTest, AdapterSchedulesNothingWhenOff) {
 }
 
 // The real idem-demo process over its memory store, on each --http server.
-class RenewalProcessTest : public HttpServerTest {
- protected:
-  std::uint16_t Start(std::vector<std::string> args) {
-    args.push_back("--http");
-    args.push_back(HttpFlag(GetParam()));
-    demo_.emplace(IDEM_DEMO_PATH, "memory:", dir_.path() / "demo.log", args);
-    return demo_->WaitListening();
-  }
-  std::string Log() { return proc::ReadFile(dir_.path() / "demo.log"); }
-
-  TempDir dir_;
-  std::optional<proc::DemoProcess> demo_;
-};
+class RenewalProcessTest : public DemoProcessOnEachServer {};
 
 INSTANTIATE_TEST_SUITE_P(Servers, RenewalProcessTest,
                          ::testing::ValuesIn(HttpServers()),

@@ -19,6 +19,7 @@
 
 #include "idem/guard.h"
 #include "idem/open_store.h"
+#include "support/renewal_counter.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
 
@@ -27,17 +28,8 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::RenewalCounter;
 using testing::WaitFor;
-
-class RenewalCounter : public GuardObserver {
- public:
-  void OnRenewal(const RenewalEvent& event) override {
-    if (event.renewed) ++renewed;
-    if (event.store_failed) ++store_failed;
-  }
-  std::atomic<int> renewed{0};
-  std::atomic<int> store_failed{0};
-};
 
 bool Exec(sqlite3* db, const char* sql) {
   return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
