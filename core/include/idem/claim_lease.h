@@ -15,9 +15,9 @@
 // ends as kStaleComplete, as it would have without renewal. A store error
 // is logged and the claim kept: the next renewal comes retry_interval()
 // after the failed one started (GuardOptions::lock_renewal_retry), not a
-// whole interval later, so that when the store answers again the holder's
-// renewal reaches it within retry_interval() rather than a retry that
-// found the lock timed out.
+// whole interval later: when the store answers again, the holder's renewal
+// reaches it within retry_interval() (plus its own call), which bounds how
+// long a retry that finds the lock timed out has to take the key over.
 //
 // What the handler can know (State(), ClaimHandle::lock_state()): the lock
 // is kHeld while the claim's lock or its last successful renewal has not
