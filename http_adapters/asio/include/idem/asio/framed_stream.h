@@ -94,7 +94,9 @@ class FramedStream {
   // reuses its accept sockets so) starts afresh.
   struct State {
     RequestFraming framing;
-    std::array<char, 16 * 1024> chunk;
+    // One read from the next layer: RESTinio's own read buffer is 4 KiB;
+    // this costs 8 KiB per open connection.
+    std::array<char, 8 * 1024> chunk;
     std::string replacement;  // Not yet handed on.
     bool replaced = false;    // Replacement::Bytes was asked.
     bool drain = false;       // It gave bytes: discard the rest.

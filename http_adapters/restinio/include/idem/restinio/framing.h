@@ -9,7 +9,9 @@
 // never handed on; in its place the parser gets a stand-in request that
 // carries the refusal under a per-process secret, and
 // AnswerFramingRejection, first in the handler chain, answers it with the
-// 400 (or 431) problem Beast's server gives, with Connection: close. What
+// 400 (or 431) problem Beast's server gives, with Connection: close. (The
+// secret only keeps a client from choosing the problem its own request is
+// answered with; it guards nothing else.) What
 // the client sends after it is read and discarded until RESTinio closes.
 // A request refused inside its chunked body (after its header was handed
 // on) cannot be answered so: its connection is closed.
