@@ -68,6 +68,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   restinio_options.port = options.port;
   restinio_options.threads = options.threads;
   restinio_options.max_connections = options.max_connections;
+  restinio_options.log = log;
   // Long enough for the longest delay_ms the demo honours, after lock_wait.
   restinio_options.handle_request_timeout =
       std::chrono::milliseconds(DemoApp::kMaxDelayMs) +

@@ -20,6 +20,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "idem/asio/framed_stream.h"
 #include "idem/beast/convert.h"
 #include "idem/beast/request_checks.h"
 #include "idem/problem.h"
@@ -30,9 +31,10 @@ namespace {
 using asio::ip::tcp;
 using boost::beast::error_code;
 
-// Large enough for any sane request line and headers; what is over it is a
-// malformed request (400), not a reason to buffer more.
-constexpr std::uint32_t kHeaderLimit = 16 * 1024;
+// The framing rules bound the header section first (431); this is the
+// parser's own backstop, never reached by a request they passed.
+constexpr std::uint32_t kHeaderLimit =
+    2 * ::idem::asio::FramingLimits{}.header_bytes;
 // After an error answer the server stops reading requests but drains what the
 // client is still sending (up to this much, for this long) before closing, so
 // that closing a socket with unread data does not reset the connection and
@@ -243,7 +245,12 @@ Response HttpServer::Answer(std::string_view target, unsigned version,
 asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
   auto connection = std::make_shared<Connection>();
   connection->executor = socket.get_executor();
-  boost::beast::tcp_stream stream(std::move(socket));
+  // Requests are read through the framing rules both adapters' servers
+  // hold them to (idem/asio/request_framing.h); writes and the drain go to
+  // the stream itself.
+  ::idem::asio::FramedStream<boost::beast::tcp_stream> framed(
+      std::move(socket));
+  boost::beast::tcp_stream& stream = framed.next_layer();
   connection->stream = &stream;
   struct Closed {
     std::atomic<std::size_t>& open;
@@ -262,7 +269,7 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
     parser.header_limit(kHeaderLimit);
     parser.body_limit(options_.body_limit);
     stream.expires_after(options_.idle_timeout);
-    co_await http::async_read_header(stream, buffer, parser,
+    co_await http::async_read_header(framed, buffer, parser,
                                      asio::redirect_error(token, ec));
     std::optional<Response> response;
     std::optional<beast::HeaderRejection> rejected;
@@ -284,8 +291,9 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
         }
       }
       if (!ec && !parser.is_done()) {
-        const std::size_t header_fields = beast::HeaderFieldCount(parser.get());
-        co_await http::async_read(stream, buffer, parser,
+        const beast::HeaderFieldIdentities header_fields =
+            beast::HeaderFieldIds(parser.get());
+        co_await http::async_read(framed, buffer, parser,
                                   asio::redirect_error(token, ec));
         // Keys and scopes come from the header section, never a trailer.
         if (!ec) beast::EraseTrailerFields(parser.get(), header_fields);
@@ -293,7 +301,14 @@ asio::awaitable<void> HttpServer::Session(tcp::socket socket) {
     }
     // The request line, when the parser got that far (instance of a 400).
     const std::string_view parsed_target = beast::ToStd(parser.get().target());
-    if (rejected) {
+    if (ec == ::idem::asio::FramingError::kRefused && framed.rejection()) {
+      // Refused by the framing rules before the parser saw the request.
+      const ::idem::asio::FramingRejection& refused = *framed.rejection();
+      response = Answer(refused.target, 11, false,
+                        static_cast<unsigned>(refused.status), refused.code,
+                        refused.detail);
+      drain = true;
+    } else if (rejected) {
       // Framing we cannot trust (or ambiguous credentials): the body is not
       // read, the connection closes after the answer.
       const RequestHeader& header = parser.get().base();

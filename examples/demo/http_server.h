@@ -2,10 +2,12 @@
 // idem-demo and of the adapter's end-to-end tests.
 //
 // It owns the sessions (one coroutine per connection, on its own strand):
-// reading with a body limit, keep-alive, pipelining, timeouts, turning parse
-// errors into 400 answers and handler exceptions into 500 answers, and a
-// graceful shutdown. What a request gets is the business of the handler it
-// is given, which is where idem::beast::IdempotentHandler plugs in.
+// reading through the framing rules both adapters' servers share
+// (idem/asio/request_framing.h: a refused request gets its 400 or 431
+// problem), reading with a body limit, keep-alive, pipelining, timeouts,
+// turning parse errors into 400 answers and handler exceptions into 500
+// answers, and a graceful shutdown. What a request gets is the business of the
+// handler it is given, which is where idem::beast::IdempotentHandler plugs in.
 //
 // Thread-safety: Start once; Shutdown and the accessors from any thread.
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
@@ -17,15 +18,66 @@
 #include "http_server.h"
 #include "idem/beast/convert.h"
 #include "idem/restinio/convert.h"
+#include "idem/restinio/framing.h"
 
 namespace idem::demo {
 namespace {
 
 using Chain = ::restinio::sync_chain::fixed_size_chain_t<2>;
 
-struct Traits : ::restinio::traits_t<::restinio::asio_timer_manager_t,
-                                     ::restinio::null_logger_t, Chain> {
+// RESTinio's connection count limiter stops accepting at the bound but says
+// nothing: this says it as HttpServer does, once per episode, from the
+// connections' accepted and closed notices.
+class ConnectionBoundLog {
+ public:
+  ConnectionBoundLog(std::size_t max_connections, LogSink log)
+      : max_(max_connections), log_(std::move(log)) {}
+
+  void state_changed(
+      const ::restinio::connection_state::notice_t& notice) noexcept {
+    const auto cause = notice.cause();
+    const bool accepted =
+        ::restinio::holds_alternative<::restinio::connection_state::accepted_t>(
+            cause);
+    const bool closed =
+        ::restinio::holds_alternative<::restinio::connection_state::closed_t>(
+            cause);
+    if (!accepted && !closed) return;  // Upgraded: still counted.
+    std::lock_guard lock(mu_);
+    if (accepted) ++open_;
+    if (closed && open_ > 0) --open_;
+    try {
+      if (!at_bound_ && open_ >= max_) {
+        at_bound_ = true;
+        if (log_) {
+          log_(LogLevel::kWarning,
+               "connection bound reached (max_connections=" +
+                   std::to_string(max_) +
+                   "); not accepting until a connection closes");
+        }
+      } else if (at_bound_ && open_ < max_) {
+        at_bound_ = false;
+        if (log_) log_(LogLevel::kInfo, "accepting connections again");
+      }
+    } catch (...) {
+      // A log sink that throws loses the line, not the connection.
+    }
+  }
+
+ private:
+  const std::size_t max_;
+  const LogSink log_;
+  std::mutex mu_;
+  std::size_t open_ = 0;   // Under mu_.
+  bool at_bound_ = false;  // Under mu_.
+};
+
+struct Traits
+    : ::restinio::traits_t<
+          ::restinio::asio_timer_manager_t, ::restinio::null_logger_t, Chain,
+          ::restinio::default_strand_t, idem::restinio::FramedSocket> {
   static constexpr bool use_connection_count_limiter = true;
+  using connection_state_listener_t = ConnectionBoundLog;
 };
 
 }  // namespace
@@ -128,6 +180,10 @@ Status RestinioServer::Start(restinio::IdempotentHandler* idem) {
   // Every request passes here first: Shutdown waits for the ones in flight.
   auto first = [this, idem_first = std::move(idem_first)](
                    const idem::restinio::RequestHandle& request) {
+    // A request the framing rules refused, as its stand-in: answered here.
+    if (idem::restinio::AnswerFramingRejection(*request)) {
+      return ::restinio::request_accepted();
+    }
     in_flight_.Add(request);
     return idem_first(request);
   };
@@ -138,6 +194,8 @@ Status RestinioServer::Start(restinio::IdempotentHandler* idem) {
   settings.port(options_.port)
       .address(options_.host)
       .max_parallel_connections(max_connections)
+      .connection_state_listener(
+          std::make_shared<ConnectionBoundLog>(max_connections, options_.log))
       .incoming_http_msg_limits(
           ::restinio::incoming_http_msg_limits_t{}.max_body_size(
               options_.body_limit))

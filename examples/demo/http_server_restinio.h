@@ -7,14 +7,17 @@
 // RESTinio request to a Beast request, DemoApp's Beast response to an
 // idem::Response), so DemoApp's routes stay one set of functions.
 //
-// Differences from HttpServer, which are RESTinio 0.6's (SEMANTICS.md,
-// "Adapters"): a request its parser rejects (bad framing, a body over
-// max_body_size) gets no 400 or 413, the connection is closed; no
-// 100 Continue; Content-Length: 0 on a 204 or 304. Shutdown stops
-// accepting, lets the requests in a handler finish (at most
-// handle_request_timeout; their responses are stored, then handed to
-// RESTinio to send), and only then closes the open connections: RESTinio
-// offers no way to close an idle keep-alive connection sooner.
+// Requests are read through idem::restinio::FramedSocket, so the framing
+// rules are HttpServer's (idem/asio/request_framing.h) and a request they
+// refuse gets the same 400 or 431 problem. Differences from HttpServer,
+// which are RESTinio 0.6's (SEMANTICS.md, "Adapters"): a request its own
+// parser still rejects (a method http-parser does not know, a body over
+// max_body_size, a chunked body whose framing breaks after its header)
+// gets no answer, the connection is closed; no 100 Continue; Content-Length: 0
+// on a 204 or 304. Shutdown stops accepting, lets the requests in a handler
+// finish (at most handle_request_timeout; their responses are stored, then
+// handed to RESTinio to send), and only then closes the open connections:
+// RESTinio offers no way to close an idle keep-alive connection sooner.
 //
 // Thread-safety: Start once; Shutdown and the accessors from any thread.
 
@@ -39,6 +42,7 @@
 
 #include "demo_app.h"
 #include "idem/error.h"
+#include "idem/log.h"
 #include "idem/restinio/idempotent_handler.h"
 #include "transfers.h"
 
@@ -62,6 +66,9 @@ struct RestinioServerOptions {
   // RESTinio's read_next_http_message_timelimit (an idle keep-alive
   // connection) and write_http_response_timelimit. Default: 60 s.
   std::chrono::seconds io_timeout{60};
+  // Where the server's warnings go (the connection bound reached, once per
+  // episode, as HttpServer's). Default: none.
+  LogSink log;
 };
 
 // A RESTinio request as the Beast request DemoApp reads: method, target,

@@ -156,11 +156,12 @@ std::string ProblemMismatch(const Response& response, unsigned status,
   for (const char* member : {"type", "title", "detail"}) {
     if (!body.contains(member)) why << "no " << member << "; ";
   }
-  // `instance` is the request path; a request the HTTP parser rejected
-  // (bad_request) has none, and then the member is omitted, never empty.
+  // `instance` is the request path; a request refused before its target
+  // was read (bad_request, request_header_too_large) has none, and then the
+  // member is omitted, never empty.
   if (body.contains("instance")) {
     if (body.value("instance", "").empty()) why << "empty instance; ";
-  } else if (code != "bad_request") {
+  } else if (code != "bad_request" && code != "request_header_too_large") {
     why << "no instance; ";
   }
   return why.str();
@@ -193,7 +194,8 @@ DemoServer::DemoServer(demo::DemoOptions options,
   options.host = "127.0.0.1";
   options.port = 0;
   if (options.store_uri.empty()) options.store_uri = "memory:";
-  options.log = [](LogLevel, std::string_view) {};
+  // Quiet unless the test listens.
+  if (!options.log) options.log = [](LogLevel, std::string_view) {};
   demo_ =
       ValueOrThrow(demo::Demo::Create(std::move(options), std::move(store)));
   ValueOrThrow(demo_->Start());

@@ -2,12 +2,15 @@
 // malformed requests, a client that goes away after sending, graceful
 // shutdown, unknown paths.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -65,28 +68,57 @@ TEST_P(ServerTest, RequestTheParserRejectsGets400) {
   DemoServer server(On());
   TestClient client(server.port());
   client.Write(kRequestTheParserRejects);
-  if (restinio()) {
-    // RESTinio 0.6 closes the connection on a parse error, with no hook to
-    // answer first (SEMANTICS.md, "Adapters").
-    EXPECT_TRUE(client.ReadsEof());
-  } else {
-    const Response res = client.Read();
-    EXPECT_EQ(ProblemMismatch(res, 400, "bad_request"), "");
-    EXPECT_FALSE(res.keep_alive());
-    EXPECT_TRUE(client.ReadsEof());
-  }
+  // RESTinio too: the framing rules refuse it before its parser sees it.
+  const Response res = client.Read();
+  EXPECT_EQ(ProblemMismatch(res, 400, "bad_request"), "");
+  EXPECT_FALSE(res.keep_alive());
+  EXPECT_TRUE(client.ReadsEof());
   EXPECT_EQ(server.handler_runs(), 0u);
 
   TestClient garbage(server.port());
   garbage.Write("this is not HTTP\r\n\r\n");
-  if (restinio()) {
-    EXPECT_TRUE(garbage.ReadsEof());
-  } else {
-    EXPECT_EQ(garbage.Read().result_int(), 400u);
-  }
+  EXPECT_EQ(ProblemMismatch(garbage.Read(), 400, "bad_request"), "");
   // Either way the server goes on serving.
   EXPECT_EQ(SendOnce(server.port(), Post("/orders", kBody, "k")).result_int(),
             201u);
+}
+
+// Both servers say when they reach --max-connections, once, and when they
+// accept again (RESTinio's limiter says nothing: the demo's server does).
+TEST_P(ServerTest, ReachingTheConnectionBoundIsLoggedOnce) {
+  struct Lines {
+    std::mutex mu;
+    std::vector<std::string> lines;
+    std::size_t Count(std::string_view text) {
+      std::lock_guard lock(mu);
+      return static_cast<std::size_t>(
+          std::count_if(lines.begin(), lines.end(), [&](const auto& line) {
+            return line.find(text) != std::string::npos;
+          }));
+    }
+  };
+  auto log = std::make_shared<Lines>();
+  demo::DemoOptions options;
+  options.max_connections = 2;
+  options.log = [log](LogLevel level, std::string_view message) {
+    std::lock_guard lock(log->mu);
+    log->lines.push_back(std::string(LogLevelName(level)) + ": " +
+                         std::string(message));
+  };
+  DemoServer server(On(options));
+  constexpr std::string_view kReached =
+      "warning: connection bound reached (max_connections=2)";
+  {
+    TestClient first(server.port());
+    TestClient second(server.port());
+    // Both accepted: each is answered.
+    EXPECT_EQ(first.Send(Get("/stats")).result_int(), 200u);
+    EXPECT_EQ(second.Send(Get("/stats")).result_int(), 200u);
+    EXPECT_TRUE(WaitFor([&] { return log->Count(kReached) == 1; }));
+  }
+  EXPECT_TRUE(
+      WaitFor([&] { return log->Count("accepting connections again") == 1; }));
+  EXPECT_EQ(log->Count(kReached), 1u);
 }
 
 TEST_P(ServerTest, ADeclaredBodyOverTheServersLimit) {

@@ -1,6 +1,6 @@
 #include "idem/beast/request_checks.h"
 
-#include <iterator>
+#include <algorithm>
 #include <vector>
 
 #include "idem/asio/request_checks.h"
@@ -13,14 +13,23 @@ std::optional<HeaderRejection> CheckRequestHeader(const RequestHeader& header) {
   return ::idem::asio::CheckRequestHeaders(headers);
 }
 
-std::size_t HeaderFieldCount(const RequestHeader& header) {
-  return static_cast<std::size_t>(std::distance(header.begin(), header.end()));
+HeaderFieldIdentities HeaderFieldIds(const RequestHeader& header) {
+  HeaderFieldIdentities ids;
+  for (const auto& field : header) ids.push_back(&field);
+  std::sort(ids.begin(), ids.end());
+  return ids;
 }
 
-void EraseTrailerFields(RequestHeader& header, std::size_t header_fields) {
-  auto it = header.begin();
-  for (std::size_t i = 0; i < header_fields && it != header.end(); ++i) ++it;
-  while (it != header.end()) it = header.erase(it);
+void EraseTrailerFields(RequestHeader& header,
+                        const HeaderFieldIdentities& header_fields) {
+  for (auto it = header.begin(); it != header.end();) {
+    const void* id = &*it;
+    if (std::binary_search(header_fields.begin(), header_fields.end(), id)) {
+      ++it;
+    } else {
+      it = header.erase(it);
+    }
+  }
 }
 
 }  // namespace idem::beast

@@ -11,6 +11,7 @@
 #include "idem/idempotency_key.h"
 #include "idem/problem.h"
 #include "idem/restinio/convert.h"
+#include "idem/restinio/framing.h"
 
 namespace idem::restinio {
 namespace {
@@ -134,6 +135,8 @@ Status IdempotentHandler::Protect(::restinio::http_method_id_t method,
 
 ChainHandlerFn IdempotentHandler::ChainHandler() {
   return [this](const RequestHandle& request) {
+    // FramedSocket's stand-in for a request the framing rules refused.
+    if (AnswerFramingRejection(*request)) return ::restinio::request_accepted();
     const auto& header = request->header();
     const std::string_view method = header.method().c_str();
     const std::string_view path = PathOf(header.request_target());

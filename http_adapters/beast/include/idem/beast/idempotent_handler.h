@@ -14,7 +14,7 @@
 //   if (auto rejected = CheckRequestHeader(parser.get()))   // request_checks.h
 //     send 400 and close the connection;
 //   if (auto ec = idem->ApplyBodyLimit(parser)) ... // as for a body_limit
-//   const std::size_t fields = HeaderFieldCount(parser.get());
+//   const auto fields = HeaderFieldIds(parser.get());
 //   http::async_read(stream, buf, parser, ...);
 //   EraseTrailerFields(parser.get(), fields);  // keys come from the header
 //   if (ec == http::error::body_limit)

@@ -18,8 +18,10 @@
 // Trailers: Beast's parser appends a chunked body's trailer fields to the
 // request's header. The Idempotency-Key, the scope and the fingerprint must
 // come from the header section only (a trailer field must not be used as a
-// header field, RFC 9110 §6.5.1), so a session records HeaderFieldCount
+// header field, RFC 9110 §6.5.1), so a session records HeaderFieldIds
 // after reading the header and calls EraseTrailerFields after the body.
+// Beast files a trailer field next to the header field of the same name,
+// not at the end, so the trailer is told apart by identity, not position.
 //
 // Thread-safety: pure functions.
 
@@ -29,6 +31,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "idem/asio/request_checks.h"
 #include "idem/beast/handler.h"
@@ -42,12 +45,17 @@ using HeaderRejection = ::idem::asio::HeaderRejection;
 // must get 400 and have its connection closed, or nullopt.
 std::optional<HeaderRejection> CheckRequestHeader(const RequestHeader& header);
 
-// How many fields `header` has (repeats included).
-std::size_t HeaderFieldCount(const RequestHeader& header);
+// The identity of every field of `header` (repeats included), sorted:
+// the addresses of Beast's field elements, which stay put while fields are
+// added or erased around them.
+using HeaderFieldIdentities = std::vector<const void*>;
+HeaderFieldIdentities HeaderFieldIds(const RequestHeader& header);
 
-// Erases the fields after the first `header_fields` ones: what a chunked
-// body's trailer added.
-void EraseTrailerFields(RequestHeader& header, std::size_t header_fields);
+// Erases every field of `header` that is not among `header_fields` (from
+// HeaderFieldIds before the body was read): what a chunked body's trailer
+// added, wherever Beast filed it.
+void EraseTrailerFields(RequestHeader& header,
+                        const HeaderFieldIdentities& header_fields);
 
 }  // namespace idem::beast
 
