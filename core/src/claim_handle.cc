@@ -114,7 +114,8 @@ FinishResult ClaimHandle::EndInTransaction(int status) {
   guard.metrics().Count(Outcome::kStaleComplete);
   guard.Log(LogLevel::kWarning,
             "completion in the application's transaction found the claim "
-            "lost (another request took the key over); rolled back, record " +
+            "lost (" +
+                guard.ClaimLostReason(*this) + "); rolled back, record " +
                 id_.ToHex());
   guard.ClaimEnded(*this, FinishResult::kStaleComplete, status,
                    Duration::zero());
@@ -162,9 +163,8 @@ FinishResult ClaimHandle::Finish(const Response& response) {
   if (!*done) {
     guard.metrics().Count(Outcome::kStaleComplete);
     guard.Log(LogLevel::kWarning,
-              "response not stored: the lock timed out and another request "
-              "took the key over, record " +
-                  id_.ToHex());
+              "response not stored: " + guard.ClaimLostReason(*this) +
+                  ", record " + id_.ToHex());
     return ended(FinishResult::kStaleComplete, latency);
   }
   return ended(FinishResult::kStored, latency);

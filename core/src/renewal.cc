@@ -23,6 +23,7 @@ RenewResult ClaimLease::Renew() {
   if (lost_.load(std::memory_order_acquire)) return RenewResult::kLost;
   const TimePoint now = guard_.clock().Now();
   const auto start = std::chrono::steady_clock::now();
+  guard_.metrics().Count(CountedEvent::kRenewal);
   Result<bool> extended =
       guard_.store().ExtendLock(id_, token_, now, lock_timeout_);
   RenewalEvent event;
@@ -39,6 +40,7 @@ RenewResult ClaimLease::Renew() {
     // passed); the next renewal tries again, so the claim is kept.
     event.store_failed = true;
     result = RenewResult::kStoreFailed;
+    guard_.metrics().Count(CountedEvent::kRenewalFailed);
     detail::GuardRenewal::Log(guard_, LogLevel::kError,
                               "renewing a lock failed (" +
                                   extended.error().ToString() +
