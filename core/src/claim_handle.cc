@@ -112,10 +112,12 @@ FinishResult ClaimHandle::EndInTransaction(int status) {
     return FinishResult::kStored;
   }
   guard.metrics().Count(Outcome::kStaleComplete);
+  // No store call here (the caller's transaction may still hold the
+  // store's connection): the reason is not read, unlike Finish's.
   guard.Log(LogLevel::kWarning,
             "completion in the application's transaction found the claim "
-            "lost (" +
-                guard.ClaimLostReason(*this) + "); rolled back, record " +
+            "lost (another request took the key over, or the record was "
+            "revoked); rolled back, record " +
                 id_.ToHex());
   guard.ClaimEnded(*this, FinishResult::kStaleComplete, status,
                    Duration::zero());

@@ -52,6 +52,26 @@ struct Captured {
   }
 };
 
+// A Guard with the default log aggregation over a FaultyStore, logging into
+// `out`, on a ManualClock.
+struct LoggingGuard {
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  std::shared_ptr<testing::FaultyStore> store =
+      std::make_shared<testing::FaultyStore>(
+          std::make_shared<testing::ShardedMutexStore>());
+  Captured out;  // Before guard: its destructor writes pending counts.
+  std::unique_ptr<Guard> guard;
+
+  explicit LoggingGuard(GuardOptions options = {}) {
+    GuardSetup setup;
+    setup.store = store;
+    setup.clock = clock;
+    setup.options = std::move(options);
+    setup.log = out.Sink();
+    guard = std::move(Guard::Create(std::move(setup)).value());
+  }
+};
+
 TEST(LogRateLimiterTest, ShapeStripsNumbersAndIds) {
   EXPECT_EQ(LogRateLimiter::Shape("response of 17 bytes, record 3fa9b2c1d0e4"),
             "response of # bytes, record #");
@@ -230,47 +250,30 @@ TEST(LogRateLimiterTest, ZeroIntervalForwardsEverything) {
 // The Guard aggregates by default: a failing store under load logs one line
 // per interval, not one per request.
 TEST(LogRateLimiterTest, TheGuardAggregatesByDefault) {
-  auto clock = std::make_shared<ManualClock>();
-  auto store = std::make_shared<testing::FaultyStore>(
-      std::make_shared<testing::ShardedMutexStore>());
-  store->fail_claim = ErrorCode::kUnavailable;
-  Captured out;
-  GuardSetup setup;
-  setup.store = store;
-  setup.clock = clock;
-  setup.log = out.Sink();
-  auto guard = Guard::Create(std::move(setup));
-  ASSERT_TRUE(guard.has_value());
+  LoggingGuard g;
+  g.store->fail_claim = ErrorCode::kUnavailable;
   for (int i = 0; i < 1000; ++i) {
     const std::string key = "k" + std::to_string(i);
-    Decision d = (*guard)->BeginWithKey("s", key, "op", "in");
+    Decision d = g.guard->BeginWithKey("s", key, "op", "in");
     EXPECT_EQ(d.outcome, Outcome::kStoreError);
   }
-  EXPECT_EQ(out.Size(), 1u);
-  clock->Advance(seconds(10));
-  ASSERT_TRUE(out.WaitForLines(2));
-  EXPECT_THAT(out.Lines()[1], HasSubstr("repeated 999 times"));
+  EXPECT_EQ(g.out.Size(), 1u);
+  g.clock->Advance(seconds(10));
+  ASSERT_TRUE(g.out.WaitForLines(2));
+  EXPECT_THAT(g.out.Lines()[1], HasSubstr("repeated 999 times"));
 }
 
 // Issue 28 #11: messages that name a record (store_failed, "exceeds
 // max_stored_response") are one kind whatever the record: one line, then one
 // summary with an example record id and the count.
 TEST(LogRateLimiterTest, TheGuardAggregatesLinesAboutManyRecords) {
-  auto clock = std::make_shared<ManualClock>();
-  auto store = std::make_shared<testing::FaultyStore>(
-      std::make_shared<testing::ShardedMutexStore>());
-  store->fail_complete = ErrorCode::kUnavailable;
-  Captured out;
-  GuardSetup setup;
-  setup.store = store;
-  setup.clock = clock;
-  setup.options.max_stored_response = 4;
-  setup.log = out.Sink();
-  auto guard = Guard::Create(std::move(setup));
-  ASSERT_TRUE(guard.has_value());
+  GuardOptions options;
+  options.max_stored_response = 4;
+  LoggingGuard g(options);
+  g.store->fail_complete = ErrorCode::kUnavailable;
   std::vector<std::string> ids;
   for (int i = 0; i < 100; ++i) {
-    Decision d = (*guard)->BeginWithKey("s", "k" + std::to_string(i), "op", "");
+    Decision d = g.guard->BeginWithKey("s", "k" + std::to_string(i), "op", "");
     ASSERT_EQ(d.action, Action::kExecute);
     ids.push_back(d.claim.record_id().ToHex());
     Response response;
@@ -279,10 +282,10 @@ TEST(LogRateLimiterTest, TheGuardAggregatesLinesAboutManyRecords) {
     d.claim.Finish(response);
   }
   // One line per kind: storing failed, and exceeds max_stored_response.
-  ASSERT_EQ(out.Size(), 2u);
-  clock->Advance(seconds(10));
-  ASSERT_TRUE(out.WaitForLines(4));
-  const auto lines = out.Lines();
+  ASSERT_EQ(g.out.Size(), 2u);
+  g.clock->Advance(seconds(10));
+  ASSERT_TRUE(g.out.WaitForLines(4));
+  const auto lines = g.out.Lines();
   ASSERT_EQ(lines.size(), 4u);
   int summaries = 0;
   for (std::size_t i = 2; i < 4; ++i) {
@@ -303,24 +306,15 @@ TEST(LogRateLimiterTest, TheGuardAggregatesLinesAboutManyRecords) {
 // A damaged record is the one line about a record that stays a kind of its
 // own: the operator must revoke each (idemctl revoke --record-id).
 TEST(LogRateLimiterTest, EachDamagedRecordKeepsItsLine) {
-  auto clock = std::make_shared<ManualClock>();
-  auto store = std::make_shared<testing::FaultyStore>(
-      std::make_shared<testing::ShardedMutexStore>());
-  store->fail_claim = ErrorCode::kDataLoss;
-  Captured out;
-  GuardSetup setup;
-  setup.store = store;
-  setup.clock = clock;
-  setup.log = out.Sink();
-  auto guard = Guard::Create(std::move(setup));
-  ASSERT_TRUE(guard.has_value());
+  LoggingGuard g;
+  g.store->fail_claim = ErrorCode::kDataLoss;
   for (int round = 0; round < 3; ++round) {
     for (const char* key : {"a", "b", "c"}) {
-      EXPECT_EQ((*guard)->BeginWithKey("s", key, "op", "in").outcome,
+      EXPECT_EQ(g.guard->BeginWithKey("s", key, "op", "in").outcome,
                 Outcome::kRecordDamaged);
     }
   }
-  const auto lines = out.Lines();
+  const auto lines = g.out.Lines();
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_NE(lines[0], lines[1]);
   EXPECT_NE(lines[1], lines[2]);

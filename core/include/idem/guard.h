@@ -90,8 +90,10 @@ enum class FinishResult {
                    // the handler again.
   kNotStored,      // Body over max_stored_response: released, warning
                    // logged; a retry runs the handler again.
-  kStaleComplete,  // The lock had been taken over; not stored, warning
-                   // logged; retries replay the other request's response.
+  kStaleComplete,  // The claim was lost: taken over after its lock timed
+                   // out (retries replay the other request's response) or
+                   // its record revoked (a retry runs the handler again).
+                   // Not stored; a warning saying which is logged.
   kStoreFailed,    // Complete failed; the record stays in_progress until its
                    // lock times out (409 until then, then the handler runs
                    // again). Error logged.
