@@ -5,6 +5,10 @@
 #   scripts/postgres.sh url      # prints the URL of the running server
 #   scripts/postgres.sh pause    # stops the server, keeps its data and port
 #   scripts/postgres.sh resume   # starts it again on the same data and port
+#   scripts/postgres.sh kill     # stops it as a crash does (pg_ctl stop -m
+#                                # immediate: no checkpoint), keeps its data
+#                                # and port; `resume` then recovers from the
+#                                # WAL
 #   scripts/postgres.sh stop     # stops it and deletes its data
 #   scripts/postgres.sh freeze   # SIGSTOPs the server's processes: it
 #                                # accepts connections but never answers
@@ -143,6 +147,11 @@ case ${1:-} in
     load_state || die "no server (state file $state)"
     server_stop
     ;;
+  kill)
+    load_state || die "no server (state file $state)"
+    [[ -f $dir/data/postmaster.pid ]] || die "the server is not running"
+    as_pg "$bindir/pg_ctl" -D "$dir/data" -m immediate -w -t "$wait_s" stop >/dev/null
+    ;;
   resume)
     load_state || die "no server (state file $state)"
     ready || server_start || { tail -20 "$dir/server.log" >&2; die "the server did not start again on port $port"; }
@@ -164,7 +173,7 @@ case ${1:-} in
     kill -s "$signal" $pids
     ;;
   *)
-    echo "usage: $0 start|url|pause|resume|stop|freeze|thaw" >&2
+    echo "usage: $0 start|url|pause|resume|kill|stop|freeze|thaw" >&2
     exit 2
     ;;
 esac

@@ -12,6 +12,10 @@
 # ccache), so a second run only rebuilds what changed.
 #
 # Environment: IDEM_TEST_JOBS (default: nproc), IDEM_FUZZ_SECONDS (default 30),
+# IDEM_SANITIZER_CRASH_ROUNDS (kill-and-restart rounds of each crash test in
+# the sanitizer stages, default 3: the main stage runs each test's full
+# count; the sanitizers look for memory and thread errors, which a few rounds
+# of the same code path show as well as twenty),
 # IDEM_TEST_STAGES (default "main package asan tsan fuzz"),
 # IDEM_TEST_POSTGRES_URI (a server for the postgres tests; default: one
 # started by scripts/postgres.sh),
@@ -60,6 +64,7 @@ fi
 
 jobs=${IDEM_TEST_JOBS:-$(nproc)}
 fuzz_seconds=${IDEM_FUZZ_SECONDS:-30}
+sanitizer_crash_rounds=${IDEM_SANITIZER_CRASH_ROUNDS:-3}
 stages=${IDEM_TEST_STAGES:-"main package asan tsan fuzz"}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
@@ -131,12 +136,12 @@ for stage in $stages; do
     asan)
       configure asan
       cmake --build build/asan -j "$jobs"
-      run_ctest build/asan asan+ubsan
+      IDEM_CRASH_ROUNDS=$sanitizer_crash_rounds run_ctest build/asan asan+ubsan
       ;;
     tsan)
       configure tsan
       cmake --build build/tsan -j "$jobs"
-      run_ctest build/tsan tsan
+      IDEM_CRASH_ROUNDS=$sanitizer_crash_rounds run_ctest build/tsan tsan
       ;;
     fuzz)
       configure fuzz  # clang++

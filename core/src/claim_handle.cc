@@ -52,6 +52,7 @@ ClaimHandle& ClaimHandle::operator=(ClaimHandle&& other) noexcept {
     id_ = other.id_;
     token_ = other.token_;
     takeover_ = other.takeover_;
+    locked_until_ = other.locked_until_;
     instance_ = std::move(other.instance_);
     in_transaction_ = std::exchange(other.in_transaction_, InTransaction::kNo);
     options_ = std::move(other.options_);
@@ -61,6 +62,16 @@ ClaimHandle& ClaimHandle::operator=(ClaimHandle&& other) noexcept {
     lease_ = std::move(other.lease_);
   }
   return *this;
+}
+
+LockState ClaimHandle::lock_state() const {
+  if (guard_ == nullptr) return LockState::kEnded;
+  if (in_transaction_ == InTransaction::kClaimLost) return LockState::kLost;
+  if (in_transaction_ == InTransaction::kCommitted) return LockState::kEnded;
+  if (lease_) return lease_->State();
+  // Not renewed: held until the claim's own lock times out.
+  return guard_->clock().Now() < locked_until_ ? LockState::kHeld
+                                               : LockState::kMayBeLost;
 }
 
 void ClaimHandle::Abandon() {

@@ -461,8 +461,7 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace) {
       d.outcome = Outcome::kExecuted;
       d.claim.guard_ = this;
       d.claim.id_ = state->id;
-      d.claim.token_ = claimed->token;
-      d.claim.takeover_ = claimed->takeover;
+      d.claim.Acquired(*claimed);
       d.claim.options_ = std::move(state->options);
       d.claim.instance_ = std::move(state->instance);
       return d;

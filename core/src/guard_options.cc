@@ -62,6 +62,13 @@ Status GuardOptions::Validate() const {
   if (lock_renewal > Duration::zero() && lock_renewal >= lock_timeout) {
     return bad("lock_renewal must be below lock_timeout");
   }
+  // Zero would retry a failing store in a tight loop.
+  if (lock_renewal_retry <= Duration::zero()) {
+    return bad("lock_renewal_retry must be positive");
+  }
+  if (lock_renewal_retry > kMaxLockRenewalRetry) {
+    return bad(at_most("lock_renewal_retry", kMaxLockRenewalRetry));
+  }
   if (lock_wait < Duration::zero()) {
     return bad("lock_wait must not be negative");
   }

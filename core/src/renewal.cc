@@ -1,6 +1,8 @@
 #include "renewal.h"
 
+#include <algorithm>
 #include <chrono>
+#include <string>
 #include <utility>
 
 #include "idem/guard.h"
@@ -11,12 +13,25 @@ namespace idem {
 // ClaimLease
 
 ClaimLease::ClaimLease(Guard& guard, const RecordId& id, const Token& token,
-                       Duration lock_timeout, Duration interval)
+                       Duration lock_timeout, Duration interval,
+                       Duration retry_interval, TimePoint locked_until)
     : guard_(guard),
       id_(id),
       token_(token),
       lock_timeout_(lock_timeout),
-      interval_(interval) {}
+      interval_(interval),
+      retry_interval_(std::min(retry_interval, interval)),
+      held_until_(locked_until.time_since_epoch().count()) {}
+
+LockState ClaimLease::State() const {
+  if (ended()) return LockState::kEnded;
+  if (lost_.load(std::memory_order_acquire)) return LockState::kLost;
+  if (failing_.load(std::memory_order_acquire)) return LockState::kMayBeLost;
+  const TimePoint held_until(
+      Duration(held_until_.load(std::memory_order_acquire)));
+  return guard_.clock().Now() < held_until ? LockState::kHeld
+                                           : LockState::kMayBeLost;
+}
 
 RenewResult ClaimLease::Renew() {
   if (ended()) return RenewResult::kEnded;
@@ -37,19 +52,36 @@ RenewResult ClaimLease::Renew() {
   RenewResult result;
   if (!extended) {
     // The lock may still hold (it was renewed before, or lock_timeout has not
-    // passed); the next renewal tries again, so the claim is kept.
+    // passed); the claim is kept and tried again after retry_interval. Only
+    // the first failure of a spell is logged: the retries would write one
+    // line every retry_interval for every running handler.
     event.store_failed = true;
     result = RenewResult::kStoreFailed;
     guard_.metrics().Count(CountedEvent::kRenewalFailed);
-    detail::GuardRenewal::Log(guard_, LogLevel::kError,
-                              "renewing a lock failed (" +
-                                  extended.error().ToString() +
-                                  "); the claim is kept and renewed again "
-                                  "later" +
-                                  record);
+    if (!failing_.exchange(true, std::memory_order_acq_rel)) {
+      detail::GuardRenewal::Log(
+          guard_, LogLevel::kError,
+          "renewing a lock failed (" + extended.error().ToString() +
+              "); the claim is kept, its lock may be lost, and it is "
+              "renewed again every " +
+              std::to_string(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(
+                      retry_interval_)
+                      .count()) +
+              " ms until the store answers" + record);
+    }
   } else if (*extended) {
     event.renewed = true;
     result = RenewResult::kRenewed;
+    // ExtendLock set locked_until to at least now + lock_timeout.
+    held_until_.store((now + lock_timeout_).time_since_epoch().count(),
+                      std::memory_order_release);
+    if (failing_.exchange(false, std::memory_order_acq_rel)) {
+      detail::GuardRenewal::Log(guard_, LogLevel::kInfo,
+                                "renewing a lock succeeded again after a "
+                                "failure; nobody took the key over" +
+                                    record);
+    }
   } else {
     event.lost = true;
     result = RenewResult::kLost;
@@ -70,7 +102,8 @@ std::shared_ptr<ClaimLease> ClaimHandle::lease() {
   if (lock_renewal() <= Duration::zero()) return nullptr;
   if (!lease_) {
     lease_ = std::make_shared<ClaimLease>(
-        *guard_, id_, token_, options_->lock_timeout, options_->lock_renewal);
+        *guard_, id_, token_, options_->lock_timeout, options_->lock_renewal,
+        options_->lock_renewal_retry, locked_until_);
   }
   return lease_;
 }
@@ -160,6 +193,10 @@ void Renewer::Loop() {
       lock.lock();
       if (result == RenewResult::kLost || result == RenewResult::kEnded) {
         entries_.erase(ticket);
+      } else if (auto it = entries_.find(ticket); it != entries_.end()) {
+        // A failed renewal is tried again soon (DelayAfter), counted from
+        // this one's start: a call that timed out is retried at once.
+        it->second.due = now + lease->DelayAfter(result);
       }
       continue;
     }

@@ -22,7 +22,9 @@
 namespace idem::detail {
 
 // One thread that renews every lease added to it, each every interval() of
-// the clock, until it is removed or its renewal ends (lost, ended). Waits on
+// the clock (a failed renewal again retry_interval() after it started:
+// ClaimLease::DelayAfter), until it is removed or its renewal ends (lost,
+// ended). Waits on
 // a ClockWaiter, so a ManualClock test drives it by advancing time.
 //
 // Thread-safety: Add and Remove from any thread.

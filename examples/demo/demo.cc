@@ -78,7 +78,8 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
 #endif
 
   if (!options.idem) {
-    demo->app_ = std::make_unique<DemoApp>(options.instance, nullptr);
+    demo->app_ = std::make_unique<DemoApp>(options.instance, nullptr,
+                                           options.max_order_bytes);
     DemoApp* app = demo->app_.get();
 #if IDEM_DEMO_WITH_RESTINIO
     if (options.http == HttpFramework::kRestinio) {
@@ -127,7 +128,8 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
 
   Guard* g = demo->guard_.get();
   demo->app_ = std::make_unique<DemoApp>(
-      options.instance, [g] { return g->metrics().RenderPrometheus(); });
+      options.instance, [g] { return g->metrics().RenderPrometheus(); },
+      options.max_order_bytes);
   DemoApp* app = demo->app_.get();
 
   // The demo does no authentication: the bearer token's text is the scope.

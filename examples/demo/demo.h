@@ -51,6 +51,10 @@ struct DemoOptions {
   // GuardOptions::lock_renewal (--lock-renewal 0.3); zero: off.
   Duration lock_renewal = Duration::zero();
   std::chrono::milliseconds lock_wait{0};
+  // How many bytes of orders GET /orders/<id> keeps (DemoApp; flag
+  // --max-order-bytes, 0..DemoApp::kMaxOrderBytesLimit, 0 keeps none).
+  // Default: 16 MiB.
+  std::size_t max_order_bytes = DemoApp::kDefaultMaxOrderBytes;
   // I/O threads.
   int threads = 2;
   // HttpServerOptions::max_connections (0: derived from RLIMIT_NOFILE).

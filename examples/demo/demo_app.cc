@@ -110,11 +110,13 @@ Response ProblemAnswer(const Request& request, unsigned status,
 
 }  // namespace
 
-DemoApp::DemoApp(std::string instance, std::function<std::string()> metrics)
+DemoApp::DemoApp(std::string instance, std::function<std::string()> metrics,
+                 std::size_t max_order_bytes)
     : instance_(std::move(instance)),
       id_prefix_(Sanitize(instance_)),
       metrics_(std::move(metrics)),
-      nonce_(RandomNonce()) {}
+      nonce_(RandomNonce()),
+      max_order_bytes_(max_order_bytes) {}
 
 std::string DemoApp::NewOrderId() {
   char buf[64];
@@ -198,20 +200,31 @@ asio::awaitable<Response> DemoApp::CreateOrder(Request request) {
   j["instance"] = instance_;
   j["request"] = request.body();
   std::string body = Json(j);
-  {
-    std::lock_guard lock(mu_);
-    orders_.emplace(id, body);
-    order_ids_.push_back(id);
-    if (order_ids_.size() > kMaxOrders) {
-      orders_.erase(order_ids_.front());
-      order_ids_.pop_front();
-    }
-  }
+  KeepOrder(id, body);
   Response res = Make(request, 201, "application/json", std::move(body));
   res.set(http::field::location, "/orders/" + id);
   res.set("X-Demo-Instance", instance_);
   res.set(http::field::set_cookie, "demo=1");
   co_return res;
+}
+
+void DemoApp::KeepOrder(const std::string& id, const std::string& body) {
+  auto size_of = [](const std::string& key, const std::string& value) {
+    return key.size() + value.size() + kOrderOverhead;
+  };
+  const std::size_t size = size_of(id, body);
+  // Not even kept for a moment: the copy alone would be the growth.
+  if (size > max_order_bytes_) return;
+  std::lock_guard lock(mu_);
+  orders_.emplace(id, body);
+  order_ids_.push_back(id);
+  order_bytes_ += size;
+  while (order_ids_.size() > kMaxOrders || order_bytes_ > max_order_bytes_) {
+    auto oldest = orders_.find(order_ids_.front());
+    order_bytes_ -= size_of(oldest->first, oldest->second);
+    orders_.erase(oldest);
+    order_ids_.pop_front();
+  }
 }
 
 Response DemoApp::GetOrder(const Request& request, std::string_view id) {

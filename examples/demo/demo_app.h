@@ -32,14 +32,24 @@ namespace idem::demo {
 
 class DemoApp {
  public:
-  // Orders kept for GET /orders/<id>; older ones are forgotten, so a long
-  // benchmark cannot grow the process without bound.
+  // Orders kept for GET /orders/<id>, oldest forgotten first, so that a
+  // long benchmark or a stream of large bodies cannot grow the process
+  // without bound: at most kMaxOrders of them and at most max_order_bytes
+  // of their bodies (each order counts its id, its body, which holds the
+  // request body, and kOrderOverhead). An order larger than the whole
+  // budget is answered but not kept (GET then answers 404), as is every
+  // order with max_order_bytes 0. Default: kDefaultMaxOrderBytes (16 MiB).
   static constexpr std::size_t kMaxOrders = 200'000;
+  static constexpr std::size_t kDefaultMaxOrderBytes = std::size_t{16} << 20;
+  static constexpr std::size_t kOrderOverhead = 128;
+  // --max-order-bytes's maximum: 64 GiB.
+  static constexpr std::size_t kMaxOrderBytesLimit = std::size_t{64} << 30;
   // Longest delay_ms honoured.
   static constexpr std::uint64_t kMaxDelayMs = 600'000;
 
   // `metrics` renders GET /metrics (empty when null).
-  DemoApp(std::string instance, std::function<std::string()> metrics);
+  DemoApp(std::string instance, std::function<std::string()> metrics,
+          std::size_t max_order_bytes = kDefaultMaxOrderBytes);
 
   boost::asio::awaitable<beast::Response> Handle(beast::Request request);
 
@@ -57,6 +67,8 @@ class DemoApp {
   boost::asio::awaitable<beast::Response> CreateOrder(beast::Request request);
   beast::Response GetOrder(const beast::Request& request, std::string_view id);
   std::string NewOrderId();
+  // Keeps `body` for GET /orders/<id> within the bounds above.
+  void KeepOrder(const std::string& id, const std::string& body);
 
   const std::string instance_;
   // The instance name reduced to characters safe in a URL path.
@@ -65,12 +77,14 @@ class DemoApp {
   // Random per process: with the counter, ids are unique across instances
   // and restarts even when two instances share a name.
   const std::uint64_t nonce_;
+  const std::size_t max_order_bytes_;
   std::atomic<std::uint64_t> next_id_{1};
   std::atomic<std::uint64_t> handler_runs_{0};
 
   std::mutex mu_;
   std::unordered_map<std::string, std::string> orders_;  // Under mu_.
   std::deque<std::string> order_ids_;                    // Under mu_: FIFO.
+  std::size_t order_bytes_ = 0;  // Under mu_: what orders_ counts.
 };
 
 }  // namespace idem::demo

@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
   std::string store_calls = "auto";
   int store_threads = 0;
   long long max_connections = 0;
+  long long max_order_bytes =
+      static_cast<long long>(idem::demo::DemoApp::kDefaultMaxOrderBytes);
   std::string sweep_interval = "60";
   std::string http = "beast";
 
@@ -132,6 +134,9 @@ int main(int argc, char** argv) {
       ("max-connections", po::value(&max_connections)->value_name("N"),
        "most connections open at once; 0 = half the open-file limit, at most "
        "10000 (default 0)")
+      ("max-order-bytes", po::value(&max_order_bytes)->value_name("BYTES"),
+       "bytes of orders kept for GET /orders/<id>, oldest forgotten first; "
+       "0 keeps none, at most 68719476736 (default 16777216)")
       ("instance", po::value(&options.instance)->value_name("NAME"),
        "instance name, sent as X-Demo-Instance and part of order ids (default demo)")
       ("sweep-interval", po::value(&sweep_interval)->value_name("SECONDS"),
@@ -195,6 +200,11 @@ int main(int argc, char** argv) {
     return BadFlags("--max-connections must be between 0 and 10000000");
   }
   options.max_connections = static_cast<std::size_t>(max_connections);
+  if (max_order_bytes < 0 || static_cast<unsigned long long>(max_order_bytes) >
+                                 idem::demo::DemoApp::kMaxOrderBytesLimit) {
+    return BadFlags("--max-order-bytes must be between 0 and 68719476736");
+  }
+  options.max_order_bytes = static_cast<std::size_t>(max_order_bytes);
   if (store_calls == "auto") {
     options.store_calls = idem::beast::StoreCalls::kAuto;
   } else if (store_calls == "inline") {

@@ -13,6 +13,7 @@
 #include "idem/claim_lease.h"
 #include "idem/guard.h"
 #include "idem/once.h"
+#include "support/renewal_counter.h"
 #include "support/renewal_test_store.h"
 #include "support/wait_for.h"
 
@@ -21,20 +22,8 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::RenewalCounter;
 using testing::WaitFor;
-
-// Counts OnRenewal events by kind.
-class RenewalCounter : public GuardObserver {
- public:
-  void OnRenewal(const RenewalEvent& event) override {
-    if (event.renewed) ++renewed;
-    if (event.lost) ++lost;
-    if (event.store_failed) ++store_failed;
-  }
-  std::atomic<int> renewed{0};
-  std::atomic<int> lost{0};
-  std::atomic<int> store_failed{0};
-};
 
 GuardOptions RenewingOptions() {
   GuardOptions options;

@@ -1,6 +1,7 @@
 // Crash tests: the idem-demo binary on each durable store, killed with
-// SIGKILL and restarted on the same files (the same PostgreSQL table),
-// twenty times per store.
+// SIGKILL and restarted on the same files (the same PostgreSQL table, the
+// same Redis or Redis Cluster key prefix), twenty times per store, five on
+// the cluster (IDEM_CRASH_ROUNDS overrides both, crash_rounds.h).
 //
 // Each round, on a freshly started server:
 //  1. every request completed in earlier rounds is still a replay (same
@@ -20,9 +21,11 @@
 // two-core machine. The
 // PostgreSQL case uses a table of its own on the shared test server
 // (IDEM_TEST_POSTGRES_URI; without it the case skips, and under CI fails);
-// the Redis case a key prefix of its own on the shared server
-// (IDEM_TEST_REDIS_URI, same rule): there the server outlives the killed
-// demo, so the case checks what the demo itself leaves (locks, records).
+// the Redis cases a key prefix of their own on the shared server
+// (IDEM_TEST_REDIS_URI, same rule) and on the shared cluster
+// (IDEM_TEST_REDIS_CLUSTER_URI, same rule): there the server outlives the
+// killed demo, so the cases check what the demo itself leaves (locks,
+// records), on a cluster with the keys spread over its masters.
 
 #include <poll.h>
 #include <unistd.h>
@@ -37,6 +40,7 @@
 
 #include <gtest/gtest.h>
 
+#include "crash_rounds.h"
 #include "support/demo_http_flags.h"
 #include "support/demo_process.h"
 #ifdef IDEM_CRASH_TEST_POSTGRES
@@ -55,7 +59,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kRounds = 20;
+constexpr int kDefaultRounds = 20;
 constexpr int kLockTimeoutSeconds = 2;
 constexpr char kSlowTarget[] = "/orders?delay_ms=10000";
 
@@ -66,6 +70,8 @@ struct StoreCase {
   const char* name;
   // The store URI for files under `dir`.
   std::string (*uri)(const std::filesystem::path& dir);
+  // Rounds unless IDEM_CRASH_ROUNDS says otherwise.
+  int rounds = kDefaultRounds;
 };
 
 std::string RocksdbUri(const std::filesystem::path& dir) {
@@ -84,12 +90,18 @@ std::string PostgresUri(const std::filesystem::path&) {
 }
 #endif
 #ifdef IDEM_CRASH_TEST_REDIS
-// A key prefix of its own on the shared test server ("" without one).
-std::string RedisUri(const std::filesystem::path&) {
-  const std::string server = idem::testing::RedisTestUri();
+// `server` with a key prefix of its own ("" without a server).
+std::string WithRedisPrefix(const std::string& server) {
   if (server.empty()) return "";
   return server + (server.find('?') == std::string::npos ? "?" : "&") +
          "prefix=" + idem::testing::UniqueRedisPrefix("crash");
+}
+// A key prefix of its own on the shared test server, or cluster.
+std::string RedisUri(const std::filesystem::path&) {
+  return WithRedisPrefix(idem::testing::RedisTestUri());
+}
+std::string RedisClusterUri(const std::filesystem::path&) {
+  return WithRedisPrefix(idem::testing::RedisClusterTestUri());
 }
 #endif
 
@@ -109,6 +121,9 @@ class CrashTest
     if (std::string_view(Store().name) == "redis") {
       IDEM_REQUIRE_TEST_REDIS();
     }
+    if (std::string_view(Store().name) == "redis_cluster") {
+      IDEM_REQUIRE_TEST_REDIS_CLUSTER();
+    }
 #endif
   }
   void TearDown() override {
@@ -119,7 +134,7 @@ class CrashTest
     }
 #endif
 #ifdef IDEM_CRASH_TEST_REDIS
-    if (std::string_view(Store().name) == "redis" && !uri_.empty()) {
+    if (std::string_view(Store().name).starts_with("redis") && !uri_.empty()) {
       idem::testing::DeleteRedisKeys(uri_,
                                      uri_.substr(uri_.rfind("prefix=") + 7));
     }
@@ -147,8 +162,9 @@ TEST_P(CrashTest, KillNineKeepsEveryCompletedRecordAndEveryLock) {
   Clock::time_point pending_slow_sent;
   int rounds_with_a_409 = 0;
   int rounds_checked_409 = 0;
+  const int rounds = CrashRounds(Store().rounds);
 
-  for (int round = 0; round < kRounds; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     DemoProcess demo(IDEM_DEMO_PATH, uri, log,
                      {"--lock-timeout", std::to_string(kLockTimeoutSeconds),
@@ -258,7 +274,7 @@ TEST_P(CrashTest, KillNineKeepsEveryCompletedRecordAndEveryLock) {
   RecordProperty("rounds_with_a_409", rounds_with_a_409);
   RecordProperty("rounds_that_had_to_see_a_409", rounds_checked_409);
   std::printf("%s: %d of %d retried rounds saw 409 before the takeover\n",
-              Store().name, rounds_with_a_409, kRounds - 1);
+              Store().name, rounds_with_a_409, rounds - 1);
 }
 
 const StoreCase kStoreCases[] = {
@@ -269,6 +285,9 @@ const StoreCase kStoreCases[] = {
 #endif
 #ifdef IDEM_CRASH_TEST_REDIS
     {"redis", &RedisUri},
+    // What the cluster adds is routing by slot, over the same kill as the
+    // redis case: fewer rounds keep the matrix fast.
+    {"redis_cluster", &RedisClusterUri, 5},
 #endif
 };
 

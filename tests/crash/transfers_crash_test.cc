@@ -1,7 +1,8 @@
 // Exactly once, shown by crashes: idem-demo's POST /transfers on SQLite and
 // PostgreSQL, aborted (X-Demo-Crash) right after the business commit or just
 // before it, restarted on the same file (database) and retried without the
-// header, twenty rounds per store and mode.
+// header, twenty rounds per store and mode (IDEM_CRASH_ROUNDS overrides,
+// crash_rounds.h).
 //
 //  - --exactly-once, after_commit: the record was completed in the business
 //    transaction, so the retry is a replay of the stored 201 and the table
@@ -35,6 +36,7 @@
 
 #include <gtest/gtest.h>
 
+#include "crash_rounds.h"
 #include "support/demo_http_flags.h"
 #include "support/demo_process.h"
 #ifdef IDEM_CRASH_TEST_POSTGRES
@@ -49,7 +51,7 @@ namespace {
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kRounds = 20;
+constexpr int kDefaultRounds = 20;
 
 // POST /transfers with `key`, and X-Demo-Crash: `crash` unless empty.
 std::optional<HttpResponse> PostTransfer(std::uint16_t port,
@@ -171,7 +173,8 @@ class TransfersCrashTest
 };
 
 TEST_P(TransfersCrashTest, ExactlyOnceCrashAfterCommitReplaysTheStoredAnswer) {
-  for (int i = 0; i < kRounds; ++i) {
+  const int rounds = CrashRounds(kDefaultRounds);
+  for (int i = 0; i < rounds; ++i) {
     SCOPED_TRACE("round " + std::to_string(i));
     const Round round = CrashAndRetry(true, "after_commit", i);
     ASSERT_TRUE(round.retry.has_value());
@@ -186,7 +189,8 @@ TEST_P(TransfersCrashTest, ExactlyOnceCrashAfterCommitReplaysTheStoredAnswer) {
 }
 
 TEST_P(TransfersCrashTest, ExactlyOnceCrashBeforeCommitRunsAgainOnce) {
-  for (int i = 0; i < kRounds; ++i) {
+  const int rounds = CrashRounds(kDefaultRounds);
+  for (int i = 0; i < rounds; ++i) {
     SCOPED_TRACE("round " + std::to_string(i));
     const Round round = CrashAndRetry(true, "before_commit", i);
     ASSERT_TRUE(round.retry.has_value());
@@ -202,7 +206,8 @@ TEST_P(TransfersCrashTest, ExactlyOnceCrashBeforeCommitRunsAgainOnce) {
 // The difference: completing after the commit, as /orders does, leaves a
 // window in which a crash makes the retry run the handler a second time.
 TEST_P(TransfersCrashTest, WithoutExactlyOnceCrashAfterCommitRunsTwice) {
-  for (int i = 0; i < kRounds; ++i) {
+  const int rounds = CrashRounds(kDefaultRounds);
+  for (int i = 0; i < rounds; ++i) {
     SCOPED_TRACE("round " + std::to_string(i));
     const Round round = CrashAndRetry(false, "after_commit", i);
     ASSERT_TRUE(round.retry.has_value());

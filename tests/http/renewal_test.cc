@@ -15,6 +15,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "demo_process_suite.h"
 #include "flags.h"
 #include "http_test_util.h"
 #include "support/demo_process.h"
@@ -153,6 +154,30 @@ TEST_P(RenewalHttpTest, AdapterRenewsOnTheStoreCallPool) {
   EXPECT_EQ(server.Count(Outcome::kTakeover), 0u);
 }
 
+// A failed renewal is tried again after lock_renewal_retry (default 50 ms),
+// not at the next lock_renewal, so the holder's renewal reaches a store that
+// answers again before a retry that finds the lock timed out.
+TEST_P(RenewalHttpTest, AdapterRetriesAFailedRenewalSoon) {
+  for (auto calls : {beast::StoreCalls::kInline, beast::StoreCalls::kPool}) {
+    auto store = std::make_shared<RenewalTestStore>();
+    store->fail_extend = true;
+    demo::DemoOptions options = On(RenewingDemo(calls));
+    options.lock_timeout = seconds(8) * kScale;
+    options.lock_renewal = seconds(2) * kScale;
+    DemoServer server(options, store);
+    const std::string slow =
+        "/orders?delay_ms=" + std::to_string(3500 * kScale);
+    auto r = proc::Send(server.port(), "POST", slow, "failing", kBody);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, 201) << proc::Describe(r);
+    // The first renewal (at 2 s) failed; until the handler ended 1.5 s
+    // later its retries came every 50 ms (about 30), where waiting for the
+    // next lock_renewal would have made no second call at all.
+    EXPECT_GE(store->Extends(), 5);
+    EXPECT_EQ(server.Count(Outcome::kTakeover), 0u);
+  }
+}
+
 TEST_P(RenewalHttpTest, AdapterSchedulesNothingWhenOff) {
   auto store = std::make_shared<RenewalTestStore>();
   demo::DemoOptions options = On(RenewingDemo(beast::StoreCalls::kInline));
@@ -166,19 +191,7 @@ TEST_P(RenewalHttpTest, AdapterSchedulesNothingWhenOff) {
 }
 
 // The real idem-demo process over its memory store, on each --http server.
-class RenewalProcessTest : public HttpServerTest {
- protected:
-  std::uint16_t Start(std::vector<std::string> args) {
-    args.push_back("--http");
-    args.push_back(HttpFlag(GetParam()));
-    demo_.emplace(IDEM_DEMO_PATH, "memory:", dir_.path() / "demo.log", args);
-    return demo_->WaitListening();
-  }
-  std::string Log() { return proc::ReadFile(dir_.path() / "demo.log"); }
-
-  TempDir dir_;
-  std::optional<proc::DemoProcess> demo_;
-};
+class RenewalProcessTest : public DemoProcessOnEachServer {};
 
 INSTANTIATE_TEST_SUITE_P(Servers, RenewalProcessTest,
                          ::testing::ValuesIn(HttpServers()),

@@ -88,6 +88,9 @@ class DemoProcess {
   // locks and connections are released.
   void Kill();
 
+  // The process id (for /proc/<pid>/status), -1 when it did not start.
+  pid_t pid() const { return pid_; }
+
  private:
   pid_t pid_ = -1;
   int out_ = -1;

@@ -6,7 +6,9 @@
 #define IDEM_TESTS_SUPPORT_TEMP_DIR_H_
 
 #include <filesystem>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace idem::testing {
 
@@ -24,6 +26,11 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// What a test reads back to see that nothing was written: the bytes of
+// `path` ("" when it cannot be read), and the names in `dir`, sorted.
+std::string FileBytes(const std::filesystem::path& path);
+std::vector<std::string> DirectoryEntries(const std::filesystem::path& dir);
 
 }  // namespace idem::testing
 

@@ -11,9 +11,13 @@
 // cases skip, and under CI fail). IDEMCTL_PATH and IDEM_DEMO_PATH are set
 // by CMake.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -614,6 +618,214 @@ TEST(IdemctlUsageTest, AMissingEmbeddedStoreIsNotCreated) {
   }
 }
 
+// ---- idemctl creates and migrates nothing (issue #28, finding 7) --------
+//
+// Each subcommand, on what is not an idem store, is exit 3 naming what is
+// missing and leaves it exactly as it was. Today's main created the table
+// and a version row on PostgreSQL, a RocksDB in an empty directory, and
+// idem's table (in WAL mode) in an empty file or a foreign SQLite database.
+
+const std::vector<std::vector<std::string>>& EveryCommand() {
+  static const std::vector<std::vector<std::string>> kCommands = {
+      {"stats"},
+      {"inspect", "--key", "k"},
+      {"revoke", "--record-id", std::string(64, 'a')},
+      {"purge"}};
+  return kCommands;
+}
+
+#ifdef IDEM_IDEMCTL_TEST_ROCKSDB
+TEST(IdemctlNoCreateTest, AnEmptyDirectoryGetsNoRocksdbFiles) {
+  TempDir dir;
+  const auto db = dir.path() / "empty";
+  std::filesystem::create_directory(db);
+  for (const auto& command : EveryCommand()) {
+    SCOPED_TRACE(command.front());
+    std::vector<std::string> args = {"--store", "rocksdb:" + db.string()};
+    args.insert(args.end(), command.begin(), command.end());
+    const ToolResult r = Idemctl(args);
+    EXPECT_EQ(r.exit_code, kStoreError) << Describe(r);
+    EXPECT_THAT(r.err, HasSubstr("no RocksDB database (no CURRENT file)"));
+    EXPECT_TRUE(std::filesystem::is_empty(db))
+        << ::testing::PrintToString(DirectoryEntries(db));
+  }
+}
+#endif
+
+#ifdef IDEM_IDEMCTL_TEST_SQLITE
+// A SQLite database another application made: a table of its own, in the
+// default rollback-journal mode.
+void MakeForeignDatabase(const std::filesystem::path& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE orders (id INTEGER PRIMARY KEY, item "
+                         "TEXT); INSERT INTO orders (item) VALUES ('book');",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+}
+
+TEST(IdemctlNoCreateTest, AnEmptyFileOrAForeignSqliteDatabaseIsLeftAsItWas) {
+  TempDir dir;
+  const auto empty = dir.path() / "empty.db";
+  std::ofstream(empty).close();
+  const auto foreign = dir.path() / "foreign.db";
+  MakeForeignDatabase(foreign);
+  const std::vector<std::string> before_files = DirectoryEntries(dir.path());
+  for (const auto& path : {empty, foreign}) {
+    const std::string before = FileBytes(path);
+    // A rollback-journal file: bytes 18 and 19 of the header are 1 (2 in
+    // WAL mode); an empty file has no header.
+    ASSERT_TRUE(before.empty() || (before[18] == 1 && before[19] == 1));
+    for (const auto& command : EveryCommand()) {
+      SCOPED_TRACE(path.filename().string() + " " + command.front());
+      std::vector<std::string> args = {"--store", "sqlite:" + path.string()};
+      args.insert(args.end(), command.begin(), command.end());
+      const ToolResult r = Idemctl(args);
+      EXPECT_EQ(r.exit_code, kStoreError) << Describe(r);
+      EXPECT_THAT(r.err, HasSubstr("holds no idem store: no table "
+                                   "idem_records"));
+      EXPECT_EQ(FileBytes(path), before) << "the file changed";
+      EXPECT_EQ(DirectoryEntries(dir.path()), before_files)
+          << "a -wal or -shm file";
+    }
+  }
+}
+#endif
+
+#ifdef IDEM_IDEMCTL_TEST_POSTGRES
+// A mistyped table= on a database that holds idem stores: no table, no
+// version row. Also idemctl connects at once when the application's URI
+// says connect=lazy.
+TEST(IdemctlNoCreateTest, AMistypedPostgresTableIsNotCreated) {
+  IDEM_REQUIRE_TEST_POSTGRES();
+  const std::string real = UniquePostgresTable("idemctl_real");
+  {
+    auto store = OpenStore(WithParams(PostgresTestUri(), "table=" + real),
+                           {.sweep_interval = Duration::zero()});
+    ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  }
+  const std::string typo = UniquePostgresTable("idemctl_typo");
+  for (const auto& command : EveryCommand()) {
+    SCOPED_TRACE(command.front());
+    std::vector<std::string> args = {
+        "--store", WithParams(PostgresTestUri(), "table=" + typo)};
+    args.insert(args.end(), command.begin(), command.end());
+    const ToolResult r = Idemctl(args);
+    EXPECT_EQ(r.exit_code, kStoreError) << Describe(r);
+    EXPECT_THAT(r.err, HasSubstr("no table \"" + typo + "\""));
+    EXPECT_THAT(
+        PostgresQuery(PostgresTestUri(),
+                      "SELECT to_regclass($1) IS NULL, (SELECT count(*) FROM "
+                      "idem_schema_versions WHERE table_name = $2)",
+                      {"\"" + typo + "\"", typo}),
+        ::testing::ElementsAre(::testing::ElementsAre("t", "0")));
+  }
+  const ToolResult lazy =
+      Idemctl({"--store",
+               WithParams(PostgresTestUri(), "table=" + real + "&connect=lazy"),
+               "stats", "--json"});
+  EXPECT_EQ(lazy.exit_code, kOk) << Describe(lazy);
+  DropPostgresTable(PostgresTestUri(), real);
+}
+#endif
+
+#ifdef IDEM_IDEMCTL_TEST_REDIS
+// Redis creates nothing at open: no key under the prefix afterwards.
+TEST(IdemctlNoCreateTest, RedisGetsNoKey) {
+  StoreFixture fx;
+  fx.SetUp(Kind::kRedis);
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) {
+    return;
+  }
+  for (const auto& command : EveryCommand()) {
+    SCOPED_TRACE(command.front());
+    const ToolResult r = fx.Ctl(command);
+    EXPECT_NE(r.exit_code, kStoreError) << Describe(r);
+  }
+  for (const std::string& server : RedisServersOf(fx.redis_base_)) {
+    const RawReply keys = RedisRaw(server, {"KEYS", fx.redis_prefix_ + "*"});
+    ASSERT_TRUE(keys.ok);
+    EXPECT_THAT(keys.elements, ::testing::IsEmpty());
+  }
+  fx.TearDown();
+}
+#endif
+
+// One rule for every number and URI, before any store is opened: the same
+// exit 2 and one line naming the option (issue #28, finding 8). CLI11's own
+// conversion took "-5" as 2^64 - 5 and "1e23" through a double (exit 0,
+// purging without limit); a PostgreSQL port 0 reached libpq (exit 3).
+TEST(IdemctlUsageTest, EveryBadNumberUriOrSubcommandIsExit2Named) {
+  TempDir dir;
+  const std::string sqlite = "sqlite:" + (dir.path() / "x.db").string();
+  struct Case {
+    std::vector<std::string> args;
+    std::string names;
+  };
+  const std::vector<Case> cases = {
+      {{"--store", sqlite, "purge", "--limit", "-5"}, "--limit"},
+      {{"--store", sqlite, "purge", "--limit", "18446744073709551616"},
+       "--limit"},
+      {{"--store", sqlite, "purge", "--limit", "1e23"}, "--limit"},
+      {{"--store", sqlite, "purge", "--limit", "+5"}, "--limit"},
+      {{"--store", sqlite, "purge", "--limit", " 5"}, "--limit"},
+      {{"--store", sqlite, "purge", "--limit", "0"}, "--limit"},
+      {{"--store", sqlite, "purge", "--limit", "2.5"}, "--limit"},
+      {{"--store", sqlite, "inspect", "--key", "k", "--max-key-length", "-1"},
+       "--max-key-length"},
+      {{"--store", sqlite, "inspect", "--key", "k", "--max-key-length", "1e3"},
+       "--max-key-length"},
+      {{"--store", "postgresql://idem@127.0.0.1:0/idem", "stats"},
+       "must be a number from 1 to 65535"},
+      {{"--store", "postgresql://idem@127.0.0.1:70000/idem", "stats"},
+       "must be a number from 1 to 65535"},
+      {{"--store", "postgresql://idem@127.0.0.1:5x/idem", "stats"},
+       "must be a number from 1 to 65535"},
+      {{"--store", "redis://127.0.0.1:99999/0", "stats"},
+       "must be a number from 1 to 65535"},
+      {{"--store", "redis://127.0.0.1:0/0", "stats"},
+       "must be a number from 1 to 65535"},
+      {{"--store", "redis-cluster://127.0.0.1:7000,127.0.0.1:0", "stats"},
+       "must be a number from 1 to 65535"},
+      {{"--store", "not a uri", "stats"}, "is not a store URI"},
+      {{"--store", "postgresql://idem@127.0.0.1:5432", "stats"},
+       "database name"},
+      {{"--store", "postgresql://[::1/idem", "stats"}, "store URI"},
+      {{"--store", sqlite, "frobnicate"}, "unknown subcommand 'frobnicate'"},
+      {{"--store", sqlite, "frobnicate", "--key", "k"},
+       "unknown subcommand 'frobnicate'"},
+      {{"--store", sqlite}, "subcommand"},
+  };
+  for (const Case& c : cases) {
+    std::string shown;
+    for (const auto& a : c.args) shown += " [" + a + "]";
+    SCOPED_TRACE(shown);
+    const ToolResult r = Idemctl(c.args);
+    EXPECT_EQ(r.exit_code, kUsage) << Describe(r);
+    EXPECT_THAT(r.err, ::testing::StartsWith("idemctl: "));
+    EXPECT_THAT(r.err, HasSubstr(c.names));
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  // Nothing was created on the way.
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "x.db"));
+}
+
+#ifdef IDEM_IDEMCTL_TEST_SQLITE
+// The largest --limit is a limit, not an error.
+TEST(IdemctlUsageTest, TheLargestLimitIsAccepted) {
+  StoreFixture fx;
+  fx.SetUp(Kind::kSqlite);
+  ASSERT_NE(fx.Open(), nullptr);
+  const ToolResult r =
+      fx.Ctl({"purge", "--limit", "18446744073709551615", "--json"});
+  EXPECT_EQ(r.exit_code, kOk) << Describe(r);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["purged"], 0);
+}
+#endif
+
 TEST(IdemctlUsageTest, HelpSaysWhatTheKeyAndThePathAre) {
   const ToolResult top = Idemctl({"--help"});
   EXPECT_EQ(top.exit_code, kOk);
@@ -649,6 +861,13 @@ TEST(IdemctlSecretsTest, APasswordInTheStoreUriIsNeverPrinted) {
        kStoreError},
       {{"--store=" + pg, "inspect", "--key", "k", pg}, {}, kUsage},
       {{"stats"}, {"IDEM_STORE=" + pg}, kStoreError},
+      // The URI check (a port out of range) names the redacted URI.
+      {{"--store", "postgresql://idem:Hunter2pw@127.0.0.1:0/idem", "stats"},
+       {},
+       kUsage},
+      {{"stats"},
+       {"IDEM_STORE=redis-cluster://:Hunter2pw@127.0.0.1:1,127.0.0.1:70000"},
+       kUsage},
   };
   for (const Case& c : cases) {
     std::string shown;

@@ -1,13 +1,13 @@
-// idemctl's command line (CLI11) and its four subcommands over the Store
-// SPI. Design notes:
+// idemctl's four subcommands over the Store SPI. Design notes:
 //  - The key is taken as the client sent it in its Idempotency-Key header
 //    (bare or as a quoted sf-string: both name the same key) and parsed
 //    with ParseIdempotencyKey, as the Guard parses it, so that an operator
 //    can paste the header value from a request log. A value the Guard would
 //    have refused (400) cannot name a record: a usage error, not "absent".
 //  - Nothing a store returns reaches stderr unscrubbed (secrets.h).
-//  - The sweeper is off and embedded stores must already exist: idemctl
-//    changes a store only when told to (revoke, purge).
+//  - The options and their checks are in command_line.cc; the store is
+//    opened without creating or migrating anything (open_existing.h), so
+//    idemctl changes a store only when told to (revoke, purge).
 
 #include "idemctl.h"
 
@@ -17,25 +17,22 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
-#include <filesystem>
-#include <limits>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "command_line.h"
 #include "idem/error.h"
 #include "idem/idempotency_key.h"
-#include "idem/open_store.h"
 #include "idem/record.h"
 #include "idem/record_id.h"
 #include "idem/store.h"
-#include "idem/store_uri.h"
+#include "open_existing.h"
+#include "output.h"
 #include "render.h"
 #include "secrets.h"
 
@@ -45,123 +42,6 @@ namespace {
 // PurgeExpired's batch: bounds each call's work (and each SQL transaction)
 // while keeping the number of round trips small.
 constexpr std::size_t kPurgeBatch = 1000;
-
-struct Args {
-  std::string store;
-  // Which record: a key (with its scope and, for per-operation keys, its
-  // method and route pattern) or a record id.
-  std::string scope;
-  std::string key;
-  std::string method;
-  std::string path;
-  std::string record_id;
-  std::size_t max_key_length = kDefaultMaxKeyLength;
-  bool json = false;
-  bool body = false;
-  std::uint64_t limit = 0;  // 0: no limit.
-};
-
-class Output {
- public:
-  Output(std::ostream& out, std::ostream& err, const Secrets& secrets)
-      : out_(out), err_(err), secrets_(secrets) {}
-
-  std::ostream& out() { return out_; }
-
-  // One line on stderr, scrubbed; returns `code`.
-  int Fail(int code, std::string_view message) {
-    // One line: a backend's message may carry newlines and tabs.
-    std::string line;
-    for (const char c : secrets_.Scrub(message)) {
-      const bool blank = static_cast<unsigned char>(c) < 0x20 || c == ' ';
-      if (blank && (line.empty() || line.back() == ' ')) continue;
-      line += blank ? ' ' : c;
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    err_ << "idemctl: " << line << '\n';
-    return code;
-  }
-
-  int StoreFailed(std::string_view doing, const Error& error) {
-    const int code =
-        error.code() == ErrorCode::kInvalidArgument ? kUsage : kStoreError;
-    return Fail(code, std::string(doing) + ": " + error.ToString());
-  }
-
- private:
-  std::ostream& out_;
-  std::ostream& err_;
-  const Secrets& secrets_;
-};
-
-// `uri` without its `sweep_interval_s` query parameter: idemctl must not
-// start the application's sweeper.
-std::string WithoutSweeper(std::string_view uri) {
-  const auto q = uri.find('?');
-  if (q == std::string_view::npos) return std::string(uri);
-  const auto hash = uri.find('#', q);
-  const std::string_view query =
-      uri.substr(q + 1, hash == std::string_view::npos ? std::string_view::npos
-                                                       : hash - q - 1);
-  std::string kept;
-  std::size_t start = 0;
-  while (start <= query.size()) {
-    auto end = query.find('&', start);
-    if (end == std::string_view::npos) end = query.size();
-    const std::string_view param = query.substr(start, end - start);
-    const std::string_view name = param.substr(0, param.find('='));
-    if (!param.empty() && name != "sweep_interval_s") {
-      if (!kept.empty()) kept += '&';
-      kept += param;
-    }
-    start = end + 1;
-  }
-  std::string out(uri.substr(0, q));
-  if (!kept.empty()) out += "?" + kept;
-  if (hash != std::string_view::npos) out += uri.substr(hash);
-  return out;
-}
-
-// Opens the store of args.store, or fails with the exit code to return.
-Result<std::unique_ptr<Store>> Open(const Args& args, Output& output,
-                                    int* code) {
-  auto fail = [&](int c, const std::string& message) {
-    *code = output.Fail(c, message);
-    return MakeError(ErrorCode::kInvalidArgument, message);
-  };
-  // The scheme as text: a redis-cluster:// URI with several hosts is not
-  // one StoreUri::Parse reads (OpenStore rewrites it first).
-  std::string scheme = args.store.substr(0, args.store.find(':'));
-  for (char& c : scheme) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  if (scheme == "memory") {
-    return fail(kUsage,
-                "a memory: store lives inside its application's process; "
-                "idemctl cannot reach it (use a store the application shares: "
-                "rocksdb, sqlite, postgresql, redis)");
-  }
-  // An embedded store that does not exist yet would be created empty, and
-  // every lookup would then answer "no such record".
-  if (scheme == "sqlite" || scheme == "rocksdb") {
-    auto parsed = StoreUri::Parse(args.store);
-    if (!parsed) return fail(kUsage, parsed.error().message());
-    std::error_code ec;
-    if (!parsed->path().empty() &&
-        !std::filesystem::exists(parsed->path(), ec)) {
-      return fail(kStoreError, "cannot open the store " + parsed->redacted() +
-                                   ": " + parsed->path() + " does not exist");
-    }
-  }
-  StoreOptions options;
-  options.sweep_interval = Duration::zero();
-  auto store = OpenStore(WithoutSweeper(args.store), options);
-  if (!store) {
-    *code = output.StoreFailed("cannot open the store", store.error());
-    return tl::unexpected(store.error());
-  }
-  return store;
-}
 
 // The record id args name, or fails with the exit code to return.
 std::optional<RecordId> ResolveId(const Args& args, Output& output, int* code) {
@@ -345,39 +225,6 @@ int Stats(const Args& args, Store& store, Output& output) {
   return kOk;
 }
 
-constexpr char kKeyHelp[] =
-    "The Idempotency-Key header's value as the client sent it: bare (abc) or "
-    "quoted (\"abc\"), both the same key; parsed as the server parses it";
-constexpr char kScopeHelp[] =
-    "The scope the application resolved for the client (idem-demo: the "
-    "Bearer token's text); omit it for anonymous requests";
-constexpr char kMethodHelp[] =
-    "With --path: the HTTP method of a route protected with per-operation "
-    "keys (key_per_operation), e.g. POST (uppercased)";
-constexpr char kPathHelp[] =
-    "With --method: the ROUTE PATTERN the application protected, e.g. "
-    "/orders/{id}, not the request's path";
-
-void AddKeyOptions(CLI::App& sub, Args& args) {
-  auto* scope = sub.add_option("--scope", args.scope, kScopeHelp);
-  auto* key = sub.add_option("--key", args.key, kKeyHelp);
-  auto* method = sub.add_option("--method", args.method, kMethodHelp);
-  auto* path = sub.add_option("--path", args.path, kPathHelp);
-  method->needs(path);
-  path->needs(method);
-  scope->needs(key);
-  method->needs(key);
-  sub.add_option("--max-key-length", args.max_key_length,
-                 "The application's max_key_length (default 255)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
-      ->needs(key);
-  sub.add_option("--record-id", args.record_id,
-                 "The record's id, 64 hex digits, as idem's log lines name "
-                 "it (instead of --scope/--key)")
-      ->excludes(key)
-      ->excludes(scope);
-}
-
 }  // namespace
 
 int Run(int argc, const char* const* argv, std::ostream& out,
@@ -388,69 +235,30 @@ int Run(int argc, const char* const* argv, std::ostream& out,
   Output output(out, err, secrets);
 
   Args args;
-  CLI::App app(
-      "idemctl: inspect, revoke and purge the records of an idem store.\n"
-      "Exit status: 0 found/done, 1 no such record, 2 usage, 3 store error.",
-      "idemctl");
-  app.require_subcommand(1);
-  app.fallthrough();
-  app.add_option("--store", args.store,
-                 "The store URI, as the application uses it (not memory:); "
-                 "IDEM_STORE keeps a password out of the process list")
-      ->envname("IDEM_STORE")
-      ->required();
-
-  auto* inspect = app.add_subcommand(
-      "inspect",
-      "Print a live record: state, times, status, headers, body "
-      "size (exit 1 when none, 3 when damaged)");
-  AddKeyOptions(*inspect, args);
-  inspect->add_flag("--body", args.body,
-                    "Also the body: escaped text (\\xNN for bytes that are "
-                    "not printable ASCII), base64 with --json");
-
-  auto* revoke = app.add_subcommand(
-      "revoke",
-      "Delete a record whatever its state (also a damaged one): "
-      "its key runs the handler again");
-  AddKeyOptions(*revoke, args);
-
-  auto* purge =
-      app.add_subcommand("purge", "Delete the records expired by now");
-  purge->add_option("--limit", args.limit, "Delete at most N records")
-      ->check(CLI::Range(std::uint64_t{1},
-                         std::numeric_limits<std::uint64_t>::max()));
-
-  auto* stats = app.add_subcommand(
-      "stats", "Count records by state, where the store can count them");
-
-  for (CLI::App* sub : {inspect, revoke, purge, stats}) {
-    sub->add_flag("--json", args.json, "One JSON object on stdout");
-  }
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) {  // --help.
-      app.exit(e, out, err);
-      return kOk;
-    }
-    return output.Fail(kUsage, std::string(e.what()) + " (see idemctl --help)");
+  if (auto done = ParseCommandLine(argc, argv, out, err, output, args)) {
+    return *done;
   }
 
   try {
     int code = kOk;
     // Usage errors first, before any connection is tried.
     std::optional<RecordId> id;
-    if (inspect->parsed() || revoke->parsed()) {
+    if (args.command == Command::kInspect || args.command == Command::kRevoke) {
       id = ResolveId(args, output, &code);
       if (!id) return code;
     }
-    auto store = Open(args, output, &code);
+    auto store = OpenExisting(args.store, output, &code);
     if (!store) return code;
-    if (inspect->parsed()) return Inspect(args, *id, **store, output);
-    if (revoke->parsed()) return Revoke(args, *id, **store, output);
-    if (purge->parsed()) return Purge(args, **store, output);
+    switch (args.command) {
+      case Command::kInspect:
+        return Inspect(args, *id, **store, output);
+      case Command::kRevoke:
+        return Revoke(args, *id, **store, output);
+      case Command::kPurge:
+        return Purge(args, **store, output);
+      case Command::kStats:
+        break;
+    }
     return Stats(args, **store, output);
   } catch (const std::exception& e) {
     return output.Fail(kStoreError,

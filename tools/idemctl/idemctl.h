@@ -9,10 +9,11 @@
 //   idemctl --store URI purge   [--limit N]
 //   idemctl --store URI stats   [--json]
 //
-// The store is opened with OpenStore and no sweeper (a `sweep_interval_s`
-// in the URI is dropped). `memory:` is refused: a memory store lives inside
-// its application's process. An embedded store's file or directory must
-// exist: idemctl never creates an empty store for a mistyped path.
+// The store is opened with OpenStore, no sweeper, and without creating or
+// migrating anything (open_existing.h): a store that does not exist is exit
+// 3 naming what is missing. `memory:` is refused: a memory store lives
+// inside its application's process. Every usage error is exit 2
+// (command_line.h).
 //
 // Thread-safety: Run may be called from one thread at a time (CLI11 and
 // the output streams are not shared).
@@ -28,8 +29,8 @@ namespace idem::idemctl {
 enum ExitCode : int {
   kOk = 0,          // Found, or done.
   kNotFound = 1,    // No such record (inspect: none live; revoke: none).
-  kUsage = 2,       // Bad arguments, URI, hex id or key; memory: store.
-  kStoreError = 3,  // Unreachable store, a damaged record, another error.
+  kUsage = 2,       // Bad arguments, number, URI, hex id or key; memory:.
+  kStoreError = 3,  // Unreachable or missing store, a damaged record, ...
 };
 
 // Parses `argv` and runs the subcommand. Results go to `out`; every error

@@ -24,7 +24,8 @@ inline constexpr std::chrono::hours kMaxTimeout{1};
 std::string DisplayName(const PostgresStoreOptions& options);
 
 // Errors: kInvalidArgument naming the first option out of range (table
-// name, pool, acquire/connect/statement timeout), prefixed by `display`.
+// name, port, pool, acquire/connect/statement timeout), prefixed by
+// `display`.
 Status ValidateOptions(const PostgresStoreOptions& options,
                        const std::string& display);
 

@@ -6,6 +6,8 @@
 #include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <span>
+#include <string_view>
 #include <utility>
 
 #include "idem/postgres_store.h"
@@ -47,6 +49,46 @@ Result<std::optional<Record>> SelectRecord(Connection& c,
   if (PQntuples(r.get()) == 0) return std::optional<Record>();
   IDEM_ASSIGN_OR_RETURN(Record record, RecordOfRow(r.get(), 0, prefix, id));
   return std::optional<Record>(std::move(record));
+}
+
+Result<ClaimResult> ClaimOn(Connection& c, const std::string& prefix,
+                            const RecordId& id, const Record& fresh,
+                            TimePoint now, const ClaimAttemptHook& hook) {
+  const std::string blob = EncodeRecord(fresh);
+  const auto locked_until = BigEndian64(ToUnixNanos(fresh.locked_until));
+  const auto expires_at = BigEndian64(ToUnixNanos(fresh.expires_at));
+  const auto now_be = BigEndian64(ToUnixNanos(now));
+  const std::array<std::string_view, 7> params = {
+      id.view(),          fresh.fingerprint.view(), fresh.token.view(),
+      View(locked_until), View(expires_at),         blob,
+      View(now_be)};
+  for (int attempt = 0; attempt < PostgresStore::kClaimAttempts; ++attempt) {
+    if (hook) hook(ClaimAttemptPoint::kBeforeWrite, attempt);
+    IDEM_ASSIGN_OR_RETURN(const PgResult inserted,
+                          c.Run(kInsert, std::span(params).first(6), "claim"));
+    if (Affected(inserted) == 1) return ClaimAcquired(fresh, false);
+    // A record stood in the way. A new statement has a fresh snapshot, so
+    // this also sees a row a concurrent claim committed after the insert
+    // started.
+    if (hook) hook(ClaimAttemptPoint::kBeforeRead, attempt);
+    IDEM_ASSIGN_OR_RETURN(const auto row, SelectRecord(c, prefix, id, "claim"));
+    if (!row.has_value()) continue;  // Gone (released, purged): again.
+    if (auto blocked = ClaimBlockedBy(*row, fresh.fingerprint, now)) {
+      return *blocked;
+    }
+    // Expired, or its lock timed out: take it over if it still is.
+    IDEM_ASSIGN_OR_RETURN(const PgResult taken, c.Run(kClaim, params, "claim"));
+    if (PQntuples(taken.get()) == 1) {
+      return ClaimAcquired(
+          fresh, Cell(taken.get(), 0, 0) == std::string_view("\x01", 1));
+    }
+    // Changed in between (completed, taken over by another claim): again.
+  }
+  // Lost every race (store.h): in progress elsewhere, retry later.
+  ClaimResult busy;
+  busy.outcome = ClaimOutcome::kInProgress;
+  busy.locked_until = now;
+  return busy;
 }
 
 Result<bool> ExtendLockOn(Connection& c, const std::string& prefix,

@@ -1,6 +1,6 @@
 // The PostgreSQL store's statements that need nothing of the store but a
-// connection: reading a record's row, renewing its lock, counting and
-// purging. postgres_store.cc keeps what is the store's (the pool, the claim
+// connection: reading a record's row, claiming, renewing its lock, counting
+// and purging. postgres_store.cc keeps what is the store's (the pool, the claim
 // memo, the connections lent to transactions) and runs these on a pooled
 // connection. `prefix` begins every error message (the store's name and
 // table).
@@ -41,6 +41,17 @@ Result<std::optional<Record>> SelectRecord(Connection& c,
                                            const std::string& prefix,
                                            const RecordId& id,
                                            std::string_view op);
+
+// Store::Claim's statements for the claim record `fresh`
+// (NewClaimRecord's), as postgres_store.cc's file comment describes: an
+// INSERT, then for a record in the way a SELECT and ClaimBlockedBy, and a
+// conditional upsert to take it over; a race lost starts again, at most
+// PostgresStore::kClaimAttempts times, then kInProgress. `hook` (empty but
+// in tests) runs at each ClaimAttemptPoint. kAcquired means `fresh` was
+// written.
+Result<ClaimResult> ClaimOn(Connection& c, const std::string& prefix,
+                            const RecordId& id, const Record& fresh,
+                            TimePoint now, const ClaimAttemptHook& hook);
 
 // Store::ExtendLock: a SELECT, then the UPDATE that writes the renewed
 // record if the row still holds what was read. Only a renewal of the same

@@ -62,6 +62,22 @@ std::string Substitute(std::string sql, const std::string& table,
   return sql;
 }
 
+// A version this build does not know.
+Error NewerVersion(const std::string& prefix, int version) {
+  return Error(ErrorCode::kInvalidArgument,
+               prefix + "schema version " + std::to_string(version) +
+                   " is newer than this build knows (" +
+                   std::to_string(SchemaSteps().size()) + ")");
+}
+
+// The table exists without a version row.
+Error NotOurs(const std::string& prefix) {
+  return Error(ErrorCode::kInvalidArgument,
+               prefix +
+                   "the table exists but is not an idem table (no row in "
+                   "idem_schema_versions); choose another with table=");
+}
+
 // The steps inside the transaction.
 Status Migrate(Connection& c, const std::string& table,
                const std::string& prefix) {
@@ -86,19 +102,12 @@ Status Migrate(Connection& c, const std::string& table,
     IDEM_ASSIGN_OR_RETURN(const PgResult exists,
                           run("SELECT to_regclass($1) IS NOT NULL", {quoted}));
     if (std::string_view(PQgetvalue(exists.get(), 0, 0)) == "t") {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       prefix +
-                           "the table exists but is not an idem table "
-                           "(no row in idem_schema_versions); choose "
-                           "another with table=");
+      return tl::unexpected(NotOurs(prefix));
     }
   }
   const auto& steps = SchemaSteps();
   if (version < 0 || version > static_cast<int>(steps.size())) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     prefix + "schema version " + std::to_string(version) +
-                         " is newer than this build knows (" +
-                         std::to_string(steps.size()) + ")");
+    return tl::unexpected(NewerVersion(prefix, version));
   }
   if (version == static_cast<int>(steps.size())) return {};
   const std::string index = Quote(table + "_expires_at");
@@ -117,6 +126,55 @@ Status Migrate(Connection& c, const std::string& table,
 }
 
 }  // namespace
+
+Status CheckExisting(Connection& c, const std::string& table,
+                     const std::string& prefix) {
+  auto run = [&](const std::string& sql,
+                 const std::vector<std::string>& params) {
+    return c.RunText(sql, params, "check schema");
+  };
+  auto missing = [&](const std::string& what) {
+    return MakeError(ErrorCode::kUnavailable,
+                     prefix + what +
+                         " (create=false: nothing is created or migrated; "
+                         "check table= and the database, or open it once "
+                         "with the application)");
+  };
+  IDEM_ASSIGN_OR_RETURN(const PgResult found,
+                        run("SELECT to_regclass($1) IS NOT NULL, "
+                            "to_regclass('idem_schema_versions') IS NOT NULL",
+                            {Quote(table)}));
+  const bool table_exists =
+      std::string_view(PQgetvalue(found.get(), 0, 0)) == "t";
+  const bool versions_exist =
+      std::string_view(PQgetvalue(found.get(), 0, 1)) == "t";
+  if (!versions_exist) {
+    if (table_exists) return tl::unexpected(NotOurs(prefix));
+    return missing("no table " + Quote(table) +
+                   " and no idem_schema_versions: this database holds no "
+                   "idem store");
+  }
+  IDEM_ASSIGN_OR_RETURN(
+      const PgResult version_row,
+      run("SELECT version FROM idem_schema_versions WHERE table_name = $1",
+          {table}));
+  if (PQntuples(version_row.get()) != 1) {
+    if (table_exists) return tl::unexpected(NotOurs(prefix));
+    return missing("no table " + Quote(table) + " (and no version row)");
+  }
+  const int version = std::atoi(PQgetvalue(version_row.get(), 0, 0));
+  const int newest = static_cast<int>(SchemaSteps().size());
+  if (version > newest) return tl::unexpected(NewerVersion(prefix, version));
+  if (!table_exists) {
+    return missing("no table " + Quote(table) +
+                   " although idem_schema_versions has its row");
+  }
+  if (version < newest) {
+    return missing("the table is at schema version " + std::to_string(version) +
+                   " and needs migrating to " + std::to_string(newest));
+  }
+  return {};
+}
 
 Status CreateOrMigrate(Connection& c, const std::string& table,
                        const std::string& prefix) {

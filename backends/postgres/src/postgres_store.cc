@@ -4,7 +4,8 @@
 // shape in postgres_sql.h, opening connections and the round trip with its
 // deadlines in postgres_connection.cc, the pool in postgres_pool.cc, the
 // schema and its versions in postgres_schema.cc, the options' ranges and
-// the URI parser in postgres_store_uri.cc, the claims remembered for a
+// the URI parser in postgres_store_uri.cc, a lazy store's first connection
+// in postgres_lazy_connect.cc, the claims remembered for a
 // one-statement Complete in idem/claim_memo.h, the calls that need only a
 // connection (reading a row, renewal, stats, purge) in
 // postgres_row_calls.cc, transactions on a lent connection in
@@ -29,13 +30,11 @@
 
 #include <libpq-fe.h>
 
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -47,6 +46,7 @@
 #include "idem/store_checks.h"
 #include "postgres_binary.h"
 #include "postgres_connection.h"
+#include "postgres_lazy_connect.h"
 #include "postgres_options.h"
 #include "postgres_pool.h"
 #include "postgres_row_calls.h"
@@ -58,10 +58,8 @@ namespace idem {
 
 using postgres_internal::Affected;
 using postgres_internal::BigEndian64;
-using postgres_internal::Cell;
 using postgres_internal::Connection;
 using postgres_internal::ConnectionSettings;
-using postgres_internal::IntCell;
 using postgres_internal::PgResult;
 using postgres_internal::Pool;
 using postgres_internal::SelectRecord;
@@ -69,8 +67,15 @@ using postgres_internal::View;
 
 class PostgresStore::Impl {
  public:
-  Impl(const PostgresStoreOptions& options, const std::string& display)
-      : settings_(MakeSettings(options, display)), pool_(settings_) {}
+  Impl(const PostgresStoreOptions& options, const std::string& display,
+       LogSink log)
+      : settings_(MakeSettings(options, display)),
+        pool_(settings_),
+        connect_(settings_.prefix, std::move(log)) {
+    target_.prefix = Prefix();
+  }
+  // The connecting thread uses every other member: it ends first.
+  ~Impl() { connect_.Stop(); }
 
   const std::string& table() const { return settings_.options.table; }
   const PostgresStoreOptions& options() const { return settings_.options; }
@@ -83,15 +88,20 @@ class PostgresStore::Impl {
                            std::forward<Fn>(fn));
   }
 
-  // Creates or migrates the schema on the first connection, which stays in
-  // the pool.
+  // Creates or migrates the schema (or checks it: create = false) on the
+  // first connection, which stays in the pool; then the store is connected.
+  // In Open, or on the lazy store's connecting thread while every call
+  // fails at Acquire's gate.
   Status Start() {
-    IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
+    IDEM_ASSIGN_OR_RETURN(auto lease, pool_.Acquire());
     IDEM_RETURN_IF_ERROR(
-        postgres_internal::CreateOrMigrate(*lease, table(), Prefix()));
+        options().create
+            ? postgres_internal::CreateOrMigrate(*lease, table(), Prefix())
+            : postgres_internal::CheckExisting(*lease, table(), Prefix()));
     IDEM_ASSIGN_OR_RETURN(
-        target_, postgres_internal::FindTransactionTarget(*lease, table()));
-    target_.prefix = Prefix();
+        auto found, postgres_internal::FindTransactionTarget(*lease, table()));
+    target_.database = std::move(found.database);
+    target_.table = std::move(found.table);
     // Every statement names the table with its schema, as the completion on
     // an application's connection does: on a connection lent to an
     // application's transaction (PostgresTransaction(store)) a SET LOCAL
@@ -105,54 +115,37 @@ class PostgresStore::Impl {
     return {};
   }
 
+  // Eager: Start, in Open. Lazy: Start on a thread, retried.
+  Status Connect() {
+    if (options().connect == PostgresConnect::kEager) {
+      IDEM_RETURN_IF_ERROR(Start());
+      connect_.MarkConnected();
+    } else {
+      // On the connecting thread, as in Open, nothing may throw past Start.
+      connect_.Begin(
+          [this] { return Boundary("connect", [&] { return Start(); }); },
+          PostgresStore::kLazyRetryFirst, PostgresStore::kLazyRetryMax);
+    }
+    return {};
+  }
+
+  Status Connected() const { return connect_.Connected(); }
+
   const PostgresStore::TransactionTarget& target() const { return target_; }
 
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) {
     const Record fresh = NewClaimRecord(fp, now, ttl, lock_timeout);
-    const std::string blob = EncodeRecord(fresh);
-    const auto locked_until = BigEndian64(ToUnixNanos(fresh.locked_until));
-    const auto expires_at = BigEndian64(ToUnixNanos(fresh.expires_at));
-    const auto now_be = BigEndian64(ToUnixNanos(now));
-    const std::array<std::string_view, 7> params = {
-        id.view(),        fp.view(), fresh.token.view(), View(locked_until),
-        View(expires_at), blob,      View(now_be)};
-
     IDEM_ASSIGN_OR_RETURN(auto lease, Acquire());
-    Connection& c = *lease;
-    auto acquired = [&](bool takeover) {
+    IDEM_ASSIGN_OR_RETURN(ClaimResult result,
+                          postgres_internal::ClaimOn(*lease, Prefix(), id,
+                                                     fresh, now, claim_hook_));
+    if (result.outcome == ClaimOutcome::kAcquired) {
       claims_.Remember(fresh.token,
                        {id, fp, fresh.locked_until, fresh.expires_at});
-      return ClaimAcquired(fresh, takeover);
-    };
-    for (int attempt = 0; attempt < PostgresStore::kClaimAttempts; ++attempt) {
-      if (claim_hook_) claim_hook_(ClaimAttemptPoint::kBeforeWrite, attempt);
-      IDEM_ASSIGN_OR_RETURN(const PgResult inserted,
-                            c.Run(postgres_internal::kInsert,
-                                  std::span(params).first(6), "claim"));
-      if (Affected(inserted) == 1) return acquired(false);
-      // A record stood in the way. A new statement has a fresh snapshot,
-      // so this also sees a row a concurrent claim committed after the
-      // insert started.
-      if (claim_hook_) claim_hook_(ClaimAttemptPoint::kBeforeRead, attempt);
-      IDEM_ASSIGN_OR_RETURN(const auto row,
-                            SelectRecord(c, Prefix(), id, "claim"));
-      if (!row.has_value()) continue;  // Gone (released, purged): again.
-      if (auto blocked = ClaimBlockedBy(*row, fp, now)) return *blocked;
-      // Expired, or its lock timed out: take it over if it still is.
-      IDEM_ASSIGN_OR_RETURN(const PgResult taken,
-                            c.Run(postgres_internal::kClaim, params, "claim"));
-      if (PQntuples(taken.get()) == 1) {
-        return acquired(Cell(taken.get(), 0, 0) == std::string_view("\x01", 1));
-      }
-      // Changed in between (completed, taken over by another claim): again.
     }
-    // Lost every race (store.h): in progress elsewhere, retry later.
-    ClaimResult busy;
-    busy.outcome = ClaimOutcome::kInProgress;
-    busy.locked_until = now;
-    return busy;
+    return result;
   }
 
   Result<bool> Complete(const RecordId& id, const Token& token,
@@ -281,9 +274,11 @@ class PostgresStore::Impl {
     return record;
   }
 
-  // A pooled connection. When none is free, the error says how many are
-  // lent to applications' transactions, the likeliest reason.
+  // A pooled connection, once the store is connected. When none is free,
+  // the error says how many are lent to applications' transactions, the
+  // likeliest reason.
   Result<Pool::Lease> Acquire() {
+    IDEM_RETURN_IF_ERROR(connect_.Connected());
     auto lease = pool_.Acquire();
     if (lease || lease.error().code() != ErrorCode::kUnavailable) return lease;
     std::size_t lent = 0;
@@ -323,15 +318,16 @@ class PostgresStore::Impl {
     return Affected(r) == 1;
   }
 
-  // Set by MakeSettings, its statements by Start; read-only after Open.
+  // Set by MakeSettings, its statements by Start; read-only once connected.
   ConnectionSettings settings_;
-  PostgresStore::TransactionTarget target_;  // Set by Start.
+  PostgresStore::TransactionTarget target_;  // Prefix at once; rest by Start.
   Pool pool_;
   std::mutex lent_mu_;
   // Open PostgresTransaction(store) loans. Guarded by lent_mu_.
   std::vector<PostgresStore::Lent*> lent_;
   ClaimMemo claims_;
   ClaimAttemptHook claim_hook_;  // Set before use, by tests only.
+  postgres_internal::LazyConnect connect_;
 };
 
 PostgresStore::PostgresStore(std::unique_ptr<Impl> impl)
@@ -340,19 +336,21 @@ PostgresStore::PostgresStore(std::unique_ptr<Impl> impl)
 PostgresStore::~PostgresStore() = default;
 
 Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(
-    const PostgresStoreOptions& options, const StoreOptions&) {
-  return OpenNamed(options, postgres_internal::DisplayName(options));
+    const PostgresStoreOptions& options, const StoreOptions& store_options) {
+  return OpenNamed(options, store_options,
+                   postgres_internal::DisplayName(options));
 }
 
 Result<std::unique_ptr<PostgresStore>> PostgresStore::OpenNamed(
-    const PostgresStoreOptions& options, std::string display) {
+    const PostgresStoreOptions& options, const StoreOptions& store_options,
+    std::string display) {
   return CatchExceptions(
       [&] { return "postgres store '" + display + "': open"; },
       [&]() -> Result<std::unique_ptr<PostgresStore>> {
         IDEM_RETURN_IF_ERROR(
             postgres_internal::ValidateOptions(options, display));
-        auto impl = std::make_unique<Impl>(options, display);
-        IDEM_RETURN_IF_ERROR(impl->Start());
+        auto impl = std::make_unique<Impl>(options, display, store_options.log);
+        IDEM_RETURN_IF_ERROR(impl->Connect());
         return std::unique_ptr<PostgresStore>(
             new PostgresStore(std::move(impl)));
       });
@@ -416,6 +414,8 @@ StoreInfo PostgresStore::Info() const {
 }
 
 const std::string& PostgresStore::table() const { return impl_->table(); }
+
+Status PostgresStore::Connected() const { return impl_->Connected(); }
 
 const PostgresStore::TransactionTarget& PostgresStore::transaction_target()
     const {

@@ -3,9 +3,12 @@
 // that a URI's error names its parameter and a PostgresStoreOptions' error
 // its field.
 
+#include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "idem/postgres_store.h"
@@ -36,6 +39,17 @@ Status ValidateOptions(const PostgresStoreOptions& o,
                    "not starting with a digit, at most " +
                    std::to_string(kMaxTableName) + " bytes)");
   }
+  // libpq takes any text and fails to connect to port 0 or 99999 (an
+  // outage, kUnavailable): a typo is the options' error.
+  if (!o.port.empty()) {
+    std::uint64_t port = 0;
+    const char* end = o.port.data() + o.port.size();
+    const auto [at, ec] = std::from_chars(o.port.data(), end, port);
+    if (ec != std::errc() || at != end || port < 1 || port > 65535) {
+      return invalid("port must be a number from 1 to 65535, got '" + o.port +
+                     "'");
+    }
+  }
   if (o.pool_size < 1 || o.pool_size > kMaxPool) {
     return invalid("pool must be in 1.." + std::to_string(kMaxPool));
   }
@@ -54,7 +68,7 @@ Status ValidateOptions(const PostgresStoreOptions& o,
 }  // namespace postgres_internal
 
 Result<std::unique_ptr<Store>> PostgresStore::OpenFromUri(
-    StoreUri& uri, const StoreOptions& /*options: no clock needed*/) {
+    StoreUri& uri, const StoreOptions& options) {
   using std::chrono::milliseconds;
   using std::chrono::seconds;
   if (uri.scheme() != "postgresql" && uri.scheme() != "postgres") {
@@ -94,8 +108,12 @@ Result<std::unique_ptr<Store>> PostgresStore::OpenFromUri(
                                  {"require", "require"},
                                  {"verify-ca", "verify-ca"},
                                  {"verify-full", "verify-full"}}));
+  IDEM_RETURN_IF_ERROR(uri.ReadBool("create", o.create));
+  IDEM_RETURN_IF_ERROR(uri.ReadEnum<PostgresConnect>(
+      "connect", o.connect,
+      {{"eager", PostgresConnect::kEager}, {"lazy", PostgresConnect::kLazy}}));
   IDEM_RETURN_IF_ERROR(uri.RejectUnknown());
-  IDEM_ASSIGN_OR_RETURN(auto store, OpenNamed(o, uri.redacted()));
+  IDEM_ASSIGN_OR_RETURN(auto store, OpenNamed(o, options, uri.redacted()));
   return std::unique_ptr<Store>(std::move(store));
 }
 

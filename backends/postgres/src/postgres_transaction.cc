@@ -268,6 +268,8 @@ Result<TransactionCompletion> PostgresStore::CompleteInTransaction(
       return CompleteOnLent(*lent, id, token, stored);
     }
   }
+  // A lazy store that has not connected does not know its table yet.
+  IDEM_RETURN_IF_ERROR(Connected());
   const TransactionTarget& target = transaction_target();
   return CatchExceptions(
       [&] { return target.prefix + "complete in transaction"; },

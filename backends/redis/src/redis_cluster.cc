@@ -73,13 +73,6 @@ std::optional<Redirect> ParseRedirect(const redisReply* reply) {
   return r;
 }
 
-Result<std::unique_ptr<ClusterRouter>> ClusterRouter::Open(
-    ClusterOptions options) {
-  std::unique_ptr<ClusterRouter> router(new ClusterRouter(std::move(options)));
-  IDEM_RETURN_IF_ERROR(router->Refresh());
-  return router;
-}
-
 Pool& ClusterRouter::PoolOf(const Endpoint& endpoint) {
   std::lock_guard<std::mutex> lock(mu_);
   std::unique_ptr<Pool>& pool = pools_[endpoint.Name()];
@@ -226,6 +219,9 @@ Result<std::vector<Reply>> ClusterRouter::Run(std::string_view key,
       if (replies.error().code() == ErrorCode::kUnavailable) MaybeRefresh();
       return replies;
     }
+    // -CLUSTERDOWN, -TRYAGAIN, a node turned replica: the pool closed the
+    // connection and tried a fresh one; the map may be stale too.
+    if (IsRoleError(replies->front().get())) MaybeRefresh();
     const std::optional<Redirect> redirect =
         ParseRedirect(replies->front().get());
     if (!redirect) return replies;

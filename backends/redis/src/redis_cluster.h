@@ -51,10 +51,14 @@ struct ClusterOptions {
 
 class ClusterRouter final : public Router {
  public:
+  // Knows no slot map until Connect() (or the first call) reads one.
+  explicit ClusterRouter(ClusterOptions options)
+      : options_(std::move(options)) {}
+
   // Reads the slot map from the first seed that answers CLUSTER SLOTS.
   // Errors: kUnavailable when none does; kInternal when the answer is not
-  // a slot map covering every slot.
-  static Result<std::unique_ptr<ClusterRouter>> Open(ClusterOptions options);
+  // a slot map.
+  Status Connect() override { return Refresh(); }
 
   Result<std::vector<Reply>> Run(std::string_view key,
                                  std::span<const Command> commands,
@@ -67,9 +71,6 @@ class ClusterRouter final : public Router {
   std::string MasterOf(int slot);
 
  private:
-  explicit ClusterRouter(ClusterOptions options)
-      : options_(std::move(options)) {}
-
   // Reads CLUSTER SLOTS from `pool`'s server and installs it.
   Status RefreshFrom(Pool& pool);
   // Tries the known masters, then the seeds.

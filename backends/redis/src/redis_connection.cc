@@ -35,15 +35,23 @@ bool IsError(const redisReply* reply, std::string_view code) {
          FirstWord(ReplyText(reply)) == code;
 }
 
+bool IsRoleError(const redisReply* reply) {
+  return IsError(reply, "READONLY") || IsError(reply, "LOADING") ||
+         IsError(reply, "MASTERDOWN") || IsError(reply, "CLUSTERDOWN") ||
+         IsError(reply, "TRYAGAIN");
+}
+
+bool IsAuthError(const redisReply* reply) {
+  return IsError(reply, "NOAUTH") || IsError(reply, "WRONGPASS");
+}
+
 Error ReplyError(const redisReply& reply, std::string_view context) {
   const std::string_view text = ReplyText(&reply);
   const std::string_view code = FirstWord(text);
   ErrorCode ec = ErrorCode::kInternal;
   if (code == "OOM") {
     ec = ErrorCode::kResourceExhausted;
-  } else if (code == "READONLY" || code == "LOADING" || code == "BUSY" ||
-             code == "CLUSTERDOWN" || code == "MASTERDOWN" ||
-             code == "TRYAGAIN") {
+  } else if (IsRoleError(&reply) || code == "BUSY") {
     ec = ErrorCode::kUnavailable;
   } else if (code == "WRONGTYPE") {
     ec = ErrorCode::kDataLoss;
@@ -88,8 +96,12 @@ Result<std::unique_ptr<Connection>> Connection::Open(
   IDEM_ASSIGN_OR_RETURN(auto replies, conn->Run(setup));
   for (const Reply& r : replies) {
     if (r->type == REDIS_REPLY_ERROR) {
-      Error e =
-          ReplyError(*r, display + ": connection setup on " + endpoint.Name());
+      Error e = ReplyError(
+          *r, display + ": connection setup on " + endpoint.Name() +
+                  (IsAuthError(r.get())
+                       ? ": authentication refused (check the URI's user "
+                         "and password)"
+                       : ""));
       // AUTH and SELECT refusals are configuration errors, not outages.
       return tl::unexpected(e.code() == ErrorCode::kUnavailable
                                 ? e
@@ -208,10 +220,17 @@ void Pool::GiveBack(std::unique_ptr<Connection> connection) {
 
 Result<std::vector<Reply>> Pool::Run(std::span<const Command> commands,
                                      int resends) {
-  for (int attempt = 0;; ++attempt) {
+  bool role_resent = false;
+  for (int attempt = 0;;) {
     IDEM_ASSIGN_OR_RETURN(Lease lease, Acquire());
     auto replies = lease->Run(commands);
-    if (replies || !lease->broken() || attempt >= resends) return replies;
+    if (replies && IsRoleError(replies->front().get())) {
+      // Not reused: a fresh connection may reach the new master.
+      lease->MarkBroken();
+      if (std::exchange(role_resent, true)) return replies;
+      continue;
+    }
+    if (replies || !lease->broken() || attempt++ >= resends) return replies;
   }
 }
 

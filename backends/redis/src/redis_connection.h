@@ -58,6 +58,16 @@ Error ReplyError(const redisReply& reply, std::string_view context);
 // Whether `reply` is an error whose first word is `code` ("NOSCRIPT").
 bool IsError(const redisReply* reply, std::string_view code);
 
+// Whether `reply` says that this server cannot serve the store now because
+// of its role: -READONLY (a replica: after a failover the endpoint may
+// name the promoted one), -LOADING, -MASTERDOWN, -CLUSTERDOWN, -TRYAGAIN.
+// The command did not run. Pool::Run closes such a connection.
+bool IsRoleError(const redisReply* reply);
+
+// Whether `reply` refuses a connection that did not authenticate, or
+// authenticated wrongly (-NOAUTH, -WRONGPASS): a configuration error.
+bool IsAuthError(const redisReply* reply);
+
 // The reply's string (status, bulk or error), empty for other types.
 std::string_view ReplyText(const redisReply* reply);
 
@@ -80,6 +90,8 @@ class Connection {
   Result<std::vector<Reply>> Run(std::span<const Command> commands);
 
   bool broken() const { return broken_; }
+  // Closes it when its lease ends (Pool::Run, after a role error).
+  void MarkBroken() { broken_ = true; }
 
   // Whether an idle connection can be lent out again: not broken, and not
   // closed by the server while it sat in the pool (its socket is readable
@@ -136,7 +148,12 @@ class Pool {
   // Leases a connection and runs `commands` on it. With `resends` > 0, a
   // connection that broke after sending is replaced by a fresh one and the
   // commands are sent again, up to `resends` times: only for commands
-  // that recognise their own earlier run.
+  // that recognise their own earlier run. A connection whose first reply
+  // is a role error (IsRoleError) is closed, never reused, and the
+  // commands, which did not run, are sent once more on a fresh connection
+  // (connecting resolves the host name again, so an endpoint that moved
+  // to a promoted replica is followed); a second role error is returned
+  // as the reply.
   Result<std::vector<Reply>> Run(std::span<const Command> commands,
                                  int resends = 0);
 

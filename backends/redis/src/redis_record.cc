@@ -25,11 +25,33 @@ std::string TtlMs(TimePoint now, TimePoint expires_at) {
   return std::to_string(std::max<std::int64_t>(ms, 1));
 }
 
+Result<std::optional<std::string>> ValueOf(const redisReply& r,
+                                           std::string_view display) {
+  if (r.type == REDIS_REPLY_NIL) return std::optional<std::string>();
+  if (r.type != REDIS_REPLY_STRING) {
+    return MakeError(ErrorCode::kInternal,
+                     std::string(display) + ": unexpected reply to GET");
+  }
+  return std::optional<std::string>(ReplyText(&r));
+}
+
 Error DataLoss(const RecordId& id, std::string_view display,
                std::string_view what) {
   return Error(ErrorCode::kDataLoss, std::string(display) +
                                          ": the record of id " + id.ToHex() +
                                          " " + std::string(what));
+}
+
+Result<Reply> OfRecord(const RecordId& id, std::string_view display,
+                       Result<Reply> reply) {
+  if (!reply && reply.error().code() == ErrorCode::kDataLoss) {
+    return tl::unexpected(DataLoss(
+        id, display,
+        "is not a string value (a hash was written by an earlier version "
+        "of this store): " +
+            reply.error().message()));
+  }
+  return reply;
 }
 
 Result<Record> DecodeValue(const RecordId& id, std::string_view display,

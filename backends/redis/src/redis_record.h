@@ -17,10 +17,13 @@
 #include <string>
 #include <string_view>
 
+#include <optional>
+
 #include "idem/clock.h"
 #include "idem/error.h"
 #include "idem/record.h"
 #include "idem/types.h"
+#include "redis_connection.h"
 
 namespace idem::redis {
 
@@ -40,10 +43,32 @@ inline constexpr std::size_t kCallIdSize = 16;
 // milliseconds rounded up, at least 1; "0" (no TTL) beyond ten years.
 std::string TtlMs(TimePoint now, TimePoint expires_at);
 
+// What the scripts compare: the value's fixed header.
+inline std::string_view Header(std::string_view value) {
+  return value.substr(0, kHeaderSize);
+}
+
+// The scripts and DEL return integers; anything else is a bug, and never
+// counts as "done" (-1).
+inline long long IntegerReply(const redisReply& r) {
+  return r.type == REDIS_REPLY_INTEGER ? r.integer : -1;
+}
+
+// A GET or SET ... GET reply: the value, or nullopt for nil. Errors:
+// kInternal for another type ("<display>: unexpected reply to GET").
+Result<std::optional<std::string>> ValueOf(const redisReply& r,
+                                           std::string_view display);
+
 // kDataLoss for the record of `id`: "<display>: the record of id <hex>
 // <what>".
 Error DataLoss(const RecordId& id, std::string_view display,
                std::string_view what);
+
+// `reply`, but a kDataLoss error (-WRONGTYPE: a key of another type under
+// a record's name, such as a hash of the layout before string values)
+// becomes damage named by the record's id.
+Result<Reply> OfRecord(const RecordId& id, std::string_view display,
+                       Result<Reply> reply);
 
 // The record of `id` from its value: a completed record's call id (its last
 // kCallIdSize bytes) is stripped, then the rest decoded. Errors: kDataLoss

@@ -6,8 +6,8 @@
 
 namespace idem::redis {
 
-Result<std::unique_ptr<Router>> OpenRouter(const RedisStoreOptions& options,
-                                           const std::string& display) {
+std::unique_ptr<Router> MakeRouter(const RedisStoreOptions& options,
+                                   const std::string& display) {
   ConnectOptions connect{.user = options.user,
                          .password = options.password,
                          .db = options.db,
@@ -21,17 +21,11 @@ Result<std::unique_ptr<Router>> OpenRouter(const RedisStoreOptions& options,
     cluster.acquire_timeout = options.acquire_timeout;
     cluster.max_redirects = RedisStore::kMaxRedirects;
     cluster.display = display;
-    IDEM_ASSIGN_OR_RETURN(auto router, ClusterRouter::Open(std::move(cluster)));
-    return std::unique_ptr<Router>(std::move(router));
+    return std::make_unique<ClusterRouter>(std::move(cluster));
   }
-  auto pool = std::make_unique<Pool>(
+  return std::make_unique<SingleRouter>(std::make_unique<Pool>(
       Endpoint{options.nodes[0].host, options.nodes[0].port}, connect,
-      options.pool_size, options.acquire_timeout, display);
-  // Connect now, so that a wrong address fails at start-up.
-  IDEM_ASSIGN_OR_RETURN(auto lease, pool->Acquire());
-  (void)lease;
-  return std::unique_ptr<Router>(
-      std::make_unique<SingleRouter>(std::move(pool)));
+      options.pool_size, options.acquire_timeout, display));
 }
 
 }  // namespace idem::redis

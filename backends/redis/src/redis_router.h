@@ -36,6 +36,11 @@ class Router {
   // Runs `commands` on the server `name` (from Servers()).
   virtual Result<std::vector<Reply>> RunOn(
       const std::string& name, std::span<const Command> commands) = 0;
+
+  // Reaches the server once (one pooled connection), or reads a cluster's
+  // slot map, so that Servers() names every server. Errors: kUnavailable
+  // (no server answered), what Connection::Open returns (AUTH refused...).
+  virtual Status Connect() = 0;
 };
 
 // One server, one pool.
@@ -55,18 +60,22 @@ class SingleRouter final : public Router {
                                    std::span<const Command> commands) override {
     return pool_->Run(commands);
   }
+  Status Connect() override {
+    IDEM_ASSIGN_OR_RETURN(auto lease, pool_->Acquire());
+    (void)lease;
+    return {};
+  }
 
  private:
   const std::unique_ptr<Pool> pool_;
 };
 
-// Connects to `options`' server or cluster (redis_router.cc): a
-// SingleRouter whose pool has connected once, so that a wrong address
-// fails at start-up, or a ClusterRouter that read the slot map. Errors:
-// kUnavailable (no server answered), kInvalidArgument (AUTH refused...),
-// as Pool::Acquire and ClusterRouter::Open say.
-Result<std::unique_ptr<Router>> OpenRouter(const RedisStoreOptions& options,
-                                           const std::string& display);
+// The router of `options`' server or cluster (redis_router.cc), not yet
+// connected: a SingleRouter, or a ClusterRouter with no slot map. Call
+// Connect() before relying on Servers(); until then a cluster's calls
+// read the map first.
+std::unique_ptr<Router> MakeRouter(const RedisStoreOptions& options,
+                                   const std::string& display);
 
 }  // namespace idem::redis
 

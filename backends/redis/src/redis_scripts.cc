@@ -30,9 +30,11 @@ return 0
 )lua";
 
 // KEEPTTL: the completed record keeps expires_at. The call id at the end is
-// compared only by a resend of the call that wrote it.
+// compared only by a resend of the call that wrote it. 3: no record at all
+// (evicted or deleted), which the store reports apart from a takeover (0).
 constexpr std::string_view kComplete = R"lua(
 local h = redis.call('GETRANGE', KEYS[1], 0, 66)
+if h == '' and redis.call('EXISTS', KEYS[1]) == 0 then return 3 end
 if string.sub(h, 36, 51) ~= ARGV[1] then return 0 end
 local s = string.byte(h, 3)
 if s == 1 then

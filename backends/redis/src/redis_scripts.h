@@ -34,7 +34,7 @@ const Script& ReclaimScript();
 // ARGV: token, the completed record followed by the call id. Writes it,
 // keeping the key's TTL, when the record is in progress with the token;
 // returns 1 when it did (or this call id completed it already: a resend),
-// 0 otherwise.
+// 3 when there is no record at all (evicted or deleted), 0 otherwise.
 const Script& CompleteScript();
 
 // ARGV: token. Deletes the record if it is in progress with the token;

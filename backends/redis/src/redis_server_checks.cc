@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "redis_connection.h"
 
@@ -33,16 +34,38 @@ std::optional<int> MajorVersion(const redisReply* info) {
 
 }  // namespace
 
-Result<bool> CheckServers(Router& router, bool allow_eviction,
-                          const std::string& prefix, const LogSink& log) {
+Result<ServerReport> CheckServers(Router& router, bool allow_eviction,
+                                  const std::string& prefix) {
   const Command policy = {"CONFIG", "GET", "maxmemory-policy"};
   const Command aof = {"CONFIG", "GET", "appendonly"};
   const Command save = {"CONFIG", "GET", "save"};
   const Command info = {"INFO", "server"};
   const std::array<Command, 4> commands = {policy, aof, save, info};
-  bool durable = true;
+  ServerReport report;
+  // A server out of reach does not hide a refusal of another.
+  std::optional<Error> unreachable;
   for (const std::string& server : router.Servers()) {
-    IDEM_ASSIGN_OR_RETURN(auto replies, router.RunOn(server, commands));
+    auto ran = router.RunOn(server, commands);
+    if (!ran) {
+      if (ran.error().code() != ErrorCode::kUnavailable) {
+        return tl::unexpected(ran.error());
+      }
+      if (!unreachable) unreachable = ran.error();
+      continue;
+    }
+    const std::vector<Reply>& replies = *ran;
+    // Without AUTH every command is refused, CONFIG included: that is no
+    // disabled CONFIG but a URI that lacks the password.
+    for (const Reply& r : replies) {
+      if (IsAuthError(r.get())) {
+        return MakeError(ErrorCode::kInternal,
+                         prefix + "server " + server +
+                             " requires authentication (" +
+                             std::string(ReplyText(r.get())) +
+                             "): give the user and password in the URI "
+                             "(redis://user:password@host:port/db)");
+      }
+    }
     auto value = [&](std::size_t i) -> std::optional<std::string> {
       const redisReply* r = replies[i].get();
       if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
@@ -61,13 +84,11 @@ Result<bool> CheckServers(Router& router, bool allow_eviction,
     }
     const auto p = value(0);
     if (!p) {
-      if (log) {
-        log(LogLevel::kWarning,
-            prefix + "cannot read the configuration of " + server +
-                " (CONFIG is disabled?): make sure its maxmemory-policy is "
-                "noeviction, or live records may be evicted");
-      }
-      durable = false;
+      report.warnings.push_back(
+          prefix + "cannot read the configuration of " + server +
+          " (CONFIG is disabled?): make sure its maxmemory-policy is "
+          "noeviction, or live records may be evicted");
+      report.durable = false;
       continue;
     }
     if (*p != "noeviction" && !allow_eviction) {
@@ -79,9 +100,15 @@ Result<bool> CheckServers(Router& router, bool allow_eviction,
     }
     const auto a = value(1);
     const auto s = value(2);
-    durable = durable && ((a && *a == "yes") || (s && !s->empty()));
+    if ((a && *a == "yes") || (s && !s->empty())) continue;
+    report.durable = false;
+    report.warnings.push_back(
+        prefix + "server " + server +
+        " persists nothing (appendonly no, no RDB save points): a restart "
+        "of it forgets every record, and their keys run again");
   }
-  return durable;
+  if (unreachable) return tl::unexpected(*unreachable);
+  return report;
 }
 
 }  // namespace idem::redis

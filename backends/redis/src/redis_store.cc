@@ -49,12 +49,13 @@
 #include "redis_scan.h"
 #include "redis_script_runner.h"
 #include "redis_scripts.h"
-#include "redis_server_checks.h"
+#include "redis_server_watch.h"
 
 namespace idem {
 namespace {
 
 using redis::Command;
+using redis::IntegerReply;
 using redis::Reply;
 using redis::TtlMs;
 
@@ -62,20 +63,36 @@ using redis::TtlMs;
 
 class RedisStore::Impl {
  public:
-  Impl(RedisStoreOptions options, std::string display,
-       std::unique_ptr<redis::Router> router)
+  Impl(RedisStoreOptions options, std::string display, LogSink log)
       : o_(std::move(options)),
         display_(std::move(display)),
-        router_(std::move(router)),
+        log_(std::move(log)),
+        router_(redis::MakeRouter(o_, display_)),
         runner_(*router_, o_.wait_replicas, o_.wait_timeout, display_),
-        pattern_(redis::KeysPattern(o_.prefix)) {}
+        pattern_(redis::KeysPattern(o_.prefix)),
+        watch_(*router_,
+               {.lazy = o_.connect == RedisStoreOptions::Connect::kLazy,
+                .allow_eviction = o_.allow_eviction,
+                .check_interval = o_.check_interval,
+                .display = display_,
+                .log = log_}) {}
 
   std::string Prefix() const { return display_ + ": "; }
 
+  // Every call: unavailable until connected and while a check refuses the
+  // server (redis_server_watch.h); -OOM and odd replies ask for a check.
   template <typename Fn>
   auto Boundary(std::string_view op, Fn&& fn) -> decltype(fn()) {
-    return CatchExceptions([&] { return Prefix() + std::string(op); },
-                           std::forward<Fn>(fn));
+    if (Status ready = watch_.Ready(op); !ready) {
+      return tl::unexpected(ready.error());
+    }
+    auto result = CatchExceptions([&] { return Prefix() + std::string(op); },
+                                  std::forward<Fn>(fn));
+    if (!result && (result.error().code() == ErrorCode::kResourceExhausted ||
+                    result.error().code() == ErrorCode::kInternal)) {
+      watch_.Poke();
+    }
+    return result;
   }
 
   std::string Key(const RecordId& id) const {
@@ -86,13 +103,8 @@ class RedisStore::Impl {
     return key;
   }
 
-  // The safety checks at Open (redis_server_checks.h).
-  Status CheckServers(const LogSink& log) {
-    IDEM_ASSIGN_OR_RETURN(
-        durable_,
-        redis::CheckServers(*router_, o_.allow_eviction, Prefix(), log));
-    return {};
-  }
+  // Eager: connects and checks the servers; lazy: starts connecting.
+  Status Start() { return watch_.Start(); }
 
   Result<Reply> RunScript(const redis::Script& script, const std::string& key,
                           std::span<const std::string_view> args, bool wait,
@@ -128,8 +140,8 @@ class RedisStore::Impl {
         return std::move(*blocked);
       }
       if (reclaim_hook_) reclaim_hook_(attempt);
-      const std::array<std::string_view, 3> args = {Header(*found), value,
-                                                    ttl_ms};
+      const std::array<std::string_view, 3> args = {redis::Header(*found),
+                                                    value, ttl_ms};
       IDEM_ASSIGN_OR_RETURN(Reply reply,
                             RunScript(redis::ReclaimScript(), key, args,
                                       /*wait=*/true, /*resends=*/1));
@@ -149,7 +161,8 @@ class RedisStore::Impl {
     std::optional<ClaimFields> fields = memo_.Take(token);
     if (!fields || fields->id != id) {
       IDEM_ASSIGN_OR_RETURN(auto record, Read(id));
-      if (!record || !record->HeldBy(token)) return false;
+      if (!record) return Vanished(id);
+      if (!record->HeldBy(token)) return false;
       fields = ClaimFields{id, record->fingerprint, record->locked_until,
                            record->expires_at};
     }
@@ -165,6 +178,7 @@ class RedisStore::Impl {
     IDEM_ASSIGN_OR_RETURN(Reply reply,
                           RunScript(redis::CompleteScript(), Key(id), args,
                                     /*wait=*/true, /*resends=*/1));
+    if (IntegerReply(*reply) == 3) return Vanished(id);
     return IntegerReply(*reply) == 1;
   }
 
@@ -185,7 +199,10 @@ class RedisStore::Impl {
     const std::string key = Key(id);
     for (int attempt = 0; attempt < RedisStore::kExtendAttempts; ++attempt) {
       IDEM_ASSIGN_OR_RETURN(std::optional<std::string> value, Get(id, key));
-      if (!value) return false;
+      if (!value) {
+        watch_.Poke();  // Evicted, perhaps.
+        return false;
+      }
       IDEM_ASSIGN_OR_RETURN(Record record,
                             redis::DecodeValue(id, display_, *value));
       const std::optional<TimePoint> until =
@@ -194,7 +211,8 @@ class RedisStore::Impl {
       if (*until == record.locked_until) return true;
       record.locked_until = *until;
       const std::string renewed = EncodeRecord(record);
-      const std::array<std::string_view, 2> args = {Header(*value), renewed};
+      const std::array<std::string_view, 2> args = {redis::Header(*value),
+                                                    renewed};
       IDEM_ASSIGN_OR_RETURN(Reply reply,
                             RunScript(redis::ExtendLockScript(), key, args,
                                       /*wait=*/true, /*resends=*/1));
@@ -239,7 +257,7 @@ class RedisStore::Impl {
         [&](std::string_view key, std::string_view head) -> Result<bool> {
           const std::optional<TimePoint> expires_at = PeekExpiresAt(head);
           if (!expires_at || *expires_at > now) return true;
-          const std::array<std::string_view, 1> args = {Header(head)};
+          const std::array<std::string_view, 1> args = {redis::Header(head)};
           IDEM_ASSIGN_OR_RETURN(
               Reply done, RunScript(redis::PurgeScript(), std::string(key),
                                     args, /*wait=*/false, /*resends=*/0));
@@ -257,7 +275,7 @@ class RedisStore::Impl {
 
   StoreInfo Info() const {
     return {.name = o_.cluster ? "redis-cluster" : "redis",
-            .durable = durable_,
+            .durable = watch_.durable(),
             .shared_across_processes = true,
             .calls_may_block = true,
             .max_concurrent_calls = o_.pool_size,
@@ -269,15 +287,19 @@ class RedisStore::Impl {
   }
 
  private:
-  // The scripts and DEL return integers; anything else is a bug, and
-  // never counts as "done".
-  static long long IntegerReply(const redisReply& r) {
-    return r.type == REDIS_REPLY_INTEGER ? r.integer : -1;
-  }
-
-  // What the scripts compare: the value's fixed header.
-  static std::string_view Header(std::string_view value) {
-    return value.substr(0, redis::kHeaderSize);
+  // A completion whose record is gone, not taken over: evicted (a policy
+  // turned evicting, which asks for a check now) or deleted (revoked,
+  // DEL by hand). Still "claim lost" (false) to the caller.
+  bool Vanished(const RecordId& id) {
+    watch_.Poke();
+    if (log_) {
+      log_(LogLevel::kWarning,
+           Prefix() +
+               "complete: the record vanished: evicted or deleted "
+               "(not taken over by another request), record " +
+               id.ToHex());
+    }
+    return false;
   }
 
   ClaimResult Acquired(const RecordId& id, const Record& fresh, bool takeover) {
@@ -286,34 +308,12 @@ class RedisStore::Impl {
     return ClaimAcquired(fresh, takeover);
   }
 
-  // A key of another type under a record's name is damage, named by its
-  // id: a hash is a record of the layout before string values.
-  Result<Reply> OfRecord(const RecordId& id, Result<Reply> reply) const {
-    if (!reply && reply.error().code() == ErrorCode::kDataLoss) {
-      return tl::unexpected(redis::DataLoss(
-          id, display_,
-          "is not a string value (a hash was written by an earlier "
-          "version of this store): " +
-              reply.error().message()));
-    }
-    return reply;
-  }
-
-  // A GET or SET ... GET reply: the value, or nullopt for nil.
-  Result<std::optional<std::string>> ValueOf(const redisReply& r) const {
-    if (r.type == REDIS_REPLY_NIL) return std::optional<std::string>();
-    if (r.type != REDIS_REPLY_STRING) {
-      return MakeError(ErrorCode::kInternal,
-                       Prefix() + "unexpected reply to GET");
-    }
-    return std::optional<std::string>(redis::ReplyText(&r));
-  }
-
   Result<std::optional<std::string>> Get(const RecordId& id,
                                          const std::string& key) {
-    IDEM_ASSIGN_OR_RETURN(Reply reply,
-                          OfRecord(id, RunCommand(key, {"GET", key})));
-    return ValueOf(*reply);
+    IDEM_ASSIGN_OR_RETURN(
+        Reply reply,
+        redis::OfRecord(id, display_, RunCommand(key, {"GET", key})));
+    return redis::ValueOf(*reply, display_);
   }
 
   // The claim's SET NX GET: nullopt when it set the key, else the value in
@@ -331,16 +331,18 @@ class RedisStore::Impl {
       if (!value) return tl::unexpected(reply.error());
       return value;
     }
-    IDEM_ASSIGN_OR_RETURN(Reply r, OfRecord(id, std::move(reply)));
-    return ValueOf(*r);
+    IDEM_ASSIGN_OR_RETURN(Reply r,
+                          redis::OfRecord(id, display_, std::move(reply)));
+    return redis::ValueOf(*r, display_);
   }
 
   const RedisStoreOptions o_;
   const std::string display_;
+  const LogSink log_;
   const std::unique_ptr<redis::Router> router_;
   redis::ScriptRunner runner_;
   const std::string pattern_;  // SCAN MATCH's, for the store's keys.
-  bool durable_ = false;       // Set once at Open.
+  redis::ServerWatch watch_;   // After router_: stopped before it goes.
   ClaimMemo memo_;
   std::function<void(int)> reclaim_hook_;  // Set before use, by tests only.
 };
@@ -366,9 +368,8 @@ Result<std::unique_ptr<RedisStore>> RedisStore::OpenNamed(
   return CatchExceptions(
       [&] { return display + ": open"; },
       [&]() -> Result<std::unique_ptr<RedisStore>> {
-        IDEM_ASSIGN_OR_RETURN(auto router, redis::OpenRouter(options, display));
-        auto impl = std::make_unique<Impl>(options, display, std::move(router));
-        IDEM_RETURN_IF_ERROR(impl->CheckServers(store_options.log));
+        auto impl = std::make_unique<Impl>(options, display, store_options.log);
+        IDEM_RETURN_IF_ERROR(impl->Start());
         return std::unique_ptr<RedisStore>(new RedisStore(std::move(impl)));
       });
 }

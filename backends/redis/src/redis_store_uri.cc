@@ -134,6 +134,16 @@ Result<std::unique_ptr<Store>> RedisStore::OpenFromUri(
   IDEM_RETURN_IF_ERROR(
       uri.ReadDuration("acquire_timeout_ms", o.acquire_timeout, kZero, kHour));
   IDEM_RETURN_IF_ERROR(uri.ReadBool("allow_eviction", o.allow_eviction));
+  std::string connect = "eager";
+  IDEM_RETURN_IF_ERROR(uri.ReadString("connect", connect));
+  if (connect != "eager" && connect != "lazy") {
+    return tl::unexpected(uri.InvalidArgument(
+        "connect must be eager or lazy, not '" + connect + "'"));
+  }
+  o.connect = connect == "lazy" ? RedisStoreOptions::Connect::kLazy
+                                : RedisStoreOptions::Connect::kEager;
+  IDEM_RETURN_IF_ERROR(
+      uri.ReadDuration("check_interval_ms", o.check_interval, kZero, kHour));
   IDEM_RETURN_IF_ERROR(uri.ReadUint("wait", o.wait_replicas, 0, 1 << 20));
   IDEM_RETURN_IF_ERROR(
       uri.ReadDuration("wait_ms", o.wait_timeout, kZero, kHour));
@@ -194,6 +204,9 @@ Status ValidateOptions(const RedisStoreOptions& o) {
   }
   if (o.wait_timeout.count() < 1 || o.wait_timeout.count() > 3'600'000) {
     return invalid("wait_ms not in 1 ms..1 h");
+  }
+  if (o.check_interval.count() < 10 || o.check_interval.count() > 3'600'000) {
+    return invalid("check_interval not in 10 ms..1 h");
   }
   if (o.db < 0 || (o.cluster && o.db != 0)) {
     return invalid("database must be 0 on a cluster and not negative");

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <system_error>
+#include <vector>
+
+#include <rocksdb/db.h>
 
 #include "rocksdb_call.h"
 
@@ -49,9 +53,39 @@ std::optional<std::string> ForeignEntry(const std::string& path) {
   return std::nullopt;
 }
 
+// PrepareDirectory with create = false.
+Status CheckExisting(const std::string& path, const std::string& family) {
+  auto missing = [&](const std::string& what) {
+    return MakeError(
+        ErrorCode::kUnavailable,
+        Prefix(path) + what + " (create=false: nothing is created)");
+  };
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return missing("does not exist");
+  if (!std::filesystem::is_directory(path, ec)) {
+    return missing("is not a directory");
+  }
+  if (!std::filesystem::exists(std::filesystem::path(path) / "CURRENT", ec)) {
+    return missing("holds no RocksDB database (no CURRENT file)");
+  }
+  std::vector<std::string> families;
+  const rocksdb::Status s = RocksdbCall([&] {
+    return rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path,
+                                           &families);
+  });
+  if (!s.ok()) return tl::unexpected(StatusError(path, "open", s));
+  if (std::find(families.begin(), families.end(), family) == families.end()) {
+    return missing("holds a RocksDB database without idem's column family '" +
+                   family + "'");
+  }
+  return {};
+}
+
 }  // namespace
 
-Status PrepareDirectory(const std::string& path) {
+Status PrepareDirectory(const std::string& path, bool create,
+                        const std::string& family) {
+  if (!create) return CheckExisting(path, family);
   std::error_code ec;
   if (std::filesystem::exists(path, ec) &&
       !std::filesystem::is_directory(path, ec)) {

@@ -13,7 +13,13 @@ namespace idem::rocksdb_internal {
 // kInvalidArgument when it is not a directory, or holds other files but no
 // RocksDB database (the message names one of them); kUnavailable when it
 // cannot be created.
-Status PrepareDirectory(const std::string& path);
+// With `create` false (RocksdbStoreOptions::create) it only checks, reading
+// and writing nothing but RocksDB's CURRENT and MANIFEST: kUnavailable
+// naming what is missing when `path` does not exist, is not a directory,
+// holds no RocksDB database (no CURRENT file, e.g. an empty directory) or
+// one without the record column family `family`.
+Status PrepareDirectory(const std::string& path, bool create,
+                        const std::string& family);
 
 }  // namespace idem::rocksdb_internal
 

@@ -31,10 +31,11 @@ namespace idem {
 namespace rocksdb_internal {
 
 rocksdb::DBOptions DatabaseOptions(
-    const std::string& path, std::shared_ptr<rocksdb::EventListener> listener) {
+    const std::string& path, std::shared_ptr<rocksdb::EventListener> listener,
+    bool create) {
   rocksdb::DBOptions db_options;
-  db_options.create_if_missing = true;
-  db_options.create_missing_column_families = true;
+  db_options.create_if_missing = create;
+  db_options.create_missing_column_families = create;
   // RocksDB's own info LOG: keep a few, not one per open forever. Written
   // by a logger that a full disk cannot turn into an abort (info_log.h).
   db_options.keep_log_file_num = 4;
@@ -86,6 +87,7 @@ Result<std::unique_ptr<Store>> RocksdbStore::OpenFromUri(
   IDEM_RETURN_IF_ERROR(uri.ReadUint("block_cache_mb",
                                     rocksdb_options.block_cache_mb, 0,
                                     std::numeric_limits<std::size_t>::max()));
+  IDEM_RETURN_IF_ERROR(uri.ReadBool("create", rocksdb_options.create));
   IDEM_RETURN_IF_ERROR(uri.RejectUnknown());
   auto store = Open(rocksdb_options, options);
   if (!store && store.error().code() == ErrorCode::kInvalidArgument) {

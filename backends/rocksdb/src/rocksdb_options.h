@@ -17,9 +17,11 @@
 namespace idem::rocksdb_internal {
 
 // For the database at `path` (which must exist: its info LOG is opened
-// here), reporting background errors to `listener`.
+// here), reporting background errors to `listener`; creating the database
+// and the record column family if missing when `create` is true.
 rocksdb::DBOptions DatabaseOptions(
-    const std::string& path, std::shared_ptr<rocksdb::EventListener> listener);
+    const std::string& path, std::shared_ptr<rocksdb::EventListener> listener,
+    bool create);
 
 // For the record column family; `filter` must outlive the database.
 rocksdb::ColumnFamilyOptions RecordFamilyOptions(

@@ -240,7 +240,8 @@ Result<std::unique_ptr<RocksdbStore>> RocksdbStore::Open(
                          ", got " + std::to_string(options.block_cache_mb));
   }
   return Boundary(path, "open", [&]() -> Result<std::unique_ptr<RocksdbStore>> {
-    IDEM_RETURN_IF_ERROR(rocksdb_internal::PrepareDirectory(path));
+    IDEM_RETURN_IF_ERROR(rocksdb_internal::PrepareDirectory(
+        path, options.create, kColumnFamily));
     auto impl = std::make_unique<Impl>();
     impl->path = path;
     impl->clock =
@@ -253,8 +254,8 @@ Result<std::unique_ptr<RocksdbStore>> RocksdbStore::Open(
         {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
         {kColumnFamily,
          rocksdb_internal::RecordFamilyOptions(options, impl->filter.get())}};
-    const rocksdb::DBOptions db_options =
-        rocksdb_internal::DatabaseOptions(path, impl->background_errors);
+    const rocksdb::DBOptions db_options = rocksdb_internal::DatabaseOptions(
+        path, impl->background_errors, options.create);
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     const rocksdb::Status s = RocksdbCall([&] {
       return rocksdb::DB::Open(db_options, path, families, &handles, &impl->db);

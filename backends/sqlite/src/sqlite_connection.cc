@@ -76,7 +76,8 @@ Error SqlError(const SqliteStoreOptions& options, std::string_view op,
 Result<std::unique_ptr<Connection>> Connection::Open(
     const SqliteStoreOptions& options) {
   sqlite3* db = nullptr;
-  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+  const int flags = SQLITE_OPEN_READWRITE |
+                    (options.create ? SQLITE_OPEN_CREATE : 0) |
                     SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
   int rc = sqlite3_open_v2(options.path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {

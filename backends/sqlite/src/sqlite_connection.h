@@ -87,8 +87,9 @@ Result<Record> DecodeSelectedRow(sqlite3_stmt* stmt, const RecordId& id,
 
 class Connection {
  public:
-  // Opens options.path (creating the file), with busy_timeout and
-  // synchronous as the options say. `options` must outlive the connection.
+  // Opens options.path (creating the file unless options.create is false),
+  // with busy_timeout and synchronous as the options say. `options` must
+  // outlive the connection.
   static Result<std::unique_ptr<Connection>> Open(
       const SqliteStoreOptions& options);
 

@@ -150,10 +150,43 @@ Status MigrateV1ToV2(Connection& conn) {
   return conn.Exec(kDropV1, kOp);
 }
 
+// SqliteStoreOptions::create = false: reads only, before anything could
+// write (the switch to WAL rewrites the file's header), so that an empty
+// file or another application's database is left as it was.
+Status CheckExisting(Connection& conn) {
+  constexpr std::string_view kOp = "check schema";
+  IDEM_ASSIGN_OR_RETURN(const std::int64_t version,
+                        conn.QueryInt("PRAGMA user_version", kOp));
+  IDEM_ASSIGN_OR_RETURN(
+      const std::int64_t tables,
+      conn.QueryInt("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                    "AND name IN ('idem_records', 'idempotency')",
+                    kOp));
+  auto missing = [&](const std::string& what) {
+    return MakeError(ErrorCode::kUnavailable,
+                     Prefix(conn.options().path) + what +
+                         " (create=false: nothing is created or migrated)");
+  };
+  if (tables == 0) {
+    return missing("holds no idem store: no table idem_records (user_version " +
+                   std::to_string(version) +
+                   "; an empty file or another application's database?)");
+  }
+  if (version > kSchemaVersion) return {};  // PrepareSchema refuses it.
+  if (version < kSchemaVersion) {
+    return missing("is an idem store of schema version " +
+                   std::to_string(version) + " that needs migrating to " +
+                   std::to_string(kSchemaVersion) +
+                   "; open it once with the application");
+  }
+  return {};
+}
+
 }  // namespace
 
 Status PrepareSchema(Connection& conn) {
   const std::string& path = conn.options().path;
+  if (!conn.options().create) IDEM_RETURN_IF_ERROR(CheckExisting(conn));
   IDEM_RETURN_IF_ERROR(SwitchToWal(conn));
   IDEM_RETURN_IF_ERROR(conn.Exec("BEGIN IMMEDIATE", "schema"));
   IDEM_ASSIGN_OR_RETURN(const std::int64_t version,

@@ -404,9 +404,13 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(
       return MakeError(ErrorCode::kInvalidArgument,
                        Prefix(path) + "is a directory, not a database file");
     }
+    if (!options.create && !std::filesystem::exists(path, ec)) {
+      return MakeError(ErrorCode::kUnavailable,
+                       Prefix(path) + "does not exist (create=false)");
+    }
     const std::filesystem::path parent =
         std::filesystem::path(path).parent_path();
-    if (!parent.empty()) {
+    if (!parent.empty() && options.create) {
       std::filesystem::create_directories(parent, ec);
       if (ec) {
         return MakeError(
@@ -419,31 +423,6 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     IDEM_RETURN_IF_ERROR(impl->Start());
     return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(impl)));
   });
-}
-
-Result<std::unique_ptr<Store>> SqliteStore::OpenFromUri(
-    StoreUri& uri, const StoreOptions& options) {
-  if (uri.scheme() != "sqlite") {
-    return tl::unexpected(
-        uri.InvalidArgument("scheme '" + uri.scheme() + "' is not sqlite"));
-  }
-  IDEM_RETURN_IF_ERROR(uri.RequireLocalPath(
-      "the sqlite store takes a file: sqlite:/path/file.db"));
-  SqliteStoreOptions sqlite_options;
-  sqlite_options.path = uri.path();
-  IDEM_RETURN_IF_ERROR(uri.ReadEnum("synchronous", sqlite_options.synchronous,
-                                    {{"off", SqliteSynchronous::kOff},
-                                     {"normal", SqliteSynchronous::kNormal},
-                                     {"full", SqliteSynchronous::kFull},
-                                     {"extra", SqliteSynchronous::kExtra}}));
-  IDEM_RETURN_IF_ERROR(uri.ReadDuration(
-      "busy_timeout_ms", sqlite_options.busy_timeout,
-      std::chrono::milliseconds(0), SqliteStoreOptions::kMaxBusyTimeout));
-  IDEM_RETURN_IF_ERROR(uri.ReadUint("cache_mb", sqlite_options.cache_mb, 0,
-                                    SqliteStoreOptions::kMaxCacheMb));
-  IDEM_RETURN_IF_ERROR(uri.RejectUnknown());
-  IDEM_ASSIGN_OR_RETURN(auto store, Open(sqlite_options, options));
-  return std::unique_ptr<Store>(std::move(store));
 }
 
 Result<ClaimResult> SqliteStore::Claim(const RecordId& id,

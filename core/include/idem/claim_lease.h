@@ -3,7 +3,8 @@
 // Guard::Run and RunOnce renew by themselves; an async adapter does
 //
 //   if (auto lease = d.claim.lease()) {      // null when renewal is off
-//     every lease->interval() while the handler runs: lease->Renew();
+//     while the handler runs: r = lease->Renew(); then wait
+//     lease->DelayAfter(r) from the start of that renewal;
 //   }
 //   d.claim.Finish(response);   // ends the lease
 //
@@ -12,7 +13,20 @@
 // took it over, or the record was revoked) logs a warning naming the record,
 // counts renewal_lost and tells the observers; the handler's Finish then
 // ends as kStaleComplete, as it would have without renewal. A store error
-// is logged and the claim kept: the next renewal tries again.
+// is logged and the claim kept: the next renewal comes retry_interval()
+// after the failed one started (GuardOptions::lock_renewal_retry), not a
+// whole interval later: when the store answers again, the holder's renewal
+// reaches it within retry_interval() (plus its own call), which bounds how
+// long a retry that finds the lock timed out has to take the key over.
+//
+// What the handler can know (State(), ClaimHandle::lock_state()): the lock
+// is kHeld while the claim's lock or its last successful renewal has not
+// timed out and no renewal failed since; kMayBeLost once a renewal failed
+// or lock_timeout passed since then (a retry may take the key over: check
+// before a side effect that must not run twice); kLost once a renewal found
+// the key taken over or revoked. A later successful renewal makes it kHeld
+// again: the store confirmed that nobody took the key over meanwhile (a
+// takeover changes the token, so the renewal would have found it lost).
 //
 // Thread-safety: Renew and End may be called from any thread, concurrently
 // with each other and with the ClaimHandle's Finish, Abandon or Forget,
@@ -34,6 +48,15 @@ namespace idem {
 class ClaimHandle;
 class Guard;
 
+// Where a claim's lock stands, as far as its holder knows (above).
+enum class LockState {
+  kHeld,       // No renewal failed and the lock has not timed out.
+  kMayBeLost,  // A renewal failed, or lock_timeout passed since the claim
+               // or its last successful renewal: a retry may take over.
+  kLost,       // A renewal found the key taken over or revoked.
+  kEnded,      // The claim was finished, released or forgotten.
+};
+
 enum class RenewResult {
   kRenewed,      // The claim is held until now + lock_timeout.
   kLost,         // Another request holds the key now (renewal_lost).
@@ -44,9 +67,11 @@ enum class RenewResult {
 
 class ClaimLease {
  public:
-  // Made by ClaimHandle::lease().
+  // Made by ClaimHandle::lease(). `locked_until`: the lock's end when the
+  // lease is made (the claim's).
   ClaimLease(Guard& guard, const RecordId& id, const Token& token,
-             Duration lock_timeout, Duration interval);
+             Duration lock_timeout, Duration interval, Duration retry_interval,
+             TimePoint locked_until);
   ClaimLease(const ClaimLease&) = delete;
   ClaimLease& operator=(const ClaimLease&) = delete;
 
@@ -62,6 +87,16 @@ class ClaimLease {
 
   // How often to renew: the route's lock_renewal (positive).
   Duration interval() const { return interval_; }
+  // How soon a failed renewal is tried again: the route's
+  // lock_renewal_retry, at most interval().
+  Duration retry_interval() const { return retry_interval_; }
+  // How long after the start of a renewal that returned `result` the next
+  // one is due: retry_interval() after kStoreFailed, interval() otherwise.
+  Duration DelayAfter(RenewResult result) const {
+    return result == RenewResult::kStoreFailed ? retry_interval_ : interval_;
+  }
+  // Where the lock stands now, by the Guard's clock (above). Any thread.
+  LockState State() const;
   const RecordId& record_id() const { return id_; }
 
  private:
@@ -70,8 +105,13 @@ class ClaimLease {
   const Token token_;
   const Duration lock_timeout_;
   const Duration interval_;
+  const Duration retry_interval_;
   std::atomic<bool> ended_{false};
   std::atomic<bool> lost_{false};
+  // Set by a failed renewal, cleared by a successful one.
+  std::atomic<bool> failing_{false};
+  // The lock's end as last confirmed by the store (TimePoint's count).
+  std::atomic<Duration::rep> held_until_;
 };
 
 namespace detail {

@@ -201,6 +201,21 @@ class ClaimHandle {
   // or the route's lock_renewal is 0 (nothing to renew).
   std::shared_ptr<ClaimLease> lease();
 
+  // Whether this claim still holds its key, as far as the holder knows
+  // (claim_lease.h, "What the handler can know"): kHeld while the claim's
+  // lock, or with lock_renewal its last successful renewal, has not timed
+  // out (by the Guard's clock) and no renewal failed since; kMayBeLost
+  // after a failed renewal or once that lock timed out (a retry may take
+  // the key over and run the handler again); kLost once a renewal found the
+  // key taken over or revoked; kEnded on an inactive handle. No store call.
+  // A handler about to make a side effect that must not happen twice
+  // checks LockMayBeLost() first and, when true, fails (the key is then
+  // released, or its Finish is stale) or completes in its own transaction
+  // (exactly once, idem/sql_transaction.h, refuses a lost claim itself).
+  // Thread-safe against the renewals; call it where the handle is used.
+  LockState lock_state() const;
+  bool LockMayBeLost() const { return lock_state() != LockState::kHeld; }
+
  private:
   friend class Guard;
   // Finish and Abandon after MarkCommitted/MarkClaimLostInTransaction;
@@ -209,11 +224,19 @@ class ClaimHandle {
   void EndLease() {
     if (lease_) lease_->End();
   }
+  // Guard::Claim: the claim `claimed` acquired for this handle.
+  void Acquired(const ClaimResult& claimed) {
+    token_ = claimed.token;
+    takeover_ = claimed.takeover;
+    locked_until_ = claimed.locked_until;
+  }
 
   Guard* guard_ = nullptr;
   RecordId id_;
   Token token_;
   bool takeover_ = false;
+  // The claim's lock end (lock_state without renewal).
+  TimePoint locked_until_{};
   std::string instance_;
   enum class InTransaction { kNo, kCommitted, kClaimLost };
   InTransaction in_transaction_ = InTransaction::kNo;

@@ -67,6 +67,7 @@ inline constexpr Duration kMaxLockTimeout = std::chrono::hours(24);
 inline constexpr Duration kMaxLockWait = std::chrono::hours(1);
 inline constexpr Duration kMaxRetryAfter = std::chrono::hours(24);
 inline constexpr Duration kMaxStoreBackoff = std::chrono::hours(1);
+inline constexpr Duration kMaxLockRenewalRetry = std::chrono::hours(1);
 
 struct GuardOptions {
   // A request without Idempotency-Key gets 400 idempotency_key_missing when
@@ -82,12 +83,26 @@ struct GuardOptions {
   Duration lock_timeout = std::chrono::seconds(60);
   // Lock renewal for handlers that may run longer than lock_timeout: while
   // the handler runs, its claim's lock is extended (Store::ExtendLock) to
-  // now + lock_timeout every lock_renewal, so a live handler is never taken
-  // over, while a crashed one still is lock_timeout after its last renewal.
-  // A renewal that finds the claim lost is logged and counted
-  // (renewal_lost); the late Finish then ends as kStaleComplete. 0 turns it
-  // off (nothing is scheduled). Must be below lock_timeout. Default: 0.
+  // now + lock_timeout every lock_renewal, so a live handler is not taken
+  // over while its renewals reach the store, while a crashed one is
+  // lock_timeout after its last renewal. A store outage longer than
+  // lock_timeout - lock_renewal lets the lock time out: a retry that
+  // reaches the store before the holder's next renewal then takes the key
+  // over (SEMANTICS.md, "Lock renewal"; the handler can see it coming,
+  // ClaimHandle::lock_state). A renewal that finds the claim lost is logged
+  // and counted (renewal_lost); the late Finish then ends as
+  // kStaleComplete. 0 turns it off (nothing is scheduled). Must be below
+  // lock_timeout. Default: 0.
   Duration lock_renewal = Duration::zero();
+  // How soon a renewal that failed (a store error or timeout) is tried
+  // again, counted from the failed call's start, instead of the next
+  // lock_renewal: when the store answers again, the holder's renewal reaches
+  // it at most this long after, which bounds how long a retry has to take
+  // over a lock that timed out during the outage. At most lock_renewal is
+  // used. One store call per running handler per lock_renewal_retry while
+  // the store fails. Must be positive; maximum: 1 h
+  // (kMaxLockRenewalRetry). Default: 50 ms.
+  Duration lock_renewal_retry = std::chrono::milliseconds(50);
   // When true, the operation is part of the record id (MakeRecordId(scope,
   // OperationName(method, route), key), record_id.h), so one client key used
   // on POST /orders and on POST /payments names two operations instead of
@@ -158,7 +173,8 @@ struct GuardOptions {
 
   // kInvalidArgument naming the first bad field: a ttl or lock_timeout that
   // is not positive, a negative wait or lock_renewal, a lock_renewal not
-  // below lock_timeout, a duration over its maximum (above),
+  // below lock_timeout, a lock_renewal_retry that is not positive, a
+  // duration over its maximum (above),
   // a zero max_key_length, max_request_body or
   // max_stored_response, an empty replay header name. Guard::Create and
   // Guard::MakeRouteOptions call it; Begin refuses a route that fails it.

@@ -16,7 +16,10 @@ std::shared_ptr<RenewalTimer> RenewalTimer::Start(
     std::optional<net::any_io_executor> store_calls) {
   auto timer = std::make_shared<RenewalTimer>(
       std::move(executor), std::move(lease), std::move(store_calls));
-  net::post(timer->strand_, [timer] { timer->Arm(); });
+  net::post(timer->strand_, [timer] {
+    timer->last_start_ = net::steady_timer::clock_type::now();
+    timer->Arm(timer->lease_->interval());
+  });
   return timer;
 }
 
@@ -35,13 +38,17 @@ void RenewalTimer::Stop() {
   net::post(strand_, [self = shared_from_this()] { self->timer_.cancel(); });
 }
 
-void RenewalTimer::Arm() {
+void RenewalTimer::Arm(Duration delay) {
   if (stopped_.load()) return;
-  timer_.expires_after(std::chrono::duration_cast<net::steady_timer::duration>(
-      lease_->interval()));
+  // From the start of the previous renewal (DelayAfter), so a slow or
+  // timed-out store call does not push the next one later.
+  timer_.expires_at(
+      last_start_ +
+      std::chrono::duration_cast<net::steady_timer::duration>(delay));
   timer_.async_wait([self = shared_from_this()](
                         const boost::system::error_code& ec) {
     if (ec || self->stopped_.load()) return;
+    self->last_start_ = net::steady_timer::clock_type::now();
     if (!self->store_calls_) {
       // A store that never blocks: renewed right here, as the adapter
       // makes its other calls to it.
@@ -63,9 +70,11 @@ void RenewalTimer::Arm() {
 
 void RenewalTimer::Renewed(RenewResult result) {
   // Lost stays lost and an ended lease renews nothing: stop asking. A store
-  // error is tried again at the next interval (the lock may still hold).
+  // error is tried again after the lease's retry_interval (the lock may
+  // still hold, and the first renewal to reach the store when it answers
+  // again keeps it).
   if (result == RenewResult::kLost || result == RenewResult::kEnded) return;
-  Arm();
+  Arm(lease_->DelayAfter(result));
 }
 
 }  // namespace idem::asio

@@ -1,7 +1,9 @@
 // RenewalTimer: lock renewal for an Asio adapter (GuardOptions::lock_renewal).
 // While a protected handler runs, a timer on the request's executor renews
-// its claim (ClaimLease::Renew) every lease->interval(); no thread per
-// request, and an adapter makes none when the route's renewal is off.
+// its claim (ClaimLease::Renew) every lease->interval(), and a renewal that
+// failed again after lease->retry_interval() (ClaimLease::DelayAfter); no
+// thread per request, and an adapter makes none when the route's renewal is
+// off.
 //
 // Only Asio and idem's core here, no HTTP library's types: any Asio-based
 // adapter can use it.
@@ -21,6 +23,7 @@
 #include <boost/asio/strand.hpp>
 
 #include "idem/claim_lease.h"
+#include "idem/clock.h"
 
 namespace idem::asio {
 
@@ -44,7 +47,8 @@ class RenewalTimer : public std::enable_shared_from_this<RenewalTimer> {
                std::optional<boost::asio::any_io_executor> store_calls);
 
  private:
-  void Arm();
+  // Renews `delay` after the previous renewal started (or Start).
+  void Arm(Duration delay);
   void Renewed(RenewResult result);
 
   boost::asio::strand<boost::asio::any_io_executor> strand_;
@@ -52,6 +56,8 @@ class RenewalTimer : public std::enable_shared_from_this<RenewalTimer> {
   const std::shared_ptr<ClaimLease> lease_;
   const std::optional<boost::asio::any_io_executor> store_calls_;
   std::atomic<bool> stopped_{false};
+  // When the last renewal started (or Start ran); on the strand only.
+  boost::asio::steady_timer::time_point last_start_{};
 };
 
 }  // namespace idem::asio

@@ -42,6 +42,7 @@
 #include "support/guard_client.h"
 #include "support/private_server_test.h"
 #include "support/store_times.h"
+#include "support/wait_for.h"
 
 namespace idem {
 namespace {
@@ -278,6 +279,120 @@ TEST_F(PostgresOutageTest, FailOpenGuardRunsUnprotectedAndBacksOff) {
   EXPECT_EQ(client.runs, 3);
 }
 
+// ---- connect=lazy: a store that starts while its server is down ----------
+
+constexpr char kLazyParams[] =
+    "table=lazy&pool=4&connect_timeout_s=2&statement_timeout_ms=2000&"
+    "acquire_timeout_ms=2000&connect=lazy";
+
+// Until its first connection, a lazy store fails every call at once.
+void ExpectNotConnected(Store& store, std::string_view why) {
+  SCOPED_TRACE(why);
+  auto check = [&](std::string_view what, auto&& call) {
+    SCOPED_TRACE(what);
+    const auto start = std::chrono::steady_clock::now();
+    auto result = call();
+    // At once: no connect_timeout waited (generous for a loaded machine).
+    EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(2));
+    ASSERT_FALSE(result.has_value());
+    EXPECT_EQ(result.error().code(), ErrorCode::kUnavailable);
+    EXPECT_THAT(result.error().message(), HasSubstr("connect=lazy"));
+    EXPECT_THAT(result.error().message(), HasSubstr(why));
+  };
+  check("claim", [&] { return store.Claim(Id(1), Fp(1), kT0, kTtl, kLock); });
+  check("complete",
+        [&] { return store.Complete(Id(1), Token{}, Created("x")); });
+  check("release", [&] { return store.Release(Id(1), Token{}); });
+  check("revoke", [&] { return store.Revoke(Id(1)); });
+  check("extend", [&] { return store.ExtendLock(Id(1), Token{}, kT0, kLock); });
+  check("inspect", [&] { return store.Inspect(Id(1), kT0); });
+  check("stats", [&] { return store.Stats(kT0); });
+  check("purge", [&] { return store.PurgeExpired(kT0, 10); });
+}
+
+// Whether the store answers a call (the lazy store has connected).
+bool Serves(Store& store) { return store.Inspect(Id(9), kT0).has_value(); }
+
+TEST_F(PostgresOutageTest, ALazyStoreOpensWhileTheServerIsDownAndServesAfter) {
+  ASSERT_TRUE(server_.Pause()) << server_.error();
+  testing::SyncLog log;
+  auto opened =
+      OpenStore(server_.url() + "?" + kLazyParams,
+                {.sweep_interval = Duration::zero(), .log = log.Sink()});
+  ASSERT_TRUE(opened.has_value()) << opened.error().ToString();
+  Store& store = **opened;
+  EXPECT_EQ(store.Info().max_concurrent_calls, 4u);
+  EXPECT_EQ(store.Info().name, "postgres");
+  // The first attempt failed (the server is down): said once, with why.
+  ASSERT_TRUE(testing::WaitFor([&] {
+    return log.Count("cannot connect yet (connect=lazy)") > 0;
+  })) << log.All();
+  ExpectNotConnected(store, "retrying in the background");
+
+  ASSERT_TRUE(server_.Resume()) << server_.error();
+  // Within the back-off's cap (5 s) plus a connect, generously.
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return Serves(store); }, std::chrono::seconds(60)))
+      << log.All();
+  auto claim = store.Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+  ASSERT_EQ(claim->outcome, ClaimOutcome::kAcquired);
+  auto done = store.Complete(Id(1), claim->token, Created("after"));
+  ASSERT_TRUE(done.has_value() && *done);
+  auto replay = store.Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(replay.has_value());
+  EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+  // The table was created at the first connection.
+  EXPECT_EQ(testing::PostgresQuery(server_.url(),
+                                   "SELECT version FROM idem_schema_versions "
+                                   "WHERE table_name = 'lazy'"),
+            (std::vector<std::vector<std::string>>{{"1"}}));
+  // One episode: one warning however many retries (at least two attempts:
+  // the first while the server was down), one line when it ended.
+  EXPECT_EQ(log.Count("cannot connect yet"), 1) << log.All();
+  EXPECT_EQ(log.Count("info: "), 1) << log.All();
+  EXPECT_EQ(log.Count("error: "), 0) << log.All();
+  EXPECT_THAT(log.All(), ::testing::ContainsRegex(
+                             "connected after ([2-9]|[1-9][0-9]+) attempts"));
+}
+
+// Through the Guard: fail-closed answers 503 until the store connects,
+// fail-open runs the handler unprotected; then both are protected.
+TEST_F(PostgresOutageTest, ALazyStoreBehindAGuardIs503OrUnprotectedUntilUp) {
+  ASSERT_TRUE(server_.Pause()) << server_.error();
+  std::shared_ptr<Store> store = OpenOn(server_.url() + "?" + kLazyParams);
+  ASSERT_NE(store, nullptr);
+  GuardSetup setup;
+  setup.store = store;
+  setup.clock = std::make_shared<ManualClock>(kT0);
+  auto closed = Guard::Create(std::move(setup));
+  ASSERT_TRUE(closed.has_value()) << closed.error().ToString();
+  testing::GuardClient client{closed->get()};
+  testing::FailOpenGuard open(store, kT0, seconds(10));
+  ASSERT_NE(open.guard, nullptr) << open.error;
+  testing::GuardClient open_client{open.guard.get()};
+
+  const Response refused = client.Send("k1");
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_THAT(refused.body, HasSubstr(problem_code::kStoreUnavailable));
+  EXPECT_EQ(client.runs, 0);
+  EXPECT_EQ(open_client.Send("k2").status, 201);
+  EXPECT_EQ(open_client.runs, 1);
+  EXPECT_EQ(open.guard->metrics().Get(Outcome::kFailOpen), 1u);
+
+  ASSERT_TRUE(server_.Resume()) << server_.error();
+  ASSERT_TRUE(testing::WaitFor([&] { return Serves(*store); }, seconds(60)));
+  EXPECT_EQ(client.Send("k1").status, 201);
+  const Response replay = client.Send("k1");
+  EXPECT_EQ(replay.FindHeader("Idempotent-Replayed"), "true");
+  EXPECT_EQ(client.runs, 1);
+  // Fail-open is protected again after its back-off.
+  open.clock->Advance(seconds(10));
+  EXPECT_EQ(open_client.Send("k3").status, 201);
+  EXPECT_EQ(open_client.Send("k3").FindHeader("Idempotent-Replayed"), "true");
+  EXPECT_EQ(open_client.runs, 2);
+}
+
 }  // namespace
 }  // namespace idem
 
@@ -341,6 +456,33 @@ TEST_F(PostgresOutageTest, AFrozenServerUnder48ClientsAnswers503InBoundedTime) {
       "48 clients, frozen PostgreSQL: longest time to an answer %.1f s\n",
       std::chrono::duration<double>(longest).count());
   EXPECT_LE(longest, kBound + std::chrono::seconds(5));
+  EXPECT_EQ(demo.handler_runs(), 1u);
+}
+
+// idem-demo's server over HTTP on a store whose URI says connect=lazy (no
+// flag of the demo's), opened while the server is down: 503 problems, then
+// the order is served and replayed once the server is back.
+TEST_F(PostgresOutageTest, TheDemoOnALazyStoreAnswers503ThenServes) {
+  ASSERT_TRUE(server_.Pause()) << server_.error();
+  std::shared_ptr<Store> store = OpenOn(server_.url() + "?" + kLazyParams);
+  ASSERT_NE(store, nullptr);
+  demo::DemoOptions options;
+  options.threads = 2;
+  testing::DemoServer demo(options, store);
+  constexpr char kBody[] = R"({"item":"book"})";
+  const auto down =
+      testing::SendOnce(demo.port(), testing::Post("/orders", kBody, "lazy"));
+  EXPECT_EQ(
+      testing::ProblemMismatch(down, 503, "idempotency_store_unavailable"), "");
+
+  ASSERT_TRUE(server_.Resume()) << server_.error();
+  ASSERT_TRUE(testing::WaitFor([&] { return Serves(*store); }, seconds(60)));
+  const auto created =
+      testing::SendOnce(demo.port(), testing::Post("/orders", kBody, "lazy"));
+  EXPECT_EQ(created.result_int(), 201u);
+  const auto replay =
+      testing::SendOnce(demo.port(), testing::Post("/orders", kBody, "lazy"));
+  EXPECT_EQ(replay["Idempotent-Replayed"], "true");
   EXPECT_EQ(demo.handler_runs(), 1u);
 }
 

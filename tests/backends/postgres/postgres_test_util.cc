@@ -1,7 +1,6 @@
 #include "postgres_test_util.h"
 
 #include <libpq-fe.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +11,8 @@
 #include <system_error>
 
 #include <gtest/gtest.h>
+
+#include "support/shell_command.h"
 
 #ifndef IDEM_POSTGRES_SCRIPT
 #error "IDEM_POSTGRES_SCRIPT must name scripts/postgres.sh"
@@ -118,25 +119,10 @@ bool PrivatePostgres::Run(const std::string& command, std::string* out) {
   const std::string line = "IDEM_PG_OWNER_PID=" + std::to_string(::getpid()) +
                            " IDEM_PG_STATE='" + (dir_ / "state").string() +
                            "' '" IDEM_POSTGRES_SCRIPT "' " + command;
-  FILE* pipe = ::popen(line.c_str(), "r");
-  if (pipe == nullptr) {
-    error_ = "popen failed";
-    return false;
-  }
-  std::string text;
-  char buf[256];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) text += buf;
-  const int status = ::pclose(pipe);
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
-    text.pop_back();
-  }
-  if (out != nullptr) *out = text;
-  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    error_ = "scripts/postgres.sh " + command + " failed (status " +
-             std::to_string(status) + "): " + text;
-    return false;
-  }
-  return true;
+  std::string error;
+  if (RunShellCommand(line, out, &error)) return true;
+  error_ = "scripts/postgres.sh " + command + " " + error;
+  return false;
 }
 
 bool PrivatePostgres::Start() {
@@ -158,6 +144,30 @@ bool PrivatePostgres::Thaw() { return Run("thaw", nullptr); }
 bool PrivatePostgres::Stop() {
   started_ = false;
   return Run("stop", nullptr);
+}
+
+std::function<void(LogLevel, std::string_view)> SyncLog::Sink() {
+  return [this](LogLevel level, std::string_view message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lines_.push_back(std::string(LogLevelName(level)) + ": " +
+                     std::string(message));
+  };
+}
+
+int SyncLog::Count(std::string_view needle) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (const std::string& line : lines_) {
+    if (line.find(needle) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+std::string SyncLog::All() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string all;
+  for (const std::string& line : lines_) all += line + "\n";
+  return all;
 }
 
 }  // namespace idem::testing

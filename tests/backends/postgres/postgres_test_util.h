@@ -15,10 +15,14 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "idem/log.h"
 
 struct pg_conn;  // libpq's PGconn.
 
@@ -68,6 +72,23 @@ std::vector<std::vector<std::string>> PostgresQuery(
 
 // Drops `table` and its idem_schema_versions row; errors are ignored.
 void DropPostgresTable(const std::string& uri, const std::string& table);
+
+// A LogSink for a store's background thread (a lazy store's connecting
+// one): "level: message" lines under a mutex, read by the test while the
+// thread may still log.
+class SyncLog {
+ public:
+  // The sink; `this` must outlive the store it is given to.
+  std::function<void(LogLevel, std::string_view)> Sink();
+  // How many lines contain `needle`.
+  int Count(std::string_view needle) const;
+  // Every line, one per line, for failure messages.
+  std::string All() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;  // Guarded by mu_.
+};
 
 // A server of the test's own, for tests that stop and restart it: a
 // scripts/postgres.sh instance with its own state file in a temporary

@@ -6,7 +6,9 @@
 //    restart the same demo serves fresh keys again (the pool reconnects);
 //  - through the Guard, fail-open: the failed claim's handler runs
 //    unprotected and the store is left alone for store_backoff (a
-//    ManualClock moves time), then requests are protected again.
+//    ManualClock moves time), then requests are protected again;
+//  - a store opened with connect=lazy while the server is down: 503
+//    fail-closed, unprotected fail-open, protected once it listens.
 // The restarted server has no persistence: records from before the outage
 // are gone, which is what a Redis without AOF or RDB does (STORES.md).
 
@@ -150,6 +152,39 @@ TEST_F(RedisOutageTest, FailOpenRunsUnprotectedBacksOffAndRecovers) {
   const Response replay = client.Send("after");
   EXPECT_EQ(replay.FindHeader("Idempotent-Replayed"), "true");
   EXPECT_EQ(client.runs, 4);
+}
+
+// connect=lazy while the server is down: the Guard sees kUnavailable, so a
+// fail-closed Guard answers 503 without running the handler and a
+// fail-open one runs it unprotected; once the server listens the same
+// store protects requests.
+TEST_F(RedisOutageTest, ALazyStoreWhileDownFailsClosedOrOpensAsConfigured) {
+  ASSERT_TRUE(server_.Stop()) << server_.error();
+  std::shared_ptr<Store> redis =
+      OpenOn(server_.uri() + kParams + std::string("&connect=lazy"));
+  ASSERT_NE(redis, nullptr);
+  GuardSetup setup;
+  setup.store = redis;
+  auto closed = Guard::Create(std::move(setup));
+  ASSERT_TRUE(closed.has_value()) << closed.error().ToString();
+  testing::GuardClient strict{closed->get()};
+  EXPECT_EQ(strict.Send("k1").status, 503);
+  EXPECT_EQ(strict.runs, 0);
+
+  testing::FailOpenGuard open(redis, FromUnixNanos(0) + hours(1), seconds(10));
+  ASSERT_NE(open.guard, nullptr) << open.error;
+  testing::GuardClient lenient{open.guard.get()};
+  EXPECT_EQ(lenient.Send("k1").status, 201);  // Unprotected.
+  EXPECT_EQ(lenient.runs, 1);
+  EXPECT_EQ(open.guard->metrics().Get(Outcome::kFailOpen), 1u);
+
+  ASSERT_TRUE(server_.Start()) << server_.error();
+  EXPECT_TRUE(
+      testing::WaitFor([&] { return strict.Send("k2").status == 201; }));
+  EXPECT_EQ(strict.runs, 1);
+  const Response replay = strict.Send("k2");
+  EXPECT_EQ(replay.FindHeader("Idempotent-Replayed"), "true");
+  EXPECT_EQ(strict.runs, 1);
 }
 
 }  // namespace

@@ -56,6 +56,10 @@ TEST(RedisStoreUriTest, BadUrisAreRefusedBeforeConnecting) {
            "redis://127.0.0.1:1/0?timeout_ms=0",
            "redis://127.0.0.1:1/zero",
            "redis://127.0.0.1:1/0?colour=blue",
+           "redis://127.0.0.1:1/0?connect=maybe",
+           "redis://127.0.0.1:1/0?connect=",
+           "redis://127.0.0.1:1/0?check_interval_ms=5",
+           "redis://127.0.0.1:1/0?connect=lazy&check_interval_ms=3600001",
            "redis:///0",
            "redis-cluster://127.0.0.1:1/3",
        }) {
@@ -71,6 +75,15 @@ TEST(RedisStoreUriTest, AnUnreachableServerIsUnavailableWithoutThePassword) {
   EXPECT_EQ(store.error().code(), ErrorCode::kUnavailable);
   EXPECT_EQ(store.error().message().find("hunter2"), std::string::npos)
       << store.error().message();
+  // Lazy: it opens, and the calls' errors do not say it either.
+  auto lazy = OpenStore("redis://user:hunter2@127.0.0.1:1/0?connect=lazy",
+                        {.sweep_interval = Duration::zero()});
+  ASSERT_TRUE(lazy.has_value()) << lazy.error().ToString();
+  auto claim = (*lazy)->Claim(Id(1), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_FALSE(claim.has_value());
+  EXPECT_EQ(claim.error().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(claim.error().message().find("hunter2"), std::string::npos)
+      << claim.error().message();
 }
 
 // The claiming store remembers the claim's l for Complete; a renewal
@@ -231,23 +244,27 @@ TEST(RedisPrivateServerTest, WaitMakesWritesWaitForReplicas) {
 }
 
 TEST(RedisReplyErrorTest, ServerErrorsMapToWhatTheCallerShouldDo) {
+  // role: the connection is closed, not reused (a failover moved the
+  // master, the server restarts, the cluster is down).
   const struct {
     const char* text;
     ErrorCode code;
+    bool role = false;
   } kCases[] = {
       {"OOM command not allowed when used memory > 'maxmemory'.",
        ErrorCode::kResourceExhausted},
       {"READONLY You can't write against a read only replica.",
-       ErrorCode::kUnavailable},
+       ErrorCode::kUnavailable, true},
       {"LOADING Redis is loading the dataset in memory",
-       ErrorCode::kUnavailable},
+       ErrorCode::kUnavailable, true},
       {"BUSY Redis is busy running a script.", ErrorCode::kUnavailable},
-      {"CLUSTERDOWN The cluster is down", ErrorCode::kUnavailable},
-      {"MASTERDOWN Link with MASTER is down", ErrorCode::kUnavailable},
+      {"CLUSTERDOWN The cluster is down", ErrorCode::kUnavailable, true},
+      {"MASTERDOWN Link with MASTER is down", ErrorCode::kUnavailable, true},
       {"TRYAGAIN Multiple keys request during rehashing of slot",
-       ErrorCode::kUnavailable},
+       ErrorCode::kUnavailable, true},
       {"WRONGTYPE Operation against a key holding the wrong kind of value",
        ErrorCode::kDataLoss},
+      {"NOAUTH Authentication required.", ErrorCode::kInternal},
       {"ERR unknown command", ErrorCode::kInternal},
   };
   for (const auto& c : kCases) {
@@ -259,6 +276,7 @@ TEST(RedisReplyErrorTest, ServerErrorsMapToWhatTheCallerShouldDo) {
     const Error e = redis::ReplyError(reply, "ctx");
     EXPECT_EQ(e.code(), c.code) << c.text;
     EXPECT_EQ(e.message(), "ctx: " + text);
+    EXPECT_EQ(redis::IsRoleError(&reply), c.role) << c.text;
   }
 }
 

@@ -208,7 +208,9 @@ bool PrivateRedis::Start() {
             exited = true;
             return true;
           }
-          return RedisRaw(server(), {"PING"}).text == "PONG";
+          // A server with requirepass answers -NOAUTH: up too.
+          const std::string pong = RedisRaw(server(), {"PING"}).text;
+          return pong == "PONG" || pong.rfind("-NOAUTH", 0) == 0;
         },
         std::chrono::seconds(60), std::chrono::milliseconds(20));
     if (up && !exited) return true;

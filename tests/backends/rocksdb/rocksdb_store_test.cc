@@ -709,6 +709,67 @@ Result<std::unique_ptr<Store>> OpenRocksdbAt(const std::string& path) {
   return RocksdbStore::Open({.path = path});
 }
 
+// create=false (RocksdbStoreOptions::create, URI `create`): only an idem
+// database that exists is opened; a missing or empty directory, or a
+// RocksDB database without the record column family, is kUnavailable naming
+// what is missing, and no file is written.
+TEST_F(RocksdbStoreTest, CreateFalseOpensOnlyAnExistingIdemDatabase) {
+  auto open = [&](const std::filesystem::path& path) {
+    return RocksdbStore::Open({.path = path.string(), .create = false});
+  };
+  const auto missing = dir_.path() / "missing";
+  auto none = open(missing);
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(none.error().message(), HasSubstr("does not exist"));
+  EXPECT_FALSE(std::filesystem::exists(missing));
+
+  const auto empty = dir_.path() / "empty";
+  std::filesystem::create_directories(empty);
+  auto nothing = open(empty);
+  ASSERT_FALSE(nothing.has_value());
+  EXPECT_EQ(nothing.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(nothing.error().message(), HasSubstr("no CURRENT file"));
+  EXPECT_TRUE(std::filesystem::is_empty(empty));
+
+  // Another application's RocksDB: the default column family only.
+  const auto foreign = dir_.path() / "foreign";
+  rocksdb_internal::RocksdbCall([&] {
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, foreign.string(), &raw).ok());
+    ASSERT_TRUE(raw->Close().ok());
+    delete raw;
+  });
+  const auto before = testing::DirectoryEntries(foreign);
+  auto other = open(foreign);
+  ASSERT_FALSE(other.has_value());
+  EXPECT_EQ(other.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(other.error().message(),
+              HasSubstr("without idem's column family 'idempotency'"));
+  EXPECT_EQ(testing::DirectoryEntries(foreign), before);
+
+  // A real store opens, from options and from a URI.
+  {
+    auto created = OpenStore();
+    ASSERT_NE(created, nullptr);
+    ASSERT_TRUE(created->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock)
+                    .has_value());
+  }
+  {
+    auto existing = open(DbPath());
+    ASSERT_TRUE(existing.has_value()) << existing.error().ToString();
+    auto again =
+        (*existing)->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(again->outcome, ClaimOutcome::kInProgress);
+  }
+  auto from_uri = idem::OpenStore("rocksdb:" + DbPath() + "?create=false",
+                                  {.sweep_interval = Duration::zero()});
+  EXPECT_TRUE(from_uri.has_value()) << from_uri.error().ToString();
+}
+
 IDEM_FULL_DISK_TESTS(Rocksdb, "db", OpenRocksdbAt)
 
 }  // namespace

@@ -971,5 +971,66 @@ TEST_F(SqliteStoreTest, ARenewalWritesOneRow) {
       [&] { return raw.QueryText("SELECT n FROM writes"); });
 }
 
+// create=false (SqliteStoreOptions::create, URI `create`): only an idem
+// store that exists is opened; anything else is kUnavailable naming what is
+// missing, and no byte of it changes (no table, no WAL switch, no parent
+// directory, no -wal or -shm file).
+TEST_F(SqliteStoreTest, CreateFalseOpensOnlyAnExistingIdemStore) {
+  auto open = [&](const std::filesystem::path& path) {
+    return idem::OpenStore("sqlite:" + path.string() + "?create=false",
+                           {.sweep_interval = Duration::zero()});
+  };
+  const auto missing = dir_.path() / "no" / "such.db";
+  auto none = open(missing);
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(none.error().message(), HasSubstr("does not exist"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "no"));
+
+  const auto empty = dir_.path() / "empty.db";
+  std::ofstream(empty).close();
+  const auto foreign = dir_.path() / "foreign.db";
+  {
+    RawDb raw(foreign.string());
+    raw.Exec("CREATE TABLE orders (id INTEGER PRIMARY KEY)");
+    raw.Exec("PRAGMA user_version = 7");
+  }
+  const auto v1 = dir_.path() / "v1.db";
+  WriteV1File(v1.string(), {});
+  const std::vector<std::string> entries =
+      testing::DirectoryEntries(dir_.path());
+  for (const auto& [path, says] :
+       std::vector<std::pair<std::filesystem::path, std::string>>{
+           {empty, "no table idem_records (user_version 0"},
+           {foreign, "no table idem_records (user_version 7"},
+           {v1, "schema version 1 that needs migrating to 2"}}) {
+    SCOPED_TRACE(path.filename().string());
+    const std::string before = testing::FileBytes(path);
+    auto store = open(path);
+    ASSERT_FALSE(store.has_value());
+    EXPECT_EQ(store.error().code(), ErrorCode::kUnavailable);
+    EXPECT_THAT(store.error().message(), HasSubstr(says));
+    EXPECT_THAT(store.error().message(), HasSubstr("create=false"));
+    EXPECT_EQ(testing::FileBytes(path), before);
+    EXPECT_EQ(testing::DirectoryEntries(dir_.path()), entries);
+  }
+
+  // A real store opens and works.
+  {
+    auto created = OpenStore();
+    ASSERT_NE(created, nullptr);
+    auto claim = created->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+    ASSERT_TRUE(claim.has_value());
+  }
+  auto existing = open(DbPath());
+  ASSERT_TRUE(existing.has_value()) << existing.error().ToString();
+  auto again = (*existing)->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->outcome, ClaimOutcome::kInProgress);
+  EXPECT_EQ(
+      idem::OpenStore("sqlite:" + DbPath() + "?create=perhaps").error().code(),
+      ErrorCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace idem

@@ -6,7 +6,8 @@
 //
 // Open creates the table `table` (with an index `<table>_expires_at`) and a
 // table `idem_schema_versions` in the connection's schema if they are
-// missing, and migrates older versions (docs/STORES.md has the layout). No
+// missing, and migrates older versions (docs/STORES.md has the layout);
+// with `create=false` it only checks that they exist. No
 // client key, scope or request body is ever written. Times are the `now`
 // the caller passes, never the server's clock: every instance must use the
 // system clock (clock.h).
@@ -27,7 +28,8 @@
 // Outages: while the server is unreachable every call fails with
 // kUnavailable within the bounds above; a failed call is not retried (its
 // statement may have committed). After the server is back the same store
-// works again without reopening.
+// works again without reopening. With `connect=lazy` the store may also be
+// opened while the server is down (Open says how it then behaves).
 //
 // Errors: kUnavailable for no connection, a broken one, a client-side
 // timeout, and SQLSTATE classes 08, 53, 57, 40 and 55P03; kDataLoss for
@@ -62,6 +64,17 @@ typedef struct pg_conn PGconn;
 
 namespace idem {
 
+// When a PostgreSQL store first connects (PostgresStoreOptions::connect).
+enum class PostgresConnect {
+  // In Open: Open fails when the server cannot be reached or refuses the
+  // table.
+  kEager,
+  // In the background: Open returns at once, without reaching the server;
+  // until the first connection and its table check succeed every call
+  // fails with kUnavailable (see PostgresStore::Open).
+  kLazy,
+};
+
 struct PostgresStoreOptions {
   // Where the server is, as libpq connection parameters. Empty fields are
   // left to libpq's defaults (environment variables PGHOST, PGPORT, PGUSER,
@@ -79,10 +92,23 @@ struct PostgresStoreOptions {
 
   // The records' table: letters, digits and '_', starting with a letter or
   // '_', at most 48 bytes (its index name adds a suffix within
-  // PostgreSQL's 63). Created if missing. Case-sensitive (it is quoted).
-  // URI parameter `table`.
+  // PostgreSQL's 63). Created if missing (unless `create` is false).
+  // Case-sensitive (it is quoted). URI parameter `table`.
   // Default: "idempotency_keys".
   std::string table = "idempotency_keys";
+
+  // Whether Open may create the table, its index and idem_schema_versions,
+  // and migrate an older table. false opens only a table that exists at
+  // kSchemaVersion, writing nothing (idemctl opens every store so): a
+  // missing table or version row, or an older version, is kUnavailable
+  // naming what is missing. URI parameter `create` (true/false).
+  // Default: true.
+  bool create = true;
+
+  // When the store first connects (PostgresConnect). URI parameter
+  // `connect` (eager, lazy).
+  // Default: kEager.
+  PostgresConnect connect = PostgresConnect::kEager;
 
   // Most connections the store opens at once, each opened on first need.
   // URI parameter `pool`, 1..1024.
@@ -119,30 +145,50 @@ class PostgresStore final : public Store {
   // so that the server's own timeout normally fires first.
   static constexpr std::chrono::milliseconds kClientGrace{2000};
 
-  // Connects, creates or migrates the schema and keeps that connection in
-  // the pool. store_options.clock is not used: every time comes from the
-  // calls' arguments.
+  // Connects, creates or migrates the schema (only checks it when
+  // options.create is false) and keeps that connection in the pool.
+  // store_options.clock is not used: every time comes from the calls'
+  // arguments; store_options.log gets the lazy connection's messages.
   // Errors: kInvalidArgument when an option is out of range, the table name
   // is not a plain identifier, the table exists without a version row, or
   // has a version newer than kSchemaVersion; kUnavailable when the server
   // cannot be reached within connect_timeout or refuses the connection, or
-  // the schema statements time out; kInternal otherwise (e.g. missing
-  // privileges).
+  // the schema statements time out, or (create = false) the table, its
+  // version row or idem_schema_versions is missing or the table needs
+  // migrating; kInternal otherwise (e.g. missing privileges).
+  //
+  // With options.connect = kLazy, Open only checks the options (their
+  // errors as above) and returns without reaching the server; a background
+  // thread then connects and checks or creates the table as above, retrying
+  // after kUnavailable with a back-off from kLazyRetryFirst doubling to
+  // kLazyRetryMax. Until it succeeds every call fails at once with
+  // kUnavailable saying so (a fail-closed route answers 503, a fail-open
+  // one runs unprotected). The first failure is logged (kWarning, to
+  // store_options.log) and the success after it (kInfo), not each retry.
+  // Any other error (a foreign or newer table, missing privileges) is a
+  // refusal: logged as kError, never retried; the store stays unavailable,
+  // every call's message saying why, until it is reopened. Once connected
+  // it behaves as an eager store, outages included.
+  static constexpr std::chrono::milliseconds kLazyRetryFirst{250};
+  static constexpr std::chrono::milliseconds kLazyRetryMax{5000};
   static Result<std::unique_ptr<PostgresStore>> Open(
       const PostgresStoreOptions& options,
       const StoreOptions& store_options = {});
 
   // Opens the store a parsed `postgresql:` or `postgres:` URI names, as
   // OpenStore does. Parameters: table, pool, acquire_timeout_ms,
-  // connect_timeout_s, statement_timeout_ms, sslmode.
+  // connect_timeout_s, statement_timeout_ms, sslmode, create, connect.
   // Errors: kInvalidArgument naming the URI (password redacted) when the
-  // scheme is neither, when the database name is missing or has a '/', when
-  // a parameter is malformed or out of range, or when another parameter is
-  // present; otherwise what Open returns, with the URI in the message.
+  // scheme is neither, when the port is not a number from 1 to 65535, when
+  // the database name is missing or has a '/', when a parameter is
+  // malformed or out of range, or when another parameter is present;
+  // otherwise what Open returns, with the URI in the message.
   static Result<std::unique_ptr<Store>> OpenFromUri(
       StoreUri& uri, const StoreOptions& options);
 
-  // Closes every connection. Must not run concurrently with any other call
+  // Stops a lazy store's connecting thread (waiting for an attempt under
+  // way: at most connect_timeout plus the schema statements' deadlines) and
+  // closes every connection. Must not run concurrently with any other call
   // on this store.
   ~PostgresStore() override;
 
@@ -181,7 +227,10 @@ class PostgresStore final : public Store {
                                         TimePoint now) override;
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
   // {"postgres", durable, shared_across_processes, max_concurrent_calls =
-  // pool_size, acquire_timeout}.
+  // pool_size, acquire_timeout}: all from the options, so the same before a
+  // lazy store connected. What is not known until then: whether the server
+  // answers, whether the table exists (or may be created) at a version this
+  // build knows, and the schema it lives in (transaction_target()).
   StoreInfo Info() const override;
 
   // The table, as given in the options.
@@ -202,16 +251,18 @@ class PostgresStore final : public Store {
   // search_path. Errors: kInvalidArgument when `conn` is null, in non-blocking
   // mode, not inside a transaction block (BEGIN first), in a failed
   // transaction, or connected to another database than the store's;
-  // kUnavailable for a broken connection and SQLSTATE classes 08, 53, 57, 40 (a
-  // serialization failure under REPEATABLE READ or SERIALIZABLE: roll back and
-  // retry the request) and 55P03; kDataLoss for a record that does not decode;
+  // kUnavailable for a lazy store not connected yet, a broken connection and
+  // SQLSTATE classes 08, 53, 57, 40 (a serialization failure under
+  // REPEATABLE READ or SERIALIZABLE: roll back and retry the request) and
+  // 55P03; kDataLoss for a record that does not decode;
   // kInternal otherwise. Messages name the store and table.
   Result<TransactionCompletion> CompleteInTransaction(PGconn* conn,
                                                       const RecordId& id,
                                                       const Token& token,
                                                       const Response& stored);
-  // Where CompleteInTransaction writes, found at Open: the database the
-  // store is connected to, the schema-qualified quoted table, and the
+  // Where CompleteInTransaction writes, found at Open (by a lazy store at
+  // its first connection: until then only `prefix` is set): the database
+  // the store is connected to, the schema-qualified quoted table, and the
   // messages' prefix (for PostgresTransaction).
   struct TransactionTarget {
     std::string database;
@@ -251,7 +302,11 @@ class PostgresStore final : public Store {
                                                const Response& stored);
   // Open, naming the store `display` in messages (the redacted URI).
   static Result<std::unique_ptr<PostgresStore>> OpenNamed(
-      const PostgresStoreOptions& options, std::string display);
+      const PostgresStoreOptions& options, const StoreOptions& store_options,
+      std::string display);
+  // OK once the store is connected (always for an eager one); kUnavailable
+  // saying why until then (a lazy store).
+  Status Connected() const;
 
   std::unique_ptr<Impl> impl_;
 };

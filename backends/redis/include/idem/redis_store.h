@@ -1,7 +1,7 @@
 // The Redis store, on one server or a Redis Cluster (SEMANTICS.md, "Stores,
 // chosen by URI"):
 //
-//   redis://[user:password@]host:port/db?prefix=idem:&pool=8
+//   redis://[user:password@]host:port/db?prefix=idem:&pool=8&connect=eager
 //   redis-cluster://host:port[,host:port...]?prefix=idem:&pool=8
 //
 // Many server instances on many hosts share one Redis; Redis makes every
@@ -61,12 +61,27 @@
 // expired key. With the system clock the TTL has usually done it already.
 //
 // Connections: hiredis contexts (one thread at a time each), pooled per
-// server, at most `pool` per server, opened lazily (one at Open, to check
-// the server). After connecting, AUTH (user and password from the URI) and
-// SELECT db (standalone only). A context that timed out, broke or got a
-// protocol error is closed, never reused; an idle one that the server
-// closed meanwhile is replaced before use. So after a server restart calls
-// work again without reopening the store.
+// server, at most `pool` per server, opened on demand (one at the first
+// connect, to check the server). After connecting, AUTH (user and password
+// from the URI) and SELECT db (standalone only). A context that timed out,
+// broke or got a protocol error is closed, never reused; an idle one that
+// the server closed meanwhile is replaced before use. So after a server
+// restart calls work again without reopening the store. A context whose
+// server answers -READONLY (a replica now), -LOADING, -MASTERDOWN,
+// -CLUSTERDOWN or -TRYAGAIN is closed too, and the command (which did not
+// run) is sent once more on a fresh connection, which resolves the host
+// name again: a managed Redis whose endpoint moves to the promoted replica
+// is followed without a restart (a cluster also reads its slot map again).
+//
+// Connecting (`connect`): eager (the default) connects and checks the
+// servers in Open, which fails with what it found. Lazy opens without
+// reaching them: every call is then kUnavailable ("not connected yet",
+// with the attempts and the last error) until a background connect and
+// its checks succeed; it is retried after 100 ms, doubling to at most
+// 5 s, with one warning per episode of failures and one line when it
+// connects. Until then Info().durable is false (the persistence, the
+// eviction policy and the version are not known), and a check that then
+// refuses the server is an error line and keeps every call unavailable.
 //
 // Timeouts: connecting and every command are bounded by `timeout`
 // (kUnavailable after it); waiting for a free connection by
@@ -80,12 +95,19 @@
 // cannot reach its node also reads the map again (at most every 100 ms),
 // so that after a failover calls go to the promoted replica.
 //
-// Safety checks at Open: a server whose maxmemory-policy is not noeviction
-// may evict live records, and so silently run a request twice: Open
-// refuses it (kInvalidArgument) unless `allow_eviction` is set. A server
-// that disables CONFIG is opened with a warning to StoreOptions::log. A
-// server older than Redis 7.0 (INFO server) is refused too
-// (kInvalidArgument): it does not take the claim's SET ... NX GET.
+// Safety checks, at the first connect and again every `check_interval`
+// (and within a second of an -OOM, an odd reply or a completion whose
+// record vanished): a server whose maxmemory-policy is not noeviction may
+// evict live records, and so silently run a request twice: refused
+// (kInvalidArgument at an eager Open) unless `allow_eviction` is set. A
+// server older than Redis 7.0 (INFO server) is refused too: it does not
+// take the claim's SET ... NX GET. A server that requires a password the
+// URI lacks (NOAUTH) is refused (kInternal). Refused after Open, every
+// call is kUnavailable (fail-closed routes answer 503, fail-open ones run
+// unprotected) and an error is logged once, until a check passes again
+// (logged too). A server that disables CONFIG gets a warning to
+// StoreOptions::log, and so does one that persists nothing (no AOF, no
+// RDB save points: a restart forgets every record).
 //
 // A full server (noeviction at maxmemory) refuses every SET with -OOM,
 // even one that would not write: a claim then reads the record in the way
@@ -101,16 +123,22 @@
 // `wait` makes claims and completes wait for that many replicas (WAIT),
 // and a call that times out waiting fails with kUnavailable (the write
 // happened on the master and may be lost). Info().durable is true when
-// the server had AOF or RDB snapshots on at Open.
+// every server had AOF or RDB snapshots on at the last check.
 //
 // Errors: no connection, a broken connection, a timeout, -READONLY,
 // -LOADING, -BUSY, -CLUSTERDOWN, -MASTERDOWN, -TRYAGAIN, too many
-// redirections -> kUnavailable; -OOM -> kResourceExhausted; damaged records
-// -> kDataLoss; anything else -> kInternal. Messages name the server
-// (never the password).
+// redirections, not connected yet, a refused server -> kUnavailable; -OOM
+// -> kResourceExhausted; damaged records -> kDataLoss; anything else ->
+// kInternal. Messages name the server (never the password).
+//
+// A Complete that finds no record at all (evicted, or deleted: revoked, a
+// DEL by hand) returns false, as for a claim taken over, and logs a
+// warning "the record vanished: evicted or deleted" with the record id.
 //
 // Thread-safety: every method may be called concurrently from any number of
-// threads, except the destructor.
+// threads, except the destructor. Each store runs one background thread
+// (the connect and the checks); the destructor stops it, waiting for a
+// check under way (at most `timeout` per server).
 
 #ifndef IDEM_REDIS_STORE_H_
 #define IDEM_REDIS_STORE_H_
@@ -162,9 +190,23 @@ struct RedisStoreOptions {
   // How long a call waits for a free pooled connection. URI parameter
   // `acquire_timeout_ms`, 0..3600000. Default: 5 s.
   std::chrono::milliseconds acquire_timeout{5000};
-  // Open a server whose maxmemory-policy may evict keys. URI parameter
-  // `allow_eviction`. Default: false.
+  // Open a server whose maxmemory-policy may evict keys, and keep serving
+  // when a check finds it evicting. URI parameter `allow_eviction`.
+  // Default: false.
   bool allow_eviction = false;
+  // When the store first reaches its servers. kEager: Open connects and
+  // checks them, and fails with what it found. kLazy: Open succeeds without
+  // reaching them; every call is kUnavailable until a background connect
+  // (retried with a capped back-off) and its checks succeed. URI parameter
+  // `connect`, eager or lazy (as for postgresql:). Default: kEager.
+  enum class Connect { kEager, kLazy };
+  Connect connect = Connect::kEager;
+  // How often the servers are checked again once connected (eviction
+  // policy, persistence, version, authentication), and so how long an
+  // evicting policy set at run time goes unnoticed at most (an -OOM, an
+  // odd reply or a record that vanished asks for a check sooner). URI
+  // parameter `check_interval_ms`, 10..3600000. Default: 10 s.
+  std::chrono::milliseconds check_interval{10000};
   // Replicas a claim and a complete wait for (WAIT), 0 = none. URI
   // parameters `wait`, 0..64, and `wait_ms`, 1..3600000. Default: 0, 1 s.
   int wait_replicas = 0;
@@ -183,19 +225,22 @@ class RedisStore final : public Store {
   // completed, renewed or released it).
   static constexpr int kClaimAttempts = 4;
 
-  // Connects (to one seed node at least, reading the slot map of a
-  // cluster) and checks the server (see above). store_options.log gets the
-  // warning about CONFIG; the clock is not used.
+  // Eager: connects (to one seed node at least, reading the slot map of a
+  // cluster) and checks the servers (see above). Lazy: starts connecting
+  // in the background and fails only for bad options. store_options.log
+  // gets the warnings and errors above; the clock is not used.
   // Errors: kInvalidArgument when an option is out of range, the prefix has
   // a brace, the eviction policy is refused or a server is older than
-  // Redis 7.0; kUnavailable when no server
-  // answers within `timeout`; kInternal otherwise (AUTH refused, ...).
+  // Redis 7.0; kUnavailable when no server answers within `timeout`;
+  // kInternal otherwise (NOAUTH: the URI lacks the password; AUTH refused:
+  // WRONGPASS, ...), naming the cause, never the password.
   static Result<std::unique_ptr<RedisStore>> Open(
       const RedisStoreOptions& options, const StoreOptions& store_options = {});
 
   // Opens the store a parsed `redis:` or `redis-cluster:` URI names, as
   // OpenStore does. Parameters: prefix, pool, timeout_ms,
-  // acquire_timeout_ms, allow_eviction, wait, wait_ms.
+  // acquire_timeout_ms, allow_eviction, connect, check_interval_ms, wait,
+  // wait_ms.
   // Errors: kInvalidArgument naming the URI (password redacted) for another
   // scheme, a bad host list, path or parameter; otherwise what Open
   // returns, with the URI in the message.
@@ -246,9 +291,10 @@ class RedisStore final : public Store {
   // headers are left alone.
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
 
-  // {"redis" or "redis-cluster", durable per the server's persistence,
-  // shared_across_processes, calls_may_block, max_concurrent_calls = pool
-  // size (per server), acquire_timeout}.
+  // {"redis" or "redis-cluster", durable per the servers' persistence at
+  // the last check (false until a check passed: a lazy store not yet
+  // connected), shared_across_processes, calls_may_block,
+  // max_concurrent_calls = pool size (per server), acquire_timeout}.
   StoreInfo Info() const override;
 
   // The Redis key of `id` (for tests and tools).

@@ -90,9 +90,9 @@ namespace idem {
 
 struct RocksdbStoreOptions {
   // The database directory. Created, with any missing parent directories, if
-  // it does not exist. A relative path is relative to the working directory.
-  // URI: the path of `rocksdb:/path/dir` (or `rocksdb:relative/dir`).
-  // Required.
+  // it does not exist (unless `create` is false). A relative path is relative
+  // to the working directory. URI: the path of `rocksdb:/path/dir` (or
+  // `rocksdb:relative/dir`). Required.
   std::string path;
 
   // Whether every write is fsync'ed before the call returns (see the
@@ -109,6 +109,15 @@ struct RocksdbStoreOptions {
   // parameter `block_cache_mb` (0 to 1048576). Default: 64.
   std::size_t block_cache_mb = kDefaultBlockCacheMb;
 
+  // Whether Open may create the directory, the database and its column
+  // family. false opens only an existing idem RocksDB database: a missing
+  // directory, one without a database (no CURRENT file: an empty
+  // directory) or without the `idempotency` column family is kUnavailable
+  // naming what is missing, and no file is written into it (idemctl opens
+  // every store so). URI parameter `create` (true/false).
+  // Default: true.
+  bool create = true;
+
   static constexpr std::size_t kDefaultBlockCacheMb = 64;
   // 1 TiB: anything larger is a typo, not a cache.
   static constexpr std::size_t kMaxBlockCacheMb = 1048576;
@@ -119,9 +128,9 @@ class RocksdbStore final : public Store {
   // The column family that holds the records.
   static constexpr char kColumnFamily[] = "idempotency";
 
-  // Opens (creating if needed) the database at options.path. The
-  // compaction filter takes time from store_options.clock (SystemClock when
-  // null).
+  // Opens (creating if needed, unless options.create is false) the database
+  // at options.path. The compaction filter takes time from
+  // store_options.clock (SystemClock when null).
   // Errors: kInvalidArgument when options.path is empty or names something
   // that is not a directory, or a directory that holds other files but no
   // RocksDB database (no CURRENT file; e.g. `rocksdb:/`): a missing or empty
@@ -130,15 +139,16 @@ class RocksdbStore final : public Store {
   // files. Also when options.block_cache_mb is above
   // RocksdbStoreOptions::kMaxBlockCacheMb; kUnavailable naming the path when
   // the directory is held by another process or another open store (RocksDB's
-  // LOCK file), or cannot be created or read; kDataLoss when RocksDB reports
-  // the database corrupt; kInternal otherwise.
+  // LOCK file), or cannot be created or read, or (create = false) holds no
+  // idem database; kDataLoss when RocksDB reports the database corrupt;
+  // kInternal otherwise.
   static Result<std::unique_ptr<RocksdbStore>> Open(
       const RocksdbStoreOptions& options,
       const StoreOptions& store_options = {});
 
   // Opens the store a parsed `rocksdb:` URI names, as OpenStore does: the
-  // path is the URI's path, parameters `sync` and `block_cache_mb` are
-  // RocksdbStoreOptions::sync and ::block_cache_mb.
+  // path is the URI's path, parameters `sync`, `block_cache_mb` and
+  // `create` are RocksdbStoreOptions::sync, ::block_cache_mb and ::create.
   // Errors: kInvalidArgument naming the URI when the scheme is not
   // "rocksdb", when it has a host, user or port, when the path is empty,
   // when `sync` is not a boolean, when `block_cache_mb` is not an integer

@@ -65,10 +65,10 @@ enum class SqliteSynchronous { kOff, kNormal, kFull, kExtra };
 
 struct SqliteStoreOptions {
   // The database file. Created, with any missing parent directories, if it
-  // does not exist; SQLite keeps `<path>-wal` and `<path>-shm` beside it. A
-  // relative path is relative to the working directory.
-  // URI: the path of `sqlite:/path/file.db` (or `sqlite:relative/file.db`).
-  // Required.
+  // does not exist (unless `create` is false); SQLite keeps `<path>-wal` and
+  // `<path>-shm` beside it. A relative path is relative to the working
+  // directory. URI: the path of `sqlite:/path/file.db` (or
+  // `sqlite:relative/file.db`). Required.
   std::string path;
 
   // URI parameter `synchronous` (off, normal, full, extra).
@@ -92,6 +92,16 @@ struct SqliteStoreOptions {
   // Default: 0 (SQLite's 2 MiB).
   std::size_t cache_mb = 0;
   static constexpr std::size_t kMaxCacheMb = 1 << 20;
+
+  // Whether Open may create the file (and its directories), idem's table
+  // and index, switch a new file to WAL mode, and migrate an older schema.
+  // false opens only an idem store that exists at kSchemaVersion: a missing
+  // file, one without idem's table (an empty file, another application's
+  // database) or one that needs migrating is kUnavailable naming what is
+  // missing, and is left byte for byte as it was (idemctl opens every store
+  // so). URI parameter `create` (true/false).
+  // Default: true.
+  bool create = true;
 };
 
 class SqliteStore final : public Store {
@@ -103,14 +113,15 @@ class SqliteStore final : public Store {
   // in between), tries again before it answers kInProgress.
   static constexpr int kClaimAttempts = 64;
 
-  // Opens (creating if needed) the database at options.path, switches it to
-  // WAL mode and creates or migrates the schema. Starts no sweeper (OpenStore
-  // adds the common one, sweeper.h); store_options is accepted for
-  // uniformity.
+  // Opens (creating if needed, unless options.create is false) the database
+  // at options.path, switches it to WAL mode and creates or migrates the
+  // schema. Starts no sweeper (OpenStore adds the common one, sweeper.h);
+  // store_options is accepted for uniformity.
   // Errors: kInvalidArgument when the path is empty or ":memory:", a
   // directory, or the file has a schema version newer than kSchemaVersion;
   // kUnavailable when the file or its directory cannot be created or
-  // opened, when it cannot be switched to WAL mode, or when another
+  // opened, when (create = false) it is missing, holds no idem table or
+  // needs migrating, when it cannot be switched to WAL mode, or when another
   // connection holds the write lock beyond busy_timeout while the schema is
   // created; kDataLoss when the file is corrupt or not a SQLite database;
   // kInternal otherwise.
@@ -119,8 +130,8 @@ class SqliteStore final : public Store {
       const StoreOptions& store_options = {});
 
   // Opens the store a parsed `sqlite:` URI names, as OpenStore does.
-  // Parameters: synchronous, busy_timeout_ms, cache_mb (OpenStore takes
-  // sweep_interval_s, the sweeper's, before it calls this).
+  // Parameters: synchronous, busy_timeout_ms, cache_mb, create (OpenStore
+  // takes sweep_interval_s, the sweeper's, before it calls this).
   // Errors: kInvalidArgument naming the URI when the scheme is not "sqlite",
   // when it has a host, user or port, when the path is empty, when a
   // parameter is malformed or out of range, or when another parameter is
