@@ -76,6 +76,7 @@ Result<std::unique_ptr<Store>> OpenStore(std::string_view uri,
       std::chrono::duration_cast<std::chrono::seconds>(kMaxSweepInterval)));
   sweeper.clock = options.clock;
   sweeper.log = options.log;
+  sweeper.metrics = options.metrics;
   if (sweeper.interval < Duration::zero() ||
       sweeper.interval > kMaxSweepInterval) {
     return tl::unexpected(parsed.InvalidArgument(

@@ -123,9 +123,12 @@ FinishResult ClaimHandle::EndInTransaction(int status) {
     return FinishResult::kStored;
   }
   guard.metrics().Count(Outcome::kStaleComplete);
+  // No store call here (the caller's transaction may still hold the
+  // store's connection): the reason is not read, unlike Finish's.
   guard.Log(LogLevel::kWarning,
             "completion in the application's transaction found the claim "
-            "lost (another request took the key over); rolled back, record " +
+            "lost (another request took the key over, or the record was "
+            "revoked); rolled back, record " +
                 id_.ToHex());
   guard.ClaimEnded(*this, FinishResult::kStaleComplete, status,
                    Duration::zero());
@@ -173,9 +176,8 @@ FinishResult ClaimHandle::Finish(const Response& response) {
   if (!*done) {
     guard.metrics().Count(Outcome::kStaleComplete);
     guard.Log(LogLevel::kWarning,
-              "response not stored: the lock timed out and another request "
-              "took the key over, record " +
-                  id_.ToHex());
+              "response not stored: " + guard.ClaimLostReason(*this) +
+                  ", record " + id_.ToHex());
     return ended(FinishResult::kStaleComplete, latency);
   }
   return ended(FinishResult::kStored, latency);

@@ -11,7 +11,6 @@
 
 #include "idem/fingerprint.h"
 #include "idem/idempotency_key.h"
-#include "idem/problem.h"
 #include "idem/record_id.h"
 #include "timed_store_call.h"
 
@@ -69,60 +68,6 @@ std::string_view PathOf(std::string_view target) {
   return target.substr(0, target.find('?'));
 }
 
-// Every answer the Guard gives instead of the handler's, one row per
-// outcome (SEMANTICS.md, "What a protected request gets"): status, code,
-// whether a retry is invited (Retry-After), and the detail unless the call
-// gives one that names a limit.
-struct ProblemRow {
-  Outcome outcome;
-  int status;
-  std::string_view code;
-  bool retry_after;
-  std::string_view detail;
-};
-
-constexpr ProblemRow kProblems[] = {
-    {Outcome::kKeyMissing, 400, problem_code::kKeyMissing, false,
-     "This endpoint requires an Idempotency-Key header: send a unique value "
-     "(a UUID, say) and send the same value again when you retry."},
-    {Outcome::kAnonymousRejected, 401, problem_code::kAuthenticationRequired,
-     false,
-     "Requests with an Idempotency-Key to this endpoint must be "
-     "authenticated."},
-    // Detail: the key error (KeyErrorDetail) or the BeginWithKey limit.
-    {Outcome::kKeyInvalid, 400, problem_code::kKeyInvalid, false, ""},
-    // Detail: names max_request_body.
-    {Outcome::kTooLarge, 413, problem_code::kRequestTooLarge, false, ""},
-    {Outcome::kMismatch, 422, problem_code::kKeyReused, false,
-     "This Idempotency-Key was already used for a different request; send a "
-     "new key for a new request."},
-    {Outcome::kConflict, 409, problem_code::kInProgress, true,
-     "A request with this Idempotency-Key is still being processed; retry "
-     "after it has finished."},
-    {Outcome::kStoreError, 503, problem_code::kStoreUnavailable, true,
-     "The server cannot check this request's Idempotency-Key right now; "
-     "retry later with the same key."},
-    {Outcome::kStoreFull, 503, problem_code::kStoreFull, true,
-     "The server cannot accept more idempotent requests right now; retry "
-     "later."},
-    {Outcome::kRecordDamaged, 500, problem_code::kRecordDamaged, false,
-     "The stored record of this Idempotency-Key is damaged; the request was "
-     "not run. Contact the operator, or send a new key if the request must "
-     "run now."},
-    {Outcome::kRouteInvalid, 500, problem_code::kRouteInvalid, false,
-     "The server's idempotency settings for this endpoint are invalid; the "
-     "request was not run."},
-};
-
-const ProblemRow& ProblemFor(Outcome outcome) {
-  for (const ProblemRow& row : kProblems) {
-    if (row.outcome == outcome) return row;
-  }
-  // Only the outcomes above are answered with a problem; reaching this is a
-  // bug in this file, answered as a store error rather than crashing.
-  return ProblemFor(Outcome::kStoreError);
-}
-
 // The deleter of the options MakeRouteOptions returns, and their mark: its
 // type, found with std::get_deleter, says they were validated, and since
 // they are const they stay valid, so Begin need not validate them again. The
@@ -158,16 +103,21 @@ Guard::Guard(GuardSetup setup)
       metrics_(setup.metrics ? std::move(setup.metrics)
                              : std::make_shared<Metrics>()),
       observers_(std::move(setup.observers)),
-      switch_log_(setup.log),
+      switch_log_(std::move(setup.log)),
       // A failing store under load would otherwise log one line per
       // request (hundreds of MB a minute).
-      log_(setup.log_repeat_interval > Duration::zero()
-               ? RateLimitedLogSink(std::move(setup.log), clock_,
-                                    setup.log_repeat_interval)
-               : std::move(setup.log)) {}
+      log_(switch_log_ && setup.log_repeat_interval > Duration::zero()
+               ? std::make_unique<LogRateLimiter>(switch_log_, clock_,
+                                                  setup.log_repeat_interval)
+               : nullptr) {}
 
-void Guard::Log(LogLevel level, const std::string& message) const {
-  if (log_) log_(level, message);
+void Guard::Log(LogLevel level, const std::string& message,
+                std::string_view kind) const {
+  if (log_) {
+    log_->Log(level, message, kind);
+  } else if (switch_log_) {
+    switch_log_(level, message);
+  }
 }
 
 void Guard::SetEnabled(bool enabled) {
@@ -232,36 +182,6 @@ void Guard::ClaimEnded(const ClaimHandle& claim, FinishResult result,
 
 void Guard::NotifyRenewal(const RenewalEvent& event) {
   for (const auto& observer : observers_) observer->OnRenewal(event);
-}
-
-Decision Guard::Respond(Outcome outcome, Response response) {
-  metrics_->Count(outcome);
-  Decision d;
-  d.action = Action::kRespond;
-  d.outcome = outcome;
-  d.response = std::move(response);
-  return d;
-}
-
-Decision Guard::Problem(Outcome outcome, const GuardOptions& options,
-                        std::string_view instance, std::string detail) {
-  const ProblemRow& row = ProblemFor(outcome);
-  idem::Problem p;
-  p.status = row.status;
-  p.code = row.code;
-  p.detail = detail.empty() ? std::string(row.detail) : std::move(detail);
-  p.instance = instance;
-  p.type = options.problem_type;
-  if (row.retry_after) p.retry_after = options.retry_after;
-  return Respond(outcome, MakeProblemResponse(p));
-}
-
-Decision Guard::PassThrough(Outcome outcome) {
-  metrics_->Count(outcome);
-  Decision d;
-  d.action = Action::kPassThrough;
-  d.outcome = outcome;
-  return d;
 }
 
 bool Guard::InFailOpenBackoff(const GuardOptions& route, TimePoint now) const {
@@ -336,7 +256,7 @@ Decision Guard::BeginSteps(const RequestView& request,
   // Step 1c: the anonymous policy is about requests that carry a key.
   if (!request.scope && opts.anonymous != AnonymousPolicy::kShared) {
     if (opts.anonymous == AnonymousPolicy::kBypass) {
-      return PassThrough(Outcome::kUnprotected);
+      return PassThrough(Outcome::kAnonymousBypassed);
     }
     return Problem(Outcome::kAnonymousRejected, opts, instance);
   }
@@ -492,12 +412,14 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace) {
         return Problem(Outcome::kStoreFull, opts, state->instance);
       case ErrorCode::kDataLoss:
         // One record's problem, not the store's: only this key is refused,
-        // and the full id lets an operator revoke the record.
+        // and the full id lets an operator revoke the record, so each
+        // damaged record is a kind of its own in the rate limit.
         Log(LogLevel::kError,
             "damaged idempotency record " + state->id.ToHex() + " (" +
                 error.ToString() +
                 "); requests with its key get 500 until it is revoked "
-                "(idemctl revoke --record-id)");
+                "(idemctl revoke --record-id)",
+            "damaged record " + state->id.ToHex());
         return Problem(Outcome::kRecordDamaged, opts, state->instance);
       case ErrorCode::kUnavailable:
         // The one error that means "the store is unreachable": only a
@@ -578,21 +500,6 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace) {
     return d;
   }
   return Problem(Outcome::kConflict, opts, state->instance);
-}
-
-Duration Guard::ReleaseClaim(const ClaimHandle& claim, Outcome outcome) {
-  metrics_->Count(outcome);
-  Duration latency{};
-  auto released = Timed(*metrics_, StoreOperation::kRelease, latency, [&] {
-    return store_->Release(claim.id_, claim.token_);
-  });
-  if (!released) {
-    Log(LogLevel::kError,
-        "releasing a key failed (" + released.error().ToString() +
-            "); it stays locked until its lock timeout, record " +
-            claim.id_.ToHex());
-  }
-  return latency;
 }
 
 }  // namespace idem

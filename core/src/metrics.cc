@@ -36,6 +36,8 @@ std::string_view OutcomeName(Outcome outcome) {
       return "record_damaged";
     case Outcome::kRouteInvalid:
       return "route_invalid";
+    case Outcome::kAnonymousBypassed:
+      return "anonymous_bypassed";
     case Outcome::kReleased:
       return "released";
     case Outcome::kNotStored:
@@ -51,6 +53,60 @@ std::string_view OutcomeName(Outcome outcome) {
   }
   return "unknown";
 }
+
+std::string_view CountedEventFamily(CountedEvent event) {
+  switch (event) {
+    case CountedEvent::kReleaseFailed:
+      return "idem_release_failures_total";
+    case CountedEvent::kRenewal:
+      return "idem_lock_renewals_total";
+    case CountedEvent::kRenewalFailed:
+      return "idem_lock_renewal_failures_total";
+    case CountedEvent::kSweeperPurged:
+      return "idem_sweeper_purged_records_total";
+    case CountedEvent::kSweeperError:
+      return "idem_sweeper_errors_total";
+  }
+  return "idem_unknown_total";
+}
+
+namespace {
+
+// The HELP text of each CountedEvent's family.
+std::string_view CountedEventHelp(CountedEvent event) {
+  switch (event) {
+    case CountedEvent::kReleaseFailed:
+      return "Releases of a key that failed with a store error: the key "
+             "stays locked until its lock timeout.";
+    case CountedEvent::kRenewal:
+      return "Lock renewal calls made while handlers ran.";
+    case CountedEvent::kRenewalFailed:
+      return "Lock renewal calls that failed with a store error (the claim "
+             "is kept; its lock may time out).";
+    case CountedEvent::kSweeperPurged:
+      return "Expired records the background sweeper deleted.";
+    case CountedEvent::kSweeperError:
+      return "Background sweeper passes that ended on a store error.";
+  }
+  return "";
+}
+
+// One counter family with an `outcome` label over outcomes first..last.
+void RenderOutcomes(
+    std::string_view family, std::string_view help, Outcome first, Outcome last,
+    const std::array<std::atomic<std::uint64_t>, kOutcomeCount>& counters,
+    std::string& out) {
+  out.append("# HELP ").append(family).append(" ").append(help).append("\n");
+  out.append("# TYPE ").append(family).append(" counter\n");
+  for (int i = static_cast<int>(first); i <= static_cast<int>(last); ++i) {
+    out.append(family).append("{outcome=\"");
+    out.append(OutcomeName(static_cast<Outcome>(i))).append("\"} ");
+    out.append(std::to_string(counters[i].load(std::memory_order_relaxed)));
+    out += '\n';
+  }
+}
+
+}  // namespace
 
 std::string_view StoreOperationName(StoreOperation op) {
   switch (op) {
@@ -142,15 +198,23 @@ std::uint64_t Metrics::RequestLatencyCount(Outcome outcome) const {
 
 std::string Metrics::RenderPrometheus() const {
   std::string out;
-  out +=
-      "# HELP idem_requests_total Requests to idempotency-protected routes, "
-      "by outcome.\n"
-      "# TYPE idem_requests_total counter\n";
-  for (int i = 0; i < kOutcomeCount; ++i) {
-    out += "idem_requests_total{outcome=\"";
-    out += OutcomeName(static_cast<Outcome>(i));
-    out += "\"} ";
-    out += std::to_string(counters_[i].load(std::memory_order_relaxed));
+  RenderOutcomes("idem_requests_total",
+                 "Requests to idempotency-protected routes, by step outcome: "
+                 "exactly one per request.",
+                 Outcome::kKeyMissing, kLastStepOutcome, counters_, out);
+  RenderOutcomes("idem_request_followups_total",
+                 "What happened to executed requests' claims after the "
+                 "decision (released, not stored, stale or failed "
+                 "completions, takeovers, lost renewals).",
+                 kFirstFollowUp, Outcome::kRenewalLost, counters_, out);
+  for (int i = 0; i < kCountedEventCount; ++i) {
+    const auto event = static_cast<CountedEvent>(i);
+    const std::string_view family = CountedEventFamily(event);
+    out.append("# HELP ").append(family).append(" ");
+    out.append(CountedEventHelp(event)).append("\n");
+    out.append("# TYPE ").append(family).append(" counter\n");
+    out.append(family).append(" ");
+    out.append(std::to_string(events_[i].load(std::memory_order_relaxed)));
     out += '\n';
   }
   out +=

@@ -38,6 +38,7 @@ RenewResult ClaimLease::Renew() {
   if (lost_.load(std::memory_order_acquire)) return RenewResult::kLost;
   const TimePoint now = guard_.clock().Now();
   const auto start = std::chrono::steady_clock::now();
+  guard_.metrics().Count(CountedEvent::kRenewal);
   Result<bool> extended =
       guard_.store().ExtendLock(id_, token_, now, lock_timeout_);
   RenewalEvent event;
@@ -56,6 +57,7 @@ RenewResult ClaimLease::Renew() {
     // line every retry_interval for every running handler.
     event.store_failed = true;
     result = RenewResult::kStoreFailed;
+    guard_.metrics().Count(CountedEvent::kRenewalFailed);
     if (!failing_.exchange(true, std::memory_order_acq_rel)) {
       detail::GuardRenewal::Log(
           guard_, LogLevel::kError,

@@ -62,6 +62,9 @@ Result<std::size_t> Sweeper::SweepOnce() {
       break;
     }
     purged += *n;
+    if (options_.metrics) {
+      options_.metrics->Count(CountedEvent::kSweeperPurged, *n);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.batches;
@@ -79,6 +82,7 @@ Result<std::size_t> Sweeper::SweepOnce() {
     if (error) ++stats_.errors;
   }
   if (error) {
+    if (options_.metrics) options_.metrics->Count(CountedEvent::kSweeperError);
     if (options_.log) {
       options_.log(LogLevel::kWarning,
                    "sweeper: purging expired records of the " +

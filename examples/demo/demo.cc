@@ -1,7 +1,9 @@
 #include "demo.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
-#include <iostream>
+#include <memory>
 
 #include "idem/beast/convert.h"
 #include "idem/open_store.h"
@@ -54,12 +56,11 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   server_options.threads = options.threads;
   server_options.max_connections = options.max_connections;
   // One sink for the server, the store's sweeper, the Guard and the adapter.
-  const LogSink log =
-      options.log ? options.log : [](LogLevel level, std::string_view message) {
-        if (level < LogLevel::kWarning) return;
-        std::cerr << "idem-demo: " << LogLevelName(level) << ": " << message
-                  << std::endl;
-      };
+  // One write(2) per line: lines of concurrent requests never interleave.
+  const LogSink log = options.log
+                          ? options.log
+                          : FileDescriptorLogSink(STDERR_FILENO, "idem-demo",
+                                                  LogLevel::kWarning);
   server_options.log = log;
 
 #if IDEM_DEMO_WITH_RESTINIO
@@ -95,10 +96,13 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   }
 
   Store* sql_store = nullptr;  // The typed store inside, for /transfers.
+  const auto metrics = std::make_shared<Metrics>();
   if (!store) {
     StoreOptions store_options;
     store_options.sweep_interval = options.sweep_interval;
     store_options.log = log;
+    // The sweeper counts into the Guard's metrics: /metrics shows both.
+    store_options.metrics = metrics;
     if (IsSqlStoreUri(options.store_uri)) {
       auto opened = Transfers::OpenSqlStore(options.store_uri, store_options);
       if (!opened) return tl::unexpected(opened.error());
@@ -112,6 +116,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   }
   GuardSetup setup;
   setup.store = std::move(store);
+  setup.metrics = metrics;
   setup.options.ttl = options.ttl;
   setup.options.lock_timeout = options.lock_timeout;
   setup.options.lock_renewal = options.lock_renewal;

@@ -125,6 +125,24 @@ class GuardTest : public ::testing::Test {
     return total;
   }
 
+  // The sum of every sample of `family` in Prometheus text, as a query's
+  // sum(family) would give it.
+  static std::uint64_t SumOfFamily(const std::string& text,
+                                   const std::string& family) {
+    std::uint64_t sum = 0;
+    std::size_t at = 0;
+    while (at < text.size()) {
+      const std::size_t end = text.find('\n', at);
+      const std::string line = text.substr(at, end - at);
+      at = end == std::string::npos ? text.size() : end + 1;
+      if (line.rfind(family, 0) != 0) continue;
+      const char next = line.size() > family.size() ? line[family.size()] : 0;
+      if (next != '{' && next != ' ') continue;
+      sum += std::stoull(line.substr(line.rfind(' ') + 1));
+    }
+    return sum;
+  }
+
   static nlohmann::json Body(const Response& r) {
     return nlohmann::json::parse(r.body);
   }
@@ -560,6 +578,26 @@ TEST_F(GuardTest, StaleCompleteAfterTakeoverSendsUnstored) {
   EXPECT_THAT(logs_, ::testing::Contains(HasSubstr("took the key over")));
 }
 
+// After an operator's revoke (idemctl revoke) the holder's completion finds
+// no record: the log says it was revoked, not that the key was taken over.
+TEST_F(GuardTest, CompletionAfterARevokeIsLoggedAsRevoked) {
+  View first(Req{}.Key("secret-key"));
+  Decision a = guard_->Begin(first.view);
+  ASSERT_EQ(a.action, Action::kExecute);
+  ASSERT_EQ(store_->Revoke(a.claim.record_id()), true);
+  EXPECT_EQ(a.claim.Finish(Created()), FinishResult::kStaleComplete);
+  EXPECT_EQ(Count(Outcome::kStaleComplete), 1u);
+  ASSERT_FALSE(logs_.empty());
+  EXPECT_THAT(logs_.back(), HasSubstr("warning: response not stored"));
+  EXPECT_THAT(logs_.back(), HasSubstr("revoked"));
+  EXPECT_THAT(logs_.back(), Not(HasSubstr("took the key over")));
+  EXPECT_THAT(logs_.back(), HasSubstr(a.claim.record_id().ToHex()));
+  EXPECT_THAT(logs_.back(), Not(HasSubstr("secret-key")));
+  // The key runs afresh, no takeover.
+  EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);
+  EXPECT_EQ(Count(Outcome::kTakeover), 0u);
+}
+
 TEST_F(GuardTest, CompleteFailureLeavesTheKeyLockedUntilTheTimeout) {
   store_->fail_complete = ErrorCode::kUnavailable;
   EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 201);  // Still sent.
@@ -577,6 +615,11 @@ TEST_F(GuardTest, ReleaseFailureIsLoggedAndTheLockTimesOut) {
   Send(Req{}.Key("secret-key"));
   store_->fail_release = std::nullopt;
   EXPECT_THAT(logs_, ::testing::Contains(HasSubstr("releasing a key failed")));
+  // Alertable: counted apart from the request's `released`.
+  EXPECT_EQ(guard_->metrics().Get(CountedEvent::kReleaseFailed), 1u);
+  EXPECT_EQ(Count(Outcome::kReleased), 1u);
+  EXPECT_THAT(guard_->metrics().RenderPrometheus(),
+              HasSubstr("\nidem_release_failures_total 1\n"));
   EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 409);
   clock_->Advance(seconds(60));
   EXPECT_EQ(Send(Req{}.Key("secret-key")).status, 500);
@@ -607,7 +650,12 @@ TEST_F(GuardTest, AnonymousBypassAndReject) {
   Send(anonymous);
   Send(anonymous);
   EXPECT_EQ(runs_, 2);
-  EXPECT_EQ(Count(Outcome::kUnprotected), 2u);
+  // Its own step outcome, apart from what the route leaves unprotected.
+  EXPECT_EQ(Count(Outcome::kAnonymousBypassed), 2u);
+  EXPECT_EQ(Count(Outcome::kUnprotected), 0u);
+  EXPECT_THAT(guard_->metrics().RenderPrometheus(),
+              HasSubstr("idem_requests_total{outcome=\"anonymous_bypassed\"} "
+                        "2\n"));
 
   GuardOptions reject;
   reject.anonymous = AnonymousPolicy::kReject;
@@ -704,6 +752,14 @@ TEST_F(GuardTest, EveryRequestCountsExactlyOneStepOutcome) {
   EXPECT_EQ(Count(Outcome::kReleased), 1u);
 
   const std::string text = guard_->metrics().RenderPrometheus();
+  // The families add up: sum(idem_requests_total) is the requests sent, the
+  // release is a follow-up of its own family.
+  EXPECT_EQ(SumOfFamily(text, "idem_requests_total"),
+            static_cast<std::uint64_t>(requests));
+  EXPECT_EQ(SumOfFamily(text, "idem_request_followups_total"), 1u);
+  EXPECT_THAT(text, HasSubstr("idem_request_followups_total{outcome="
+                              "\"released\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("idem_requests_total{outcome=\"released\"")));
   EXPECT_THAT(text, HasSubstr("# TYPE idem_requests_total counter"));
   EXPECT_THAT(text, HasSubstr("idem_requests_total{outcome=\"executed\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("idem_requests_total{outcome=\"replayed\"} 1\n"));
@@ -1008,13 +1064,16 @@ TEST_F(GuardTest, AnonymousBypassOnAKeyRequiredRoute) {
   EXPECT_EQ(Send(with_key).status, 201);
   EXPECT_EQ(Send(with_key).status, 201);
   EXPECT_EQ(runs_, 2);
-  EXPECT_EQ(Count(Outcome::kUnprotected), 2u);
+  EXPECT_EQ(Count(Outcome::kAnonymousBypassed), 2u);
+  EXPECT_EQ(Count(Outcome::kUnprotected), 0u);
   EXPECT_EQ(store_->claims, 0);
-  // Key optional, no key: passes through too.
+  // Key optional, no key: passes through too, as the route asks (not a
+  // bypass of the key's protection).
   bypass.key_required = false;
   Rebuild(bypass);
   EXPECT_EQ(Send(no_key).status, 201);
   EXPECT_EQ(Count(Outcome::kUnprotected), 1u);
+  EXPECT_EQ(Count(Outcome::kAnonymousBypassed), 0u);
 }
 
 }  // namespace

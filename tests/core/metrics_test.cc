@@ -1,11 +1,15 @@
-// Metrics' histograms as Prometheus text: where an observation lands, the
-// cumulative buckets, the sum and count, and which outcomes have a request
-// histogram (the step outcomes only).
+// Metrics as Prometheus text: which family each outcome is in (steps in
+// idem_requests_total, follow-ups in idem_request_followups_total), the
+// event counters, where an observation lands, the cumulative buckets, the
+// sum and count, and which outcomes have a request histogram (the step
+// outcomes only).
 
 #include "idem/metrics.h"
 
 #include <chrono>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -73,6 +77,61 @@ TEST(MetricsTest, FollowUpsHaveNoRequestHistogram) {
                 HasSubstr("idem_request_duration_seconds_count{outcome=\"" +
                           std::string(OutcomeName(static_cast<Outcome>(i))) +
                           "\"} 0\n"));
+  }
+}
+
+// Issue 27 #2: sum(idem_requests_total) is the number of protected
+// requests, so no follow-up may be in that family.
+TEST(MetricsTest, StepOutcomesAndFollowUpsAreSeparateFamilies) {
+  Metrics m;
+  for (int i = 0; i < kOutcomeCount; ++i) {
+    m.Count(static_cast<Outcome>(i));
+  }
+  const std::string text = m.RenderPrometheus();
+  EXPECT_THAT(text, HasSubstr("# TYPE idem_requests_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE idem_request_followups_total counter\n"));
+  for (int i = 0; i < kOutcomeCount; ++i) {
+    const auto outcome = static_cast<Outcome>(i);
+    const std::string label =
+        "{outcome=\"" + std::string(OutcomeName(outcome)) + "\"} 1\n";
+    const std::string in = IsStepOutcome(outcome)
+                               ? "idem_requests_total"
+                               : "idem_request_followups_total";
+    const std::string out = IsStepOutcome(outcome)
+                                ? "idem_request_followups_total"
+                                : "idem_requests_total";
+    EXPECT_THAT(text, HasSubstr("\n" + in + label)) << OutcomeName(outcome);
+    EXPECT_THAT(text, Not(HasSubstr("\n" + out + label)))
+        << OutcomeName(outcome);
+  }
+  for (Outcome followup :
+       {Outcome::kReleased, Outcome::kNotStored, Outcome::kStaleComplete,
+        Outcome::kStoreFailed, Outcome::kTakeover, Outcome::kRenewalLost}) {
+    EXPECT_FALSE(IsStepOutcome(followup)) << OutcomeName(followup);
+  }
+  EXPECT_TRUE(IsStepOutcome(Outcome::kAnonymousBypassed));
+  EXPECT_EQ(OutcomeName(Outcome::kAnonymousBypassed), "anonymous_bypassed");
+}
+
+TEST(MetricsTest, EventsHaveAFamilyEach) {
+  Metrics m;
+  m.Count(CountedEvent::kReleaseFailed);
+  m.Count(CountedEvent::kRenewal, 3);
+  m.Count(CountedEvent::kRenewalFailed);
+  m.Count(CountedEvent::kSweeperPurged, 1000);
+  m.Count(CountedEvent::kSweeperError, 2);
+  EXPECT_EQ(m.Get(CountedEvent::kRenewal), 3u);
+  const std::string text = m.RenderPrometheus();
+  for (const auto& [family, value] : std::vector<std::pair<std::string, int>>{
+           {"idem_release_failures_total", 1},
+           {"idem_lock_renewals_total", 3},
+           {"idem_lock_renewal_failures_total", 1},
+           {"idem_sweeper_purged_records_total", 1000},
+           {"idem_sweeper_errors_total", 2}}) {
+    EXPECT_THAT(text, HasSubstr("# TYPE " + family + " counter\n"));
+    EXPECT_THAT(text, HasSubstr("# HELP " + family + " "));
+    EXPECT_THAT(text,
+                HasSubstr("\n" + family + " " + std::to_string(value) + "\n"));
   }
 }
 

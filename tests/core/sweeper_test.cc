@@ -203,6 +203,34 @@ TEST(SweeperTest, WithSweeperForwardsAndOwnsTheSweeper) {
   EXPECT_EQ(FindSweeper(**plain), nullptr);
 }
 
+// Issue 27 #2: the sweeper's deletions and failed passes are alertable
+// series of the Metrics it is given.
+TEST(SweeperTest, DeletionsAndErrorsAreCountedInTheMetrics) {
+  auto clock = std::make_shared<ManualClock>();
+  auto inner = std::make_shared<testing::ShardedMutexStore>();
+  testing::FaultyStore store(inner);
+  ASSERT_NO_FATAL_FAILURE(Fill(store, clock->Now(), 7, 1));
+  auto metrics = std::make_shared<Metrics>();
+  auto sweeper = Sweeper::Start(store, {.interval = Duration::zero(),
+                                        .batch = 3,
+                                        .clock = clock,
+                                        .metrics = metrics});
+  ASSERT_TRUE(sweeper.has_value());
+  clock->Advance(seconds(10));
+  store.fail_purge = ErrorCode::kUnavailable;
+  EXPECT_FALSE((*sweeper)->SweepOnce().has_value());
+  EXPECT_EQ(metrics->Get(CountedEvent::kSweeperError), 1u);
+  EXPECT_EQ(metrics->Get(CountedEvent::kSweeperPurged), 0u);
+  store.fail_purge = std::nullopt;
+  EXPECT_EQ((*sweeper)->SweepOnce().value_or(99), 7u);
+  EXPECT_EQ(metrics->Get(CountedEvent::kSweeperPurged), 7u);
+  EXPECT_EQ(metrics->Get(CountedEvent::kSweeperError), 1u);
+  const std::string text = metrics->RenderPrometheus();
+  EXPECT_NE(text.find("\nidem_sweeper_purged_records_total 7\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("\nidem_sweeper_errors_total 1\n"), std::string::npos);
+}
+
 // ---------------------------------------------------------------------------
 // OpenStore: every store it opens is swept, by default every 60 s.
 
@@ -243,6 +271,19 @@ TEST(OpenStoreSweeperTest, BadIntervalsAreInvalidArgumentsNamingThem) {
   auto negative = OpenStore("memory:", {.sweep_interval = -seconds(1)});
   ASSERT_FALSE(negative.has_value());
   EXPECT_EQ(negative.error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(OpenStoreSweeperTest, TheSweeperCountsIntoStoreOptionsMetrics) {
+  auto clock = std::make_shared<ManualClock>();
+  auto metrics = std::make_shared<Metrics>();
+  auto store = OpenStore(
+      "memory:",
+      {.clock = clock, .sweep_interval = hours(1), .metrics = metrics});
+  ASSERT_TRUE(store.has_value());
+  ASSERT_NO_FATAL_FAILURE(Fill(**store, clock->Now(), 3, 1));
+  clock->Advance(seconds(10));
+  EXPECT_EQ(FindSweeper(**store)->SweepOnce().value_or(99), 3u);
+  EXPECT_EQ(metrics->Get(CountedEvent::kSweeperPurged), 3u);
 }
 
 TEST(OpenStoreSweeperTest, ExpiredRecordsGoWithoutAnyonePurging) {

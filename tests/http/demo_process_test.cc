@@ -185,9 +185,32 @@ TEST(DemoProcessTest, ServesTheContractAndStopsOnSigterm) {
   const Response metrics = SendOnce(port, Get("/metrics"));
   EXPECT_NE(metrics.body().find("idem_requests_total{outcome=\"replayed\"} 1"),
             std::string::npos);
+  // The follow-ups in their own family.
+  EXPECT_NE(metrics.body().find("idem_request_followups_total{outcome="
+                                "\"released\"} 0"),
+            std::string::npos);
   EXPECT_EQ(SendOnce(port, Get(HeaderOf(first, "Location"))).body(),
             first.body());
 
+  demo.Signal(SIGTERM);
+  EXPECT_EQ(demo.Wait(), 0);
+}
+
+// Issue 27 #2: the demo gives its store's sweeper the Guard's metrics, so
+// its deletions are in GET /metrics (a record of --ttl 1, swept every 1 s).
+TEST(DemoProcessTest, TheSweepersDeletionsAreInItsMetrics) {
+  DemoProcess demo({"--listen", "127.0.0.1:0", "--store", "memory:", "--ttl",
+                    "1", "--sweep-interval", "1", "--threads", "2"});
+  const std::uint16_t port = demo.WaitListening();
+  ASSERT_NE(port, 0);
+  EXPECT_EQ(SendOnce(port, Post("/orders", kBody, "swept")).result_int(), 201u);
+  std::string body;
+  EXPECT_TRUE(WaitFor([&] {
+    body = SendOnce(port, Get("/metrics")).body();
+    return body.find("\nidem_sweeper_purged_records_total 1\n") !=
+           std::string::npos;
+  })) << body;
+  EXPECT_NE(body.find("\nidem_sweeper_errors_total 0\n"), std::string::npos);
   demo.Signal(SIGTERM);
   EXPECT_EQ(demo.Wait(), 0);
 }

@@ -90,8 +90,10 @@ enum class FinishResult {
                    // the handler again.
   kNotStored,      // Body over max_stored_response: released, warning
                    // logged; a retry runs the handler again.
-  kStaleComplete,  // The lock had been taken over; not stored, warning
-                   // logged; retries replay the other request's response.
+  kStaleComplete,  // The claim was lost: taken over after its lock timed
+                   // out (retries replay the other request's response) or
+                   // its record revoked (a retry runs the handler again).
+                   // Not stored; a warning saying which is logged.
   kStoreFailed,    // Complete failed; the record stays in_progress until its
                    // lock times out (409 until then, then the handler runs
                    // again). Error logged.
@@ -104,7 +106,8 @@ struct RunInfo {
   Outcome outcome = Outcome::kUnprotected;
   // Set when the handler ran under a claim: how Finish ended. Unset when
   // Run answered without the handler or ran it unprotected (kUnprotected,
-  // kTooLarge, kFailOpen: nothing stored, a retry runs it again).
+  // kAnonymousBypassed, kTooLarge, kFailOpen: nothing stored, a retry runs
+  // it again).
   std::optional<FinishResult> finish;
 };
 
@@ -254,7 +257,8 @@ struct GuardRenewal;
 struct Decision {
   Action action = Action::kRespond;
   // The step outcome counted for this request (kExecuted for kExecute;
-  // kUnprotected, kTooLarge or kFailOpen for kPassThrough). Meaningless
+  // kUnprotected, kAnonymousBypassed, kTooLarge or kFailOpen for
+  // kPassThrough). Meaningless
   // while action == kWait: nothing is counted until the wait ends.
   Outcome outcome = Outcome::kUnprotected;
   // kRespond: the complete response (a problem, or a replay with the replay
@@ -442,9 +446,17 @@ class Guard {
   std::optional<Decision> RefuseInvalidRoute(
       const std::shared_ptr<const GuardOptions>& route,
       std::string_view instance);
-  void Log(LogLevel level, const std::string& message) const;
-  // Returns the Release call's latency.
+  // Through the rate limit (GuardSetup::log_repeat_interval); `kind` as
+  // LogRateLimiter::Log's (empty: the message's shape).
+  void Log(LogLevel level, const std::string& message,
+           std::string_view kind = {}) const;
+  // Returns the Release call's latency; a failed call is counted
+  // (CountedEvent::kReleaseFailed) and logged.
   Duration ReleaseClaim(const ClaimHandle& claim, Outcome outcome);
+  // Why `claim`'s completion found it lost, for the log: its record deleted
+  // (revoked, evicted) or the key taken over (guard_answers.cc). Reads the
+  // record (Store::Inspect); never names the key.
+  std::string ClaimLostReason(const ClaimHandle& claim);
   // The end of a claim (Finish, Abandon, Forget, or a Finish variant):
   // times the executed request and tells the observers. `store_latency` is
   // the ending store call's, zero without one.
@@ -461,7 +473,9 @@ class Guard {
   const std::vector<std::shared_ptr<GuardObserver>> observers_;
   // The sink without the rate limit, for the global switch's lines.
   LogSink switch_log_;
-  LogSink log_;
+  // The rate-limited log, or null when log_repeat_interval is 0 (then
+  // switch_log_ gets every line).
+  std::unique_ptr<LogRateLimiter> log_;
   std::atomic<bool> enabled_{true};
   // Fail-open backoff: until this time (clock ns) fail-open routes skip the
   // store (the latest back-off any fail-open route started).

@@ -51,7 +51,8 @@ enum class OversizePolicy {
 
 enum class AnonymousPolicy {
   kShared,  // Anonymous requests share the scope "".
-  kBypass,  // Anonymous requests with a key run unprotected.
+  kBypass,  // Anonymous requests with a key run unprotected, counted
+            // anonymous_bypassed (metrics.h).
   kReject,  // Anonymous requests with a key: 401
             // idempotency_authentication_required.
 };

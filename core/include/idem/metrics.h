@@ -1,14 +1,30 @@
-// Request outcome counters, request latency and store latency histograms,
-// rendered as Prometheus text (SEMANTICS.md, "What happens to the handler's
-// response").
+// Request outcome counters, the alertable event counters, request latency
+// and store latency histograms, rendered as Prometheus text (SEMANTICS.md,
+// "What happens to the handler's response"; docs/GUIDE.md, "Metrics").
 //
-// Every request that reaches a protected route adds exactly one step outcome
-// (kKeyMissing .. kRouteInvalid); an executed request may then add one
-// follow-up (kReleased, kNotStored, kStaleComplete, kStoreFailed), a
-// takeover claim adds kTakeover, and a lock renewal that finds the claim
-// lost adds kRenewalLost. All are exported as
-// idem_requests_total{outcome="..."}, so the step outcomes sum to the number
-// of protected requests and the follow-ups count on top of them.
+// Two families count requests, so that each adds up:
+//  - idem_requests_total{outcome="..."}: the step outcomes (kKeyMissing ..
+//    kLastStepOutcome). Every request that reaches a protected route adds
+//    exactly one, so sum(idem_requests_total) is the number of requests to
+//    protected routes.
+//  - idem_request_followups_total{outcome="..."}: what happened later to an
+//    executed request's claim (kFirstFollowUp .. kRenewalLost): its key
+//    released, its response not stored, its completion stale or failed, the
+//    claim itself a takeover, a renewal that found it lost. A request adds
+//    none or several, so they are not in the first family's sum.
+//
+// Alertable events that are not outcomes of one request (CountedEvent) have
+// a family each: idem_release_failures_total, idem_lock_renewals_total,
+// idem_lock_renewal_failures_total, idem_sweeper_purged_records_total,
+// idem_sweeper_errors_total (docs/OPERATIONS.md says which to alert on).
+//
+// An anonymous request that ran unprotected under anonymous = bypass is the
+// step outcome kAnonymousBypassed (anonymous_bypassed), not an event counted
+// beside kUnprotected: it is one request's decision like any other, so it
+// keeps the sum above exact, gets its latency histogram and reaches the
+// observers as Decision::outcome; and `unprotected` keeps meaning "the route
+// or the switch asked for no protection", which no client can choose, while
+// anonymous_bypassed is a client's choice an operator may want to alert on.
 //
 // idem_request_duration_seconds{outcome="..."} has one histogram per step
 // outcome: from the Begin call to the decision for requests answered by idem
@@ -49,21 +65,58 @@ enum class Outcome : int {
   kAnonymousRejected,  // anonymous = reject: 401 for a request with a key.
   kRecordDamaged,      // The key's record cannot be decoded: 500 (step 8c).
   kRouteInvalid,       // The route's GuardOptions are invalid: 500.
-  // Follow-ups of an executed request.
-  kReleased,
-  kNotStored,
-  kStaleComplete,
-  kStoreFailed,
-  kTakeover,
-  kRenewalLost,  // A lock renewal found the claim lost (lock_renewal).
+  // anonymous = bypass: a request with a key and no scope ran unprotected.
+  kAnonymousBypassed,
+  // Follow-ups of an executed request (idem_request_followups_total).
+  kReleased,       // The key was released (status not stored, Abandon).
+  kNotStored,      // Body over max_stored_response: released.
+  kStaleComplete,  // The completion found the claim lost.
+  kStoreFailed,    // Complete failed, or the claim was forgotten.
+  kTakeover,       // The claim took over a request whose lock timed out.
+  kRenewalLost,    // A lock renewal found the claim lost (lock_renewal).
 };
-// The last step outcome: step outcomes are kKeyMissing..kLastStepOutcome.
-inline constexpr Outcome kLastStepOutcome = Outcome::kRouteInvalid;
+// The last step outcome: step outcomes are kKeyMissing..kLastStepOutcome,
+// follow-ups kFirstFollowUp..kRenewalLost.
+inline constexpr Outcome kLastStepOutcome = Outcome::kAnonymousBypassed;
+inline constexpr Outcome kFirstFollowUp = Outcome::kReleased;
 inline constexpr int kOutcomeCount =
     static_cast<int>(Outcome::kRenewalLost) + 1;
 
+// Whether `outcome` is a step outcome (idem_requests_total) rather than a
+// follow-up (idem_request_followups_total).
+constexpr bool IsStepOutcome(Outcome outcome) {
+  return static_cast<int>(outcome) <= static_cast<int>(kLastStepOutcome);
+}
+
 // The label value, e.g. "key_missing".
 std::string_view OutcomeName(Outcome outcome);
+
+// Events counted apart from any request outcome, each in a family of its
+// own, named by CountedEventFamily:
+enum class CountedEvent : int {
+  // idem_release_failures_total: a Release call (status not stored, body
+  // over max_stored_response, Abandon) failed with a store error: the key
+  // stays locked until its lock_timeout (409 for its retries until then).
+  // The request is counted `released` or `not_stored` all the same.
+  kReleaseFailed,
+  // idem_lock_renewals_total: lock renewal calls made (ExtendLock), by the
+  // Guard's renewal thread or an adapter's timer.
+  kRenewal,
+  // idem_lock_renewal_failures_total: renewal calls that failed with a
+  // store error while the handler still ran (the claim is kept and renewed
+  // again; the lock may time out meanwhile). A claim found lost is the
+  // follow-up renewal_lost instead.
+  kRenewalFailed,
+  // idem_sweeper_purged_records_total: expired records the background
+  // sweeper deleted (SweeperOptions::metrics).
+  kSweeperPurged,
+  // idem_sweeper_errors_total: sweeper passes that ended on a store error.
+  kSweeperError,
+};
+inline constexpr int kCountedEventCount =
+    static_cast<int>(CountedEvent::kSweeperError) + 1;
+// The metric family, e.g. "idem_release_failures_total".
+std::string_view CountedEventFamily(CountedEvent event);
 
 enum class StoreOperation : int { kClaim, kComplete, kRelease };
 inline constexpr int kStoreOperationCount = 3;
@@ -82,6 +135,12 @@ class Metrics {
   }
   std::uint64_t Get(Outcome outcome) const {
     return counters_[static_cast<int>(outcome)].load(std::memory_order_relaxed);
+  }
+  void Count(CountedEvent event, std::uint64_t n = 1) {
+    events_[static_cast<int>(event)].fetch_add(n, std::memory_order_relaxed);
+  }
+  std::uint64_t Get(CountedEvent event) const {
+    return events_[static_cast<int>(event)].load(std::memory_order_relaxed);
   }
   void ObserveStoreLatency(StoreOperation op, std::chrono::nanoseconds d);
   // Observations of `op` so far.
@@ -110,6 +169,7 @@ class Metrics {
   static constexpr int kStepOutcomeCount =
       static_cast<int>(kLastStepOutcome) + 1;
   std::array<std::atomic<std::uint64_t>, kOutcomeCount> counters_{};
+  std::array<std::atomic<std::uint64_t>, kCountedEventCount> events_{};
   std::array<Histogram, kStoreOperationCount> latency_{};
   std::array<Histogram, kStepOutcomeCount> request_latency_{};
 };

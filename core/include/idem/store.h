@@ -24,6 +24,7 @@
 #include "idem/clock.h"
 #include "idem/error.h"
 #include "idem/log.h"
+#include "idem/metrics.h"
 #include "idem/record.h"
 #include "idem/response.h"
 #include "idem/types.h"
@@ -103,6 +104,11 @@ struct StoreOptions {
   Duration sweep_interval = std::chrono::seconds(60);
   // Where the sweeper reports a failed pass (kWarning). Default: nowhere.
   LogSink log;
+  // Where the sweeper counts its deletions and failed passes
+  // (SweeperOptions::metrics): pass the Guard's Metrics (GuardSetup::metrics)
+  // to export them with its counters. Only OpenStore reads it. Default: not
+  // counted.
+  std::shared_ptr<Metrics> metrics;
 };
 
 // Where a claim of a SQL store is in one attempt of its bounded retry loop

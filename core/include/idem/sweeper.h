@@ -35,6 +35,7 @@
 #include "idem/clock.h"
 #include "idem/error.h"
 #include "idem/log.h"
+#include "idem/metrics.h"
 #include "idem/store.h"
 
 namespace idem {
@@ -63,6 +64,11 @@ struct SweeperOptions {
   std::shared_ptr<Clock> clock;
   // Gets one kWarning line per failed pass. Default: nowhere.
   LogSink log;
+  // Counts the records each pass deleted (idem_sweeper_purged_records_total)
+  // and the passes that failed (idem_sweeper_errors_total), e.g. into the
+  // Guard's Metrics so that /metrics shows them. Default: not counted
+  // (stats() still has them).
+  std::shared_ptr<Metrics> metrics;
 };
 
 // What a sweeper did since it started; each field is read separately.
