@@ -267,7 +267,11 @@ class PostgresDatabase final : public Transfers::Database {
         conninfo_(std::move(conninfo)),
         counters_([this] { return Open(); }) {}
 
+  // Creates the table once; until that succeeds every Insert and Count
+  // tries again, so a store opened with connect=lazy while its server is
+  // down starts the demo and gets its table when the server answers.
   Status Prepare() {
+    if (prepared_.load(std::memory_order_acquire)) return {};
     PostgresTransaction tx(store_);
     IDEM_RETURN_IF_ERROR(tx.Begin());
     IDEM_RETURN_IF_ERROR(
@@ -275,13 +279,16 @@ class PostgresDatabase final : public Transfers::Database {
              "CREATE TABLE IF NOT EXISTS transfers (id text PRIMARY KEY, "
              "body text NOT NULL)",
              {}, PGRES_COMMAND_OK));
-    return tx.Commit();
+    IDEM_RETURN_IF_ERROR(tx.Commit());
+    prepared_.store(true, std::memory_order_release);
+    return {};
   }
 
   Result<beast::Response> Insert(ClaimHandle& claim, const std::string& id,
                                  std::string_view body,
                                  const beast::Response& created,
                                  Crash crash) override {
+    IDEM_RETURN_IF_ERROR(Prepare());
     PostgresTransaction tx(store_);
     const std::string body_text(body);
     return InsertInTransaction(
@@ -296,6 +303,7 @@ class PostgresDatabase final : public Transfers::Database {
   }
 
   Result<std::int64_t> Count() override {
+    IDEM_RETURN_IF_ERROR(Prepare());
     IDEM_ASSIGN_OR_RETURN(auto lease, counters_.Acquire());
     auto r = Exec((*lease).conn, "SELECT count(*) FROM transfers", {},
                   PGRES_TUPLES_OK);
@@ -335,6 +343,7 @@ class PostgresDatabase final : public Transfers::Database {
   PostgresStore& store_;
   const std::string conninfo_;
   Connections<PgConn> counters_;  // For Count only.
+  std::atomic<bool> prepared_{false};
 };
 
 #endif  // IDEM_HAVE_POSTGRES
@@ -425,7 +434,12 @@ Result<std::unique_ptr<Transfers>> Transfers::Create(
     const std::string_view conninfo = store_uri.substr(0, store_uri.find('?'));
     auto pg_db =
         std::make_unique<PostgresDatabase>(*postgres, std::string(conninfo));
-    IDEM_RETURN_IF_ERROR(pg_db->Prepare());
+    // A server that is not there yet (connect=lazy) is no start-up error:
+    // the first transfer creates the table.
+    if (Status prepared = pg_db->Prepare();
+        !prepared && prepared.error().code() != ErrorCode::kUnavailable) {
+      return tl::unexpected(prepared.error());
+    }
     db = std::move(pg_db);
   }
 #endif

@@ -38,10 +38,12 @@
 #include "http_test_util.h"
 #endif
 #include "postgres_test_util.h"
+#include "support/demo_process.h"
 #include "support/faulty_store.h"
 #include "support/guard_client.h"
 #include "support/private_server_test.h"
 #include "support/store_times.h"
+#include "support/temp_dir.h"
 #include "support/wait_for.h"
 
 namespace idem {
@@ -484,6 +486,50 @@ TEST_F(PostgresOutageTest, TheDemoOnALazyStoreAnswers503ThenServes) {
       testing::SendOnce(demo.port(), testing::Post("/orders", kBody, "lazy"));
   EXPECT_EQ(replay["Idempotent-Replayed"], "true");
   EXPECT_EQ(demo.handler_runs(), 1u);
+}
+
+// The idem-demo process itself, started with --store naming a lazy URI
+// while the server is down (no flag of its own): it starts, POST /transfers
+// (whose table the demo creates in the store's database) answers 503, and
+// once the server is back the first transfer creates the table, runs and
+// replays. Before the demo created its table lazily it exited at start.
+TEST_F(PostgresOutageTest, TheDemoProcessStartsOnALazyUriWhileTheServerIsDown) {
+  ASSERT_TRUE(server_.Pause()) << server_.error();
+  testing::TempDir dir("idem-lazy-demo");
+  testing::proc::DemoProcess demo(IDEM_DEMO_PATH,
+                                  server_.url() + "?" + kLazyParams,
+                                  dir.path() / "demo.log");
+  const std::uint16_t port = demo.WaitListening();
+  ASSERT_NE(port, 0) << testing::proc::ReadFile(dir.path() / "demo.log");
+  constexpr char kBody[] = R"({"amount":1})";
+  const auto down =
+      testing::proc::Send(port, "POST", "/transfers", "lazy-transfer", kBody);
+  ASSERT_TRUE(down.has_value());
+  EXPECT_EQ(down->status, 503) << testing::proc::Describe(down);
+
+  ASSERT_TRUE(server_.Resume()) << server_.error();
+  std::optional<testing::proc::HttpResponse> created;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        created = testing::proc::Send(port, "POST", "/transfers",
+                                      "lazy-transfer", kBody);
+        return created && created->status != 503;
+      },
+      seconds(60)))
+      << testing::proc::Describe(created);
+  EXPECT_EQ(created->status, 201) << testing::proc::Describe(created);
+  const auto replay =
+      testing::proc::Send(port, "POST", "/transfers", "lazy-transfer", kBody);
+  ASSERT_TRUE(replay.has_value());
+  EXPECT_EQ(replay->status, 201);
+  EXPECT_EQ(replay->Header("Idempotent-Replayed"), "true");
+  // The table is the demo's own, named transfers in the server's database;
+  // this server is the test's alone, so the count is the test's rows.
+  const auto count =
+      testing::proc::Send(port, "GET", "/transfers/count", "", "");
+  ASSERT_TRUE(count.has_value());
+  EXPECT_NE(count->body.find("\"count\":1"), std::string::npos)
+      << testing::proc::Describe(count);
 }
 
 }  // namespace
