@@ -240,21 +240,88 @@ restinio::Handler ForRestinio(beast::Handler handler) {
 }
 #endif
 
-}  // namespace
+beast::ScopeResolver BeastScope(TestScope scope) {
+  switch (scope) {
+    case TestScope::kShared:
+      return ::idem::asio::SharedScope();
+    case TestScope::kCaller:
+      return
+          [](const beast::RequestHeader& header) -> std::optional<std::string> {
+            auto it = header.find(kCallerHeader);
+            if (it == header.end()) return std::nullopt;
+            return std::string(it->value());
+          };
+    case TestScope::kUnset:
+      break;
+  }
+  return {};
+}
 
-AdapterServer::AdapterServer(demo::HttpFramework http, beast::Handler handler,
-                             AdapterSetup setup) {
+#if IDEM_DEMO_WITH_RESTINIO
+restinio::ScopeResolver RestinioScope(TestScope scope) {
+  switch (scope) {
+    case TestScope::kShared:
+      return ::idem::asio::SharedScope();
+    case TestScope::kCaller:
+      return [](const ::restinio::request_t& request)
+                 -> std::optional<std::string> {
+        const auto value = request.header().opt_value_of(kCallerHeader);
+        if (!value) return std::nullopt;
+        return std::string(value->data(), value->size());
+      };
+    case TestScope::kUnset:
+      break;
+  }
+  return {};
+}
+#endif
+
+std::shared_ptr<Guard> MakeGuard(AdapterSetup& setup) {
   GuardSetup guard_setup;
   guard_setup.store = setup.store ? std::move(setup.store) : OpenMemoryStore();
   guard_setup.clock = std::move(setup.clock);
   guard_setup.log = [](LogLevel, std::string_view) {};
   guard_setup.options = std::move(setup.options);
-  guard_ = ValueOrThrow(Guard::Create(std::move(guard_setup)));
+  return ValueOrThrow(Guard::Create(std::move(guard_setup)));
+}
+
+}  // namespace
+
+Status CreateAdapter(demo::HttpFramework http, const AdapterSetup& setup) {
+  AdapterSetup copy = setup;
+  std::shared_ptr<Guard> guard = MakeGuard(copy);
+  if (http == demo::HttpFramework::kRestinio) {
+#if IDEM_DEMO_WITH_RESTINIO
+    boost::asio::io_context ioc;
+    restinio::IdempotentHandlerOptions options;
+    static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
+    options.scope = RestinioScope(setup.scope);
+    auto created = restinio::IdempotentHandler::Create(
+        guard, ioc.get_executor(), std::move(options));
+    if (!created) return tl::unexpected(created.error());
+    return {};
+#else
+    throw std::invalid_argument("this build has no RESTinio");
+#endif
+  }
+  beast::IdempotentHandlerOptions options;
+  static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
+  options.scope = BeastScope(setup.scope);
+  auto created = beast::IdempotentHandler::Create(
+      guard, [](Request) { return Response(); }, std::move(options));
+  if (!created) return tl::unexpected(created.error());
+  return {};
+}
+
+AdapterServer::AdapterServer(demo::HttpFramework http, beast::Handler handler,
+                             AdapterSetup setup) {
+  guard_ = MakeGuard(setup);
 
   if (http == demo::HttpFramework::kRestinio) {
 #if IDEM_DEMO_WITH_RESTINIO
     restinio::IdempotentHandlerOptions options;
     static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
+    options.scope = RestinioScope(setup.scope);
     const restinio::Handler converted = ForRestinio(std::move(handler));
     demo::RestinioServerOptions server_options;
     server_options.port = 0;
@@ -278,6 +345,7 @@ AdapterServer::AdapterServer(demo::HttpFramework http, beast::Handler handler,
 
   beast::IdempotentHandlerOptions options;
   static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
+  options.scope = BeastScope(setup.scope);
   beast_handler_ = ValueOrThrow(beast::IdempotentHandler::Create(
       guard_, std::move(handler), std::move(options)));
   for (const ProtectedRoute& route : setup.routes) {

@@ -182,6 +182,33 @@ TEST_P(SemanticsHttpTest, ScopesKeepKeysApart) {
   EXPECT_EQ(server_.handler_runs(), 3u);
 }
 
+// The demo's scope (HTTP.md): only `Bearer <name>` names a scope. Any other
+// Authorization scheme is anonymous, and every anonymous request shares the
+// scope "": two Basic users with one key and body get one response.
+TEST_P(SemanticsHttpTest, ANonBearerAuthorizationIsAnonymous) {
+  const Response basic_alice =
+      SendOnce(port(), Post("/orders", kBody, "k-basic",
+                            Headers{{"Authorization", "Basic YWxpY2U6cHc="}}));
+  const Response basic_bob =
+      SendOnce(port(), Post("/orders", kBody, "k-basic",
+                            Headers{{"Authorization", "Basic Ym9iOnB3"}}));
+  const Response none = SendOnce(port(), Post("/orders", kBody, "k-basic"));
+  const Response empty_bearer = SendOnce(
+      port(),
+      Post("/orders", kBody, "k-basic", Headers{{"Authorization", "Bearer "}}));
+  const Response lower_bearer =
+      SendOnce(port(), Post("/orders", kBody, "k-basic",
+                            Headers{{"Authorization", "bearer alice"}}));
+  EXPECT_FALSE(IsReplay(basic_alice));
+  for (const Response* shared : {&basic_bob, &none, &empty_bearer}) {
+    EXPECT_TRUE(IsReplay(*shared));
+    EXPECT_EQ(shared->body(), basic_alice.body());
+  }
+  // The scheme's case does not matter: alice's own scope.
+  EXPECT_FALSE(IsReplay(lower_bearer));
+  EXPECT_EQ(server_.handler_runs(), 2u);
+}
+
 // Statuses the handler answers: which are stored (replayed) and which
 // release the key (the handler runs again).
 struct StatusCase {
@@ -252,7 +279,8 @@ TEST_P(SemanticsHttpTest, StatsAndMetrics) {
   SendOnce(port(), Post("/orders", kBody, "k-m"));
   const Response stats = SendOnce(port(), Get("/stats"));
   EXPECT_EQ(stats.result_int(), 200u);
-  EXPECT_EQ(Json(stats), nlohmann::json::parse(R"({"handler_runs":1})"));
+  EXPECT_EQ(Json(stats),
+            nlohmann::json::parse(R"({"handler_runs":1,"protection":"on"})"));
   const Response metrics = SendOnce(port(), Get("/metrics"));
   EXPECT_EQ(metrics.result_int(), 200u);
   EXPECT_NE(metrics.body().find("idem_requests_total{outcome=\"executed\"} 1"),
