@@ -240,6 +240,8 @@ restinio::Handler ForRestinio(beast::Handler handler) {
 }
 #endif
 
+// Each adapter's scope option for `scope`, and its options for `setup`
+// (the store-call options and the scope).
 beast::ScopeResolver BeastScope(TestScope scope) {
   switch (scope) {
     case TestScope::kShared:
@@ -255,6 +257,13 @@ beast::ScopeResolver BeastScope(TestScope scope) {
       break;
   }
   return {};
+}
+
+beast::IdempotentHandlerOptions BeastOptions(const AdapterSetup& setup) {
+  beast::IdempotentHandlerOptions options;
+  static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
+  options.scope = BeastScope(setup.scope);
+  return options;
 }
 
 #if IDEM_DEMO_WITH_RESTINIO
@@ -273,6 +282,13 @@ restinio::ScopeResolver RestinioScope(TestScope scope) {
       break;
   }
   return {};
+}
+
+restinio::IdempotentHandlerOptions RestinioOptions(const AdapterSetup& setup) {
+  restinio::IdempotentHandlerOptions options;
+  static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
+  options.scope = RestinioScope(setup.scope);
+  return options;
 }
 #endif
 
@@ -293,22 +309,16 @@ Status CreateAdapter(demo::HttpFramework http, const AdapterSetup& setup) {
   if (http == demo::HttpFramework::kRestinio) {
 #if IDEM_DEMO_WITH_RESTINIO
     boost::asio::io_context ioc;
-    restinio::IdempotentHandlerOptions options;
-    static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
-    options.scope = RestinioScope(setup.scope);
     auto created = restinio::IdempotentHandler::Create(
-        guard, ioc.get_executor(), std::move(options));
+        guard, ioc.get_executor(), RestinioOptions(setup));
     if (!created) return tl::unexpected(created.error());
     return {};
 #else
     throw std::invalid_argument("this build has no RESTinio");
 #endif
   }
-  beast::IdempotentHandlerOptions options;
-  static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
-  options.scope = BeastScope(setup.scope);
   auto created = beast::IdempotentHandler::Create(
-      guard, [](Request) { return Response(); }, std::move(options));
+      guard, [](Request) { return Response(); }, BeastOptions(setup));
   if (!created) return tl::unexpected(created.error());
   return {};
 }
@@ -319,9 +329,6 @@ AdapterServer::AdapterServer(demo::HttpFramework http, beast::Handler handler,
 
   if (http == demo::HttpFramework::kRestinio) {
 #if IDEM_DEMO_WITH_RESTINIO
-    restinio::IdempotentHandlerOptions options;
-    static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
-    options.scope = RestinioScope(setup.scope);
     const restinio::Handler converted = ForRestinio(std::move(handler));
     demo::RestinioServerOptions server_options;
     server_options.port = 0;
@@ -329,7 +336,7 @@ AdapterServer::AdapterServer(demo::HttpFramework http, beast::Handler handler,
         std::make_shared<demo::RestinioServer>(server_options, converted);
     restinio_handler_ = ValueOrThrow(restinio::IdempotentHandler::Create(
         guard_, restinio_server_->io_context().get_executor(),
-        std::move(options)));
+        RestinioOptions(setup)));
     for (const ProtectedRoute& route : setup.routes) {
       ValueOrThrow(restinio_handler_->Protect(RestinioMethod(route.method),
                                               route.pattern, converted,
@@ -343,11 +350,8 @@ AdapterServer::AdapterServer(demo::HttpFramework http, beast::Handler handler,
 #endif
   }
 
-  beast::IdempotentHandlerOptions options;
-  static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
-  options.scope = BeastScope(setup.scope);
   beast_handler_ = ValueOrThrow(beast::IdempotentHandler::Create(
-      guard_, std::move(handler), std::move(options)));
+      guard_, std::move(handler), BeastOptions(setup)));
   for (const ProtectedRoute& route : setup.routes) {
     ValueOrThrow(beast_handler_->Protect(http::string_to_verb(route.method),
                                          route.pattern, route.options));
