@@ -12,13 +12,15 @@
 //    nullopt for an anonymous request, which the route's `anonymous` policy
 //    then decides (GuardOptions::anonymous).
 //  - SharedScope(): every request is anonymous; under the default policy
-//    (anonymous = shared) every caller shares the scope "". Safe only when
-//    every caller may see every other caller's responses: a single-tenant
-//    service whose clients are one party, an internal service behind a
-//    gateway that already confines keys to one caller, tests. Anywhere else
-//    it lets a caller who sends another caller's key (and the same body)
-//    receive that caller's stored response, and lets a caller block or
-//    spoil another's key (409 while it runs, 422 with another body).
+//    (anonymous = shared) every caller shares the scope "" (a route with
+//    anonymous = reject refuses every request with a key, one with bypass
+//    runs them all unprotected). Safe only when every caller may see every
+//    other caller's responses: a single-tenant service whose clients are
+//    one party, an internal service behind a gateway that already confines
+//    keys to one caller, tests. Anywhere else it lets a caller who sends
+//    another caller's key (and the same body) receive that caller's stored
+//    response, and lets a caller block or spoil another's key (409 while it
+//    runs, 422 with another body).
 //
 // Nothing here depends on HTTP or Asio: an adapter for any request type (a
 // gRPC adapter's ServerContext included) declares
