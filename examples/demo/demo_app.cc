@@ -111,8 +111,7 @@ Response ProblemAnswer(const Request& request, unsigned status,
 }  // namespace
 
 DemoApp::DemoApp(std::string instance, std::function<std::string()> metrics,
-                 std::size_t max_order_bytes,
-                 std::function<bool()> protection)
+                 std::size_t max_order_bytes, std::function<bool()> protection)
     : instance_(std::move(instance)),
       id_prefix_(Sanitize(instance_)),
       metrics_(std::move(metrics)),
