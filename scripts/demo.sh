@@ -63,7 +63,7 @@ idem-demo is starting on $listen with the store $store
   # 3. The same key with another body: 422 idempotency_key_reused.
   curl -i -X POST $url -H 'Idempotency-Key: $key' -H 'Content-Type: application/json' -d '{"item":"pen","qty":2}'
 
-  curl http://$listen/stats      # {"handler_runs":1}
+  curl http://$listen/stats      # {"handler_runs":1,"protection":"on"}
   curl http://$listen/metrics    # idem_requests_total{outcome="..."}
 
 MSG

@@ -109,7 +109,10 @@ Guard::Guard(GuardSetup setup)
       log_(switch_log_ && setup.log_repeat_interval > Duration::zero()
                ? std::make_unique<LogRateLimiter>(switch_log_, clock_,
                                                   setup.log_repeat_interval)
-               : nullptr) {}
+               : nullptr) {
+  // Started off, the operator is told as when it is switched off.
+  SetEnabled(setup.enabled);
+}
 
 void Guard::Log(LogLevel level, const std::string& message,
                 std::string_view kind) const {
@@ -117,24 +120,6 @@ void Guard::Log(LogLevel level, const std::string& message,
     log_->Log(level, message, kind);
   } else if (switch_log_) {
     switch_log_(level, message);
-  }
-}
-
-void Guard::SetEnabled(bool enabled) {
-  // Only the call that changes the switch logs, so racing calls write one
-  // line. Not rate-limited: an operator must see every change, and changes
-  // are operator actions, not per-request events.
-  if (enabled_.exchange(enabled, std::memory_order_relaxed) == enabled) return;
-  if (!switch_log_) return;
-  if (enabled) {
-    switch_log_(LogLevel::kInfo,
-                "idempotency protection switched on again: protected routes "
-                "claim their keys");
-  } else {
-    switch_log_(LogLevel::kWarning,
-                "idempotency protection switched off: every protected route "
-                "runs unprotected (counted as unprotected) and a retry runs "
-                "its handler again, until it is switched on");
   }
 }
 

@@ -123,6 +123,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   setup.options.lock_wait = options.lock_wait;
   setup.options.key_per_operation = options.key_per_operation;
   setup.log = log;
+  setup.enabled = options.protection;
   auto guard = Guard::Create(std::move(setup));
   if (!guard) return tl::unexpected(guard.error());
   demo->guard_ = std::move(*guard);
@@ -130,7 +131,7 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   Guard* g = demo->guard_.get();
   demo->app_ = std::make_unique<DemoApp>(
       options.instance, [g] { return g->metrics().RenderPrometheus(); },
-      options.max_order_bytes);
+      options.max_order_bytes, [g] { return g->enabled(); });
   DemoApp* app = demo->app_.get();
 
   // The demo does no authentication: the bearer token's text is the scope.

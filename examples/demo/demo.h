@@ -80,6 +80,10 @@ struct DemoOptions {
   // (idem::kMaxSweepInterval).
   // Default: 60 s.
   std::chrono::seconds sweep_interval{60};
+  // The state idem's switch starts in (GuardSetup::enabled; flag
+  // --protection on|off): off, every protected route runs unprotected and
+  // GET /stats says "protection": "off". Default: true (on).
+  bool protection = true;
   // POST /transfers completes the record in its own transaction
   // (transfers.h); only with a SQL store. Flag --exactly-once.
   // Default: false.

@@ -111,10 +111,11 @@ Response ProblemAnswer(const Request& request, unsigned status,
 }  // namespace
 
 DemoApp::DemoApp(std::string instance, std::function<std::string()> metrics,
-                 std::size_t max_order_bytes)
+                 std::size_t max_order_bytes, std::function<bool()> protection)
     : instance_(std::move(instance)),
       id_prefix_(Sanitize(instance_)),
       metrics_(std::move(metrics)),
+      protection_(std::move(protection)),
       nonce_(RandomNonce()),
       max_order_bytes_(max_order_bytes) {}
 
@@ -145,6 +146,7 @@ asio::awaitable<Response> DemoApp::Handle(Request request) {
     if (method == http::verb::get) {
       nlohmann::ordered_json j;
       j["handler_runs"] = handler_runs();
+      if (protection_) j["protection"] = protection_() ? "on" : "off";
       co_return Make(request, 200, "application/json", Json(j));
     }
   } else if (path == "/metrics") {

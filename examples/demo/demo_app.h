@@ -6,7 +6,8 @@
 //   POST /payments      the same handler: a second operation for
 //                       per-operation keys; its ids are order ids
 //   GET  /orders/<id>   the order (or payment), or 404
-//   GET  /stats         {"handler_runs":N}
+//   GET  /stats         {"handler_runs":N,"protection":"on"|"off"}
+//                       (no "protection" without idem)
 //   GET  /metrics       Prometheus text from the metrics source
 //
 // Thread-safety: Handle may run concurrently on any number of threads.
@@ -47,9 +48,11 @@ class DemoApp {
   // Longest delay_ms honoured.
   static constexpr std::uint64_t kMaxDelayMs = 600'000;
 
-  // `metrics` renders GET /metrics (empty when null).
+  // `metrics` renders GET /metrics (empty when null); `protection` says
+  // whether idem's switch is on, for GET /stats (omitted when null).
   DemoApp(std::string instance, std::function<std::string()> metrics,
-          std::size_t max_order_bytes = kDefaultMaxOrderBytes);
+          std::size_t max_order_bytes = kDefaultMaxOrderBytes,
+          std::function<bool()> protection = nullptr);
 
   boost::asio::awaitable<beast::Response> Handle(beast::Request request);
 
@@ -74,6 +77,7 @@ class DemoApp {
   // The instance name reduced to characters safe in a URL path.
   const std::string id_prefix_;
   const std::function<std::string()> metrics_;
+  const std::function<bool()> protection_;
   // Random per process: with the counter, ids are unique across instances
   // and restarts even when two instances share a name.
   const std::uint64_t nonce_;

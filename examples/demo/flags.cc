@@ -96,4 +96,12 @@ Result<Duration> ParseDurationFlag(const DurationFlag& flag,
   return value;
 }
 
+Result<bool> ParseProtectionFlag(std::string_view text) {
+  if (text == "on") return true;
+  if (text == "off") return false;
+  return MakeError(
+      ErrorCode::kInvalidArgument,
+      "--protection wants on or off, got '" + std::string(text) + "'");
+}
+
 }  // namespace idem::demo

@@ -1,5 +1,5 @@
 // Parsing of idem-demo's duration flags (--ttl, --lock-timeout,
-// --lock-renewal, --lock-wait, --sweep-interval),
+// --lock-renewal, --lock-wait, --sweep-interval) and of --protection,
 // apart from main.cc so that it is unit-tested.
 //
 // Every duration flag has a maximum, the same as GuardOptions'
@@ -51,6 +51,11 @@ Result<Duration> ParseDurationFlag(const DurationFlag& flag,
 // below `lock_timeout` (a renewal that late lets a retry take a live handler
 // over, GuardOptions::lock_renewal).
 Status LockRenewalBelowTimeout(Duration lock_renewal, Duration lock_timeout);
+
+// --protection on|off: whether idem's switch starts on
+// (GuardSetup::enabled). kInvalidArgument naming the flag, its choices and
+// the value given for anything else.
+Result<bool> ParseProtectionFlag(std::string_view text);
 
 }  // namespace idem::demo
 

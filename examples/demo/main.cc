@@ -9,7 +9,7 @@
 //             [--instance NAME] [--sweep-interval SECONDS]
 //             [--key-per-operation]
 //             [--exactly-once]
-//             [--http beast|restinio]
+//             [--http beast|restinio] [--protection on|off]
 //
 // Prints "listening on HOST:PORT" once it accepts connections and exits
 // cleanly (in-flight requests answered) on SIGINT or SIGTERM. The store is
@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
       static_cast<long long>(idem::demo::DemoApp::kDefaultMaxOrderBytes);
   std::string sweep_interval = "60";
   std::string http = "beast";
+  std::string protection = "on";
 
   const std::string store_help =
       "idempotency store URI (default: $IDEM_STORE, else " +
@@ -149,6 +150,11 @@ int main(int argc, char** argv) {
       ("exactly-once", "POST /transfers completes the idempotency record in "
        "its own SQL transaction (sqlite: and postgresql: stores only)")
       ("http", po::value(&http)->value_name("SERVER"), kHttpHelp)
+      ("protection", po::value(&protection)->value_name("on|off"),
+       "whether idem protects POST /orders, /payments and /transfers from "
+       "the start; off, every request runs its handler unprotected "
+       "(counted as unprotected; GET /stats says \"protection\": \"off\") "
+       "(default on)")
       ("no-idem", "serve without idem (the benchmark baseline)");
   // clang-format on
   po::variables_map vm;
@@ -218,6 +224,9 @@ int main(int argc, char** argv) {
   auto framework = idem::demo::ParseHttpFlag(http);
   if (!framework) return BadFlags(framework.error().message());
   options.http = *framework;
+  auto protection_value = idem::demo::ParseProtectionFlag(protection);
+  if (!protection_value) return BadFlags(protection_value.error().message());
+  options.protection = *protection_value;
   options.ttl = std::chrono::duration_cast<std::chrono::seconds>(*ttl_value);
   options.lock_timeout = *lock_timeout_value;
   options.lock_renewal = *lock_renewal_value;

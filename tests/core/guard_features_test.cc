@@ -83,7 +83,8 @@ class GuardFeaturesTest : public ::testing::Test {
   void SetUp() override { Rebuild(GuardOptions{}); }
 
   void Rebuild(GuardOptions options, std::shared_ptr<Store> inner = nullptr,
-               std::vector<std::shared_ptr<GuardObserver>> observers = {}) {
+               std::vector<std::shared_ptr<GuardObserver>> observers = {},
+               bool enabled = true) {
     guard_.reset();
     logs_.clear();
     clock_ = std::make_shared<ManualClock>();
@@ -96,6 +97,7 @@ class GuardFeaturesTest : public ::testing::Test {
     setup.clock = clock_;
     setup.observers = std::move(observers);
     setup.log = testing::CaptureLogs(logs_);
+    setup.enabled = enabled;
     auto guard = Guard::Create(std::move(setup));
     ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
     guard_ = std::move(*guard);
@@ -278,6 +280,37 @@ TEST_F(GuardFeaturesTest, SwitchedOffEveryRequestPassesThroughWithoutTheStore) {
   guard_->SetEnabled(true);
   EXPECT_EQ(Send({}).status, 503);
   EXPECT_EQ(store_->claims, 2);
+}
+
+// GuardSetup::enabled = false: a deployment that starts with protection
+// off (step 0 from the first request) and switches it on at run time.
+TEST_F(GuardFeaturesTest, CreatedOffPassesThroughUntilSwitchedOn) {
+  EXPECT_TRUE(GuardSetup().enabled);
+  Rebuild(GuardOptions{}, nullptr, {}, /*enabled=*/false);
+  EXPECT_FALSE(guard_->enabled());
+  // The operator is told at start, as when it is switched off.
+  ASSERT_EQ(logs_.size(), 1u);
+  EXPECT_THAT(logs_[0], HasSubstr("warning: idempotency protection switched "
+                                  "off"));
+  for (int i = 0; i < 2; ++i) {
+    const Decision d = Begin({});
+    EXPECT_EQ(d.action, Action::kPassThrough);
+    EXPECT_EQ(d.outcome, Outcome::kUnprotected);
+    EXPECT_EQ(Send({}).FindHeader("Idempotent-Replayed"), std::nullopt);
+  }
+  EXPECT_EQ(runs_, 2);
+  EXPECT_EQ(Count(Outcome::kUnprotected), 4u);
+  EXPECT_EQ(store_->claims, 0);
+
+  guard_->SetEnabled(true);
+  ASSERT_EQ(logs_.size(), 2u);
+  EXPECT_THAT(logs_[1], HasSubstr("info: idempotency protection switched on"));
+  EXPECT_EQ(Send({}).status, 201);
+  EXPECT_EQ(Send({}).FindHeader("Idempotent-Replayed"), "true");
+  EXPECT_EQ(runs_, 3);
+  EXPECT_EQ(Count(Outcome::kExecuted), 1u);
+  EXPECT_EQ(Count(Outcome::kReplayed), 1u);
+  EXPECT_EQ(Count(Outcome::kUnprotected), 4u);
 }
 
 TEST_F(GuardFeaturesTest, SwitchingIsLoggedOncePerChange) {

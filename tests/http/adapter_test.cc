@@ -1,7 +1,8 @@
 // Each adapter (HttpServers(): Beast's and RESTinio's IdempotentHandler)
 // around a test's own handler: the three handler forms, a dropped
 // Responder, route patterns and per-route options, store calls on the
-// pool, fail-open, the response classification's unstored ends. Beast's
+// pool, fail-open, the response classification's unstored ends, the scope
+// option (required; SharedScope() or a resolver). Beast's
 // own API (AsyncHandle with a plain callback, Create's checks) at the end.
 
 #include <utility>  // Before Asio's coroutine headers; see handler.h.
@@ -235,6 +236,67 @@ TEST_P(AdapterTest, InlineStoreCallsForTheMemoryStore) {
   EXPECT_EQ(server.store_threads(), 0u);
 }
 
+// SEMANTICS.md, "scope": no adapter starts without an explicit choice of
+// whose key a request's key is.
+TEST_P(AdapterTest, CreateWithoutAScopeIsRefusedNamingScope) {
+  const Status created =
+      CreateAdapter(GetParam(), {.scope = TestScope::kUnset});
+  ASSERT_THAT(created, HasErrorCode(ErrorCode::kInvalidArgument));
+  EXPECT_THAT(created.error().message(), ::testing::HasSubstr("`scope`"));
+  EXPECT_THAT(created.error().message(),
+              ::testing::HasSubstr("idem::asio::SharedScope()"));
+  EXPECT_THAT(CreateAdapter(GetParam(), {.scope = TestScope::kShared}), IsOk());
+  EXPECT_THAT(CreateAdapter(GetParam(), {.scope = TestScope::kCaller}), IsOk());
+}
+
+// SharedScope(): one namespace for every caller, so bob, sending alice's
+// key and body, gets alice's stored response. What it is for, and why it
+// must be chosen.
+TEST_P(AdapterTest, SharedScopeSharesOneKeyNamespaceAcrossCallers) {
+  std::atomic<int> runs{0};
+  AdapterServer server(
+      GetParam(), CountingHandler(runs),
+      {.routes = {{"POST", "/x"}}, .scope = TestScope::kShared});
+  const Response alice = SendOnce(
+      server.port(), Post("/x", kBody, "k", {{kCallerHeader, "alice"}}));
+  const Response bob =
+      SendOnce(server.port(), Post("/x", kBody, "k", {{kCallerHeader, "bob"}}));
+  EXPECT_EQ(alice.body(), "run 1");
+  EXPECT_FALSE(IsReplay(alice));
+  EXPECT_TRUE(IsReplay(bob));
+  EXPECT_EQ(bob.body(), "run 1");
+  EXPECT_EQ(runs.load(), 1);
+}
+
+// A resolver: each caller's keys are its own. The same key and body run the
+// handler once per caller, and each replays only its own response.
+TEST_P(AdapterTest, AScopeResolverSeparatesCallers) {
+  std::atomic<int> runs{0};
+  AdapterServer server(
+      GetParam(), CountingHandler(runs),
+      {.routes = {{"POST", "/x"}}, .scope = TestScope::kCaller});
+  auto send = [&](const char* caller) {
+    return SendOnce(server.port(),
+                    Post("/x", kBody, "k", {{kCallerHeader, caller}}));
+  };
+  const Response alice = send("alice");
+  const Response bob = send("bob");
+  EXPECT_EQ(alice.body(), "run 1");
+  EXPECT_FALSE(IsReplay(bob));
+  EXPECT_EQ(bob.body(), "run 2");
+  const Response alice_again = send("alice");
+  const Response bob_again = send("bob");
+  EXPECT_TRUE(IsReplay(alice_again));
+  EXPECT_EQ(alice_again.body(), "run 1");
+  EXPECT_TRUE(IsReplay(bob_again));
+  EXPECT_EQ(bob_again.body(), "run 2");
+  // No caller: anonymous, the shared scope "" of neither.
+  const Response anonymous = SendOnce(server.port(), Post("/x", kBody, "k"));
+  EXPECT_FALSE(IsReplay(anonymous));
+  EXPECT_EQ(anonymous.body(), "run 3");
+  EXPECT_EQ(runs.load(), 3);
+}
+
 TEST_P(AdapterTest, FailOpenRunsUnprotected) {
   std::atomic<int> runs{0};
   AdapterSetup setup;
@@ -362,8 +424,10 @@ TEST(BeastAdapterTest, AsyncHandleWithACallback) {
   setup.store = OpenMemoryStore();
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<Guard> guard,
                        Guard::Create(std::move(setup)));
+  beast::IdempotentHandlerOptions options;
+  options.scope = ::idem::asio::SharedScope();
   auto handler = IdempotentHandler::Create(
-      guard, [](Request req) { return Answer(req, 201, "made"); });
+      guard, [](Request req) { return Answer(req, 201, "made"); }, options);
   ASSERT_THAT(handler, IsOk());
   ASSERT_THAT((*handler)->Protect(http::verb::post, "/x"), IsOk());
   asio::io_context ioc;
@@ -390,13 +454,16 @@ TEST(BeastAdapterTest, CreateRejectsMissingParts) {
   setup.store = OpenMemoryStore();
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<Guard> guard,
                        Guard::Create(std::move(setup)));
-  EXPECT_THAT(IdempotentHandler::Create(
-                  nullptr, [](Request r) { return Answer(r, 200, ""); }),
-              HasErrorCode(ErrorCode::kInvalidArgument));
-  EXPECT_THAT(IdempotentHandler::Create(guard, beast::Handler()),
+  beast::IdempotentHandlerOptions shared;
+  shared.scope = ::idem::asio::SharedScope();
+  EXPECT_THAT(
+      IdempotentHandler::Create(
+          nullptr, [](Request r) { return Answer(r, 200, ""); }, shared),
+      HasErrorCode(ErrorCode::kInvalidArgument));
+  EXPECT_THAT(IdempotentHandler::Create(guard, beast::Handler(), shared),
               HasErrorCode(ErrorCode::kInvalidArgument));
   auto h = IdempotentHandler::Create(
-      guard, [](Request r) { return Answer(r, 200, ""); });
+      guard, [](Request r) { return Answer(r, 200, ""); }, shared);
   ASSERT_THAT(h, IsOk());
   EXPECT_THAT((*h)->Protect(http::verb::post, "no-slash"),
               HasErrorCode(ErrorCode::kInvalidArgument));

@@ -1,6 +1,6 @@
 // idem-demo's duration flags (demo/flags.h): every value in range is taken
 // exactly, every other is refused with a message naming the flag; nothing
-// wraps around.
+// wraps around. And --protection on|off.
 
 #include "flags.h"
 
@@ -75,6 +75,20 @@ TEST(DemoFlagsTest, SweepIntervalIsSecondsUpToADayZeroIsOff) {
             Duration(hours(24)));
   for (std::string_view bad : {"86401", "-1", "0.5", "never"}) {
     ExpectRefused(SweepIntervalFlag(), bad);
+  }
+}
+
+TEST(DemoFlagsTest, ProtectionIsOnOrOff) {
+  EXPECT_EQ(ParseProtectionFlag("on"), true);
+  EXPECT_EQ(ParseProtectionFlag("off"), false);
+  for (std::string_view bad :
+       {"", "ON", "Off", "true", "false", "0", "1", "yes", "on ", " off"}) {
+    auto parsed = ParseProtectionFlag(bad);
+    ASSERT_THAT(parsed,
+                ::idem::testing::HasErrorCode(ErrorCode::kInvalidArgument))
+        << bad;
+    EXPECT_THAT(parsed.error().message(), HasSubstr("--protection"));
+    EXPECT_THAT(parsed.error().message(), HasSubstr("on or off"));
   }
 }
 

@@ -181,7 +181,7 @@ TEST(DemoProcessTest, ServesTheContractAndStopsOnSigterm) {
                             "idempotency_key_reused"),
             "");
   EXPECT_EQ(Json(SendOnce(port, Get("/stats"))),
-            nlohmann::json::parse(R"({"handler_runs":1})"));
+            nlohmann::json::parse(R"({"handler_runs":1,"protection":"on"})"));
   const Response metrics = SendOnce(port, Get("/metrics"));
   EXPECT_NE(metrics.body().find("idem_requests_total{outcome=\"replayed\"} 1"),
             std::string::npos);
@@ -337,6 +337,40 @@ TEST(DemoProcessTest, KeyPerOperationFlag) {
   EXPECT_EQ(Json(SendOnce(port, Get("/stats")))["handler_runs"], 2);
 }
 
+// Started with protection off: one key runs the handler each time, and
+// /stats and /metrics say so; --protection on is the default.
+TEST(DemoProcessTest, ProtectionFlag) {
+  DemoProcess off(
+      {"--listen", "127.0.0.1:0", "--store", "memory:", "--protection", "off"});
+  const std::uint16_t port = off.WaitListening();
+  ASSERT_NE(port, 0);
+  for (int i = 0; i < 2; ++i) {
+    const Response res = SendOnce(port, Post("/orders", kBody, "off-1"));
+    EXPECT_EQ(res.result_int(), 201u);
+    EXPECT_FALSE(IsReplay(res));
+  }
+  EXPECT_EQ(Json(SendOnce(port, Get("/stats"))),
+            nlohmann::json::parse(R"({"handler_runs":2,"protection":"off"})"));
+  const std::string metrics = SendOnce(port, Get("/metrics")).body();
+  EXPECT_NE(metrics.find("idem_requests_total{outcome=\"unprotected\"} 2"),
+            std::string::npos)
+      << metrics;
+  off.Signal(SIGTERM);
+  EXPECT_EQ(off.Wait(), 0);
+  // Told at start, as when switched off at run time.
+  EXPECT_NE(off.Stderr().find("idempotency protection switched off"),
+            std::string::npos)
+      << off.Stderr();
+
+  DemoProcess on(
+      {"--listen", "127.0.0.1:0", "--store", "memory:", "--protection", "on"});
+  const std::uint16_t on_port = on.WaitListening();
+  ASSERT_NE(on_port, 0);
+  SendOnce(on_port, Post("/orders", kBody, "on-1"));
+  EXPECT_TRUE(IsReplay(SendOnce(on_port, Post("/orders", kBody, "on-1"))));
+  EXPECT_EQ(Json(SendOnce(on_port, Get("/stats")))["protection"], "on");
+}
+
 TEST(DemoProcessTest, BadFlagsExit2) {
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{
@@ -356,10 +390,17 @@ TEST(DemoProcessTest, BadFlagsExit2) {
            {"--sweep-interval", "-1"},
            {"--lock-renewal", "-1"},
            {"--lock-renewal", "86401"},
-           {"--lock-timeout", "1", "--lock-renewal", "1"}}) {
+           {"--lock-timeout", "1", "--lock-renewal", "1"},
+           {"--protection", "maybe"},
+           {"--protection", "OFF"}}) {
     DemoProcess demo(args);
     EXPECT_EQ(demo.Wait(), 2) << args[0];
-    EXPECT_NE(demo.Stderr().find("idem-demo:"), std::string::npos);
+    const std::string err = demo.Stderr();
+    EXPECT_NE(err.find("idem-demo:"), std::string::npos);
+    if (args[0] == "--protection") {
+      EXPECT_NE(err.find("--protection wants on or off"), std::string::npos)
+          << err;
+    }
   }
   DemoProcess help({"--help"});
   EXPECT_NE(help.ReadLine().find("idem-demo"), std::string::npos);

@@ -1,9 +1,9 @@
 // Over real HTTP: POST /payments beside /orders in idem-demo, per-operation
 // keys (the demo's key_per_operation, and each adapter passing its route
 // pattern), the global switch through each adapter (on the store-call
-// pool), a compressed replay and the request-latency histogram in
-// GET /metrics. Demo and adapter suites run on every server of
-// HttpServers().
+// pool) and the demo started with it off, a compressed replay and the
+// request-latency histogram in GET /metrics. Demo and adapter suites run on
+// every server of HttpServers().
 
 #include <utility>  // Before Asio's coroutine headers; see handler.h.
 
@@ -58,6 +58,32 @@ TEST_P(DemoPaymentsTest, SameKeyOnOrdersAndPaymentsIsTwoOperationsWithTheFlag) {
   EXPECT_TRUE(IsReplay(again));
   EXPECT_EQ(again.body(), payment.body());
   EXPECT_EQ(server.handler_runs(), 2u);
+}
+
+// --protection off (DemoOptions::protection): the demo starts unprotected,
+// /stats says so, and switching on at run time protects the next request.
+TEST_P(DemoPaymentsTest, StartedWithProtectionOffThenSwitchedOn) {
+  demo::DemoOptions options;
+  options.protection = false;
+  DemoServer server(On(options));
+  const auto port = server.port();
+  for (int i = 0; i < 2; ++i) {
+    const Response res = SendOnce(port, Post("/orders", kBody, "k"));
+    EXPECT_EQ(res.result_int(), 201u);
+    EXPECT_FALSE(IsReplay(res));
+  }
+  EXPECT_EQ(server.handler_runs(), 2u);
+  EXPECT_EQ(server.Count(Outcome::kUnprotected), 2u);
+  EXPECT_EQ(Json(SendOnce(port, Get("/stats")))["protection"], "off");
+
+  server.demo().guard()->SetEnabled(true);
+  EXPECT_EQ(Json(SendOnce(port, Get("/stats")))["protection"], "on");
+  const Response first = SendOnce(port, Post("/orders", kBody, "k"));
+  EXPECT_FALSE(IsReplay(first));
+  const Response again = SendOnce(port, Post("/orders", kBody, "k"));
+  EXPECT_TRUE(IsReplay(again));
+  EXPECT_EQ(again.body(), first.body());
+  EXPECT_EQ(server.handler_runs(), 3u);
 }
 
 TEST_P(DemoPaymentsTest, PaymentsAreProtectedLikeOrders) {

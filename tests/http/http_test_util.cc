@@ -240,21 +240,95 @@ restinio::Handler ForRestinio(beast::Handler handler) {
 }
 #endif
 
-}  // namespace
+// Each adapter's scope option for `scope`, and its options for `setup`
+// (the store-call options and the scope).
+beast::ScopeResolver BeastScope(TestScope scope) {
+  switch (scope) {
+    case TestScope::kShared:
+      return ::idem::asio::SharedScope();
+    case TestScope::kCaller:
+      return
+          [](const beast::RequestHeader& header) -> std::optional<std::string> {
+            auto it = header.find(kCallerHeader);
+            if (it == header.end()) return std::nullopt;
+            return std::string(it->value());
+          };
+    case TestScope::kUnset:
+      break;
+  }
+  return {};
+}
 
-AdapterServer::AdapterServer(demo::HttpFramework http, beast::Handler handler,
-                             AdapterSetup setup) {
+beast::IdempotentHandlerOptions BeastOptions(const AdapterSetup& setup) {
+  beast::IdempotentHandlerOptions options;
+  static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
+  options.scope = BeastScope(setup.scope);
+  return options;
+}
+
+#if IDEM_DEMO_WITH_RESTINIO
+restinio::ScopeResolver RestinioScope(TestScope scope) {
+  switch (scope) {
+    case TestScope::kShared:
+      return ::idem::asio::SharedScope();
+    case TestScope::kCaller:
+      return [](const ::restinio::request_t& request)
+                 -> std::optional<std::string> {
+        const auto value = request.header().opt_value_of(kCallerHeader);
+        if (!value) return std::nullopt;
+        return std::string(value->data(), value->size());
+      };
+    case TestScope::kUnset:
+      break;
+  }
+  return {};
+}
+
+restinio::IdempotentHandlerOptions RestinioOptions(const AdapterSetup& setup) {
+  restinio::IdempotentHandlerOptions options;
+  static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
+  options.scope = RestinioScope(setup.scope);
+  return options;
+}
+#endif
+
+std::shared_ptr<Guard> MakeGuard(AdapterSetup& setup) {
   GuardSetup guard_setup;
   guard_setup.store = setup.store ? std::move(setup.store) : OpenMemoryStore();
   guard_setup.clock = std::move(setup.clock);
   guard_setup.log = [](LogLevel, std::string_view) {};
   guard_setup.options = std::move(setup.options);
-  guard_ = ValueOrThrow(Guard::Create(std::move(guard_setup)));
+  return ValueOrThrow(Guard::Create(std::move(guard_setup)));
+}
+
+}  // namespace
+
+Status CreateAdapter(demo::HttpFramework http, const AdapterSetup& setup) {
+  AdapterSetup copy = setup;
+  std::shared_ptr<Guard> guard = MakeGuard(copy);
+  if (http == demo::HttpFramework::kRestinio) {
+#if IDEM_DEMO_WITH_RESTINIO
+    boost::asio::io_context ioc;
+    auto created = restinio::IdempotentHandler::Create(
+        guard, ioc.get_executor(), RestinioOptions(setup));
+    if (!created) return tl::unexpected(created.error());
+    return {};
+#else
+    throw std::invalid_argument("this build has no RESTinio");
+#endif
+  }
+  auto created = beast::IdempotentHandler::Create(
+      guard, [](Request) { return Response(); }, BeastOptions(setup));
+  if (!created) return tl::unexpected(created.error());
+  return {};
+}
+
+AdapterServer::AdapterServer(demo::HttpFramework http, beast::Handler handler,
+                             AdapterSetup setup) {
+  guard_ = MakeGuard(setup);
 
   if (http == demo::HttpFramework::kRestinio) {
 #if IDEM_DEMO_WITH_RESTINIO
-    restinio::IdempotentHandlerOptions options;
-    static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
     const restinio::Handler converted = ForRestinio(std::move(handler));
     demo::RestinioServerOptions server_options;
     server_options.port = 0;
@@ -262,7 +336,7 @@ AdapterServer::AdapterServer(demo::HttpFramework http, beast::Handler handler,
         std::make_shared<demo::RestinioServer>(server_options, converted);
     restinio_handler_ = ValueOrThrow(restinio::IdempotentHandler::Create(
         guard_, restinio_server_->io_context().get_executor(),
-        std::move(options)));
+        RestinioOptions(setup)));
     for (const ProtectedRoute& route : setup.routes) {
       ValueOrThrow(restinio_handler_->Protect(RestinioMethod(route.method),
                                               route.pattern, converted,
@@ -276,10 +350,8 @@ AdapterServer::AdapterServer(demo::HttpFramework http, beast::Handler handler,
 #endif
   }
 
-  beast::IdempotentHandlerOptions options;
-  static_cast<::idem::asio::GuardCallOptions&>(options) = setup.calls;
   beast_handler_ = ValueOrThrow(beast::IdempotentHandler::Create(
-      guard_, std::move(handler), std::move(options)));
+      guard_, std::move(handler), BeastOptions(setup)));
   for (const ProtectedRoute& route : setup.routes) {
     ValueOrThrow(beast_handler_->Protect(http::string_to_verb(route.method),
                                          route.pattern, route.options));

@@ -167,16 +167,29 @@ struct ProtectedRoute {
   std::shared_ptr<const GuardOptions> options = nullptr;
 };
 
+// The scope option AdapterServer gives its adapter.
+enum class TestScope {
+  kShared,  // ::idem::asio::SharedScope(): every caller, one namespace.
+  kCaller,  // The kCallerHeader's value; anonymous without the header.
+  kUnset,   // No choice: the adapter's Create refuses it.
+};
+inline constexpr char kCallerHeader[] = "X-Caller";
+
 // What AdapterServer runs: a Guard over `store` (the memory store when
-// null) with `options` on `clock`, the adapter's store-call options, and
-// the routes it protects.
+// null) with `options` on `clock`, the adapter's store-call options and
+// scope, and the routes it protects.
 struct AdapterSetup {
   std::shared_ptr<Store> store;
   GuardOptions options;
   std::vector<ProtectedRoute> routes;
   ::idem::asio::GuardCallOptions calls;
   std::shared_ptr<Clock> clock;
+  TestScope scope = TestScope::kShared;
 };
+
+// The adapter's Create alone (over a Guard on the memory store), for its
+// checks: what it returns with `setup`'s options.
+Status CreateAdapter(demo::HttpFramework http, const AdapterSetup& setup);
 
 // A test's own handler behind one adapter (the factory of the conformance
 // suite, over HttpServers()), served on 127.0.0.1:0: Beast's

@@ -26,6 +26,12 @@ using Router = ::restinio::router::express_router_t<>;
 using Traits = ::restinio::traits_t<::restinio::asio_timer_manager_t,
                                     ::restinio::null_logger_t, Router>;
 
+restinio::IdempotentHandlerOptions Shared() {
+  restinio::IdempotentHandlerOptions options;
+  options.scope = ::idem::asio::SharedScope();
+  return options;
+}
+
 std::shared_ptr<Guard> MakeGuard(GuardOptions options = {}) {
   GuardSetup setup;
   setup.store = OpenMemoryStore();
@@ -37,7 +43,7 @@ TEST(RestinioAdapterTest, WrappedRouteHandlersExecuteReplayAndAnswerLater) {
   auto guard = MakeGuard();
   boost::asio::io_context ioc;
   auto idem = ValueOrThrow(
-      restinio::IdempotentHandler::Create(guard, ioc.get_executor()));
+      restinio::IdempotentHandler::Create(guard, ioc.get_executor(), Shared()));
   std::atomic<int> runs{0};
   auto router = std::make_unique<Router>();
   router->http_post("/sync", idem->Wrap([&runs](restinio::RequestHandle req) {
@@ -113,7 +119,7 @@ TEST(RestinioAdapterTest, TheRequestTimeoutMustCoverLockWait) {
   auto guard = MakeGuard(options);
   boost::asio::io_context ioc;
   auto idem = ValueOrThrow(
-      restinio::IdempotentHandler::Create(guard, ioc.get_executor()));
+      restinio::IdempotentHandler::Create(guard, ioc.get_executor(), Shared()));
   EXPECT_GE(idem->RequestTimeoutNeeded(), std::chrono::seconds(5));
   EXPECT_THAT(idem->CheckRequestTimeout(std::chrono::seconds(5)),
               HasErrorCode(ErrorCode::kInvalidArgument));
@@ -124,13 +130,14 @@ TEST(RestinioAdapterTest, TheRequestTimeoutMustCoverLockWait) {
 TEST(RestinioAdapterTest, CreateRejectsMissingParts) {
   auto guard = MakeGuard();
   boost::asio::io_context ioc;
-  EXPECT_THAT(restinio::IdempotentHandler::Create(nullptr, ioc.get_executor()),
+  EXPECT_THAT(restinio::IdempotentHandler::Create(nullptr, ioc.get_executor(),
+                                                  Shared()),
               HasErrorCode(ErrorCode::kInvalidArgument));
   EXPECT_THAT(restinio::IdempotentHandler::Create(
-                  guard, boost::asio::any_io_executor()),
+                  guard, boost::asio::any_io_executor(), Shared()),
               HasErrorCode(ErrorCode::kInvalidArgument));
   auto idem = ValueOrThrow(
-      restinio::IdempotentHandler::Create(guard, ioc.get_executor()));
+      restinio::IdempotentHandler::Create(guard, ioc.get_executor(), Shared()));
   const restinio::Handler handler = [](restinio::RequestHandle) {
     return idem::Response{200, {}, ""};
   };

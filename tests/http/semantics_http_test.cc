@@ -182,6 +182,30 @@ TEST_P(SemanticsHttpTest, ScopesKeepKeysApart) {
   EXPECT_EQ(server_.handler_runs(), 3u);
 }
 
+// The demo's scope (HTTP.md): only `Bearer <name>` names a scope. Any other
+// Authorization scheme is anonymous, and every anonymous request shares the
+// scope "": two Basic users with one key and body get one response.
+TEST_P(SemanticsHttpTest, ANonBearerAuthorizationIsAnonymous) {
+  auto send = [&](std::optional<std::string> authorization) {
+    Headers headers;
+    if (authorization) headers.emplace_back("Authorization", *authorization);
+    return SendOnce(port(), Post("/orders", kBody, "k-basic", headers));
+  };
+  const Response basic_alice = send("Basic YWxpY2U6cHc=");
+  EXPECT_FALSE(IsReplay(basic_alice));
+  // Bob, no credentials, an empty Bearer: all anonymous, alice's response.
+  for (const auto& other :
+       {std::optional<std::string>("Basic Ym9iOnB3"),
+        std::optional<std::string>(), std::optional<std::string>("Bearer ")}) {
+    const Response shared = send(other);
+    EXPECT_TRUE(IsReplay(shared)) << other.value_or("(none)");
+    EXPECT_EQ(shared.body(), basic_alice.body());
+  }
+  // The scheme's case does not matter: alice's own scope.
+  EXPECT_FALSE(IsReplay(send("bearer alice")));
+  EXPECT_EQ(server_.handler_runs(), 2u);
+}
+
 // Statuses the handler answers: which are stored (replayed) and which
 // release the key (the handler runs again).
 struct StatusCase {
@@ -252,7 +276,8 @@ TEST_P(SemanticsHttpTest, StatsAndMetrics) {
   SendOnce(port(), Post("/orders", kBody, "k-m"));
   const Response stats = SendOnce(port(), Get("/stats"));
   EXPECT_EQ(stats.result_int(), 200u);
-  EXPECT_EQ(Json(stats), nlohmann::json::parse(R"({"handler_runs":1})"));
+  EXPECT_EQ(Json(stats),
+            nlohmann::json::parse(R"({"handler_runs":1,"protection":"on"})"));
   const Response metrics = SendOnce(port(), Get("/metrics"));
   EXPECT_EQ(metrics.result_int(), 200u);
   EXPECT_NE(metrics.body().find("idem_requests_total{outcome=\"executed\"} 1"),

@@ -93,8 +93,10 @@ void TxServer::StartRestinio(std::shared_ptr<Store> store,
   setup.options = options;
   setup.log = [](LogLevel, std::string_view) {};
   guard_ = ValueOrThrow(Guard::Create(std::move(setup)));
-  idem_ = ValueOrThrow(
-      restinio::IdempotentHandler::Create(guard_, ioc_.get_executor()));
+  restinio::IdempotentHandlerOptions idem_options;
+  idem_options.scope = ::idem::asio::SharedScope();
+  idem_ = ValueOrThrow(restinio::IdempotentHandler::Create(
+      guard_, ioc_.get_executor(), std::move(idem_options)));
   restinio::Handler tx = [app](restinio::RequestHandle req, ClaimHandle& claim,
                                restinio::Responder done) {
     net::post(app->pool, [app, req, &claim, done = std::move(done)]() mutable {

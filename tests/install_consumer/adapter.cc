@@ -57,14 +57,19 @@ int main() {
 
 #if defined(IDEM_CONSUMER_BEAST)
   namespace http = boost::beast::http;
+  // One namespace for every caller: this consumer has one (shared_scope.h).
+  idem::beast::IdempotentHandlerOptions options;
+  options.scope = idem::asio::SharedScope();
   auto handler = idem::beast::IdempotentHandler::Create(
-      guard, [&runs](idem::beast::Request req) {
+      guard,
+      [&runs](idem::beast::Request req) {
         ++runs;
         idem::beast::Response res(http::status::created, req.version());
         res.body() = "made";
         res.prepare_payload();
         return res;
-      });
+      },
+      options);
   if (!handler) return Fail("beast handler", handler.error());
   if (auto protect = (*handler)->Protect(http::verb::post, "/orders");
       !protect) {
@@ -91,8 +96,11 @@ int main() {
   ok = runs == 1 && replayed == "true";
   const char* name = "beast";
 #else
-  auto handler =
-      idem::restinio::IdempotentHandler::Create(guard, ioc.get_executor());
+  // One namespace for every caller: this consumer has one (shared_scope.h).
+  idem::restinio::IdempotentHandlerOptions options;
+  options.scope = idem::asio::SharedScope();
+  auto handler = idem::restinio::IdempotentHandler::Create(
+      guard, ioc.get_executor(), options);
   if (!handler) return Fail("restinio handler", handler.error());
   if (auto protect =
           (*handler)->Protect(restinio::http_method_post(), "/orders",

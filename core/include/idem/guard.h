@@ -43,6 +43,7 @@
 #include "idem/clock.h"
 #include "idem/error.h"
 #include "idem/guard_options.h"
+#include "idem/guard_setup.h"
 #include "idem/log.h"
 #include "idem/metrics.h"
 #include "idem/observer.h"
@@ -272,28 +273,6 @@ struct Decision {
   std::shared_ptr<detail::WaitState> wait;
 };
 
-// Everything a Guard needs. Only `store` is required.
-struct GuardSetup {
-  std::shared_ptr<Store> store;
-  // The defaults for every route; a route may pass its own copy to Begin.
-  GuardOptions options;
-  // Default: SystemClock::Instance().
-  std::shared_ptr<Clock> clock;
-  // Default: a new Metrics owned by the Guard.
-  std::shared_ptr<Metrics> metrics;
-  // Told of every decision, finish and renewal (observer.h), in this
-  // order, on the thread that made the call. Default: none.
-  std::vector<std::shared_ptr<GuardObserver>> observers;
-  // Default: no logging. Called until the Guard is destroyed (its
-  // destructor writes pending repeat counts), so whatever it captures must
-  // outlive the Guard.
-  LogSink log;
-  // Repeated log messages of one kind (log.h, LogRateLimiter) are written
-  // once per this interval, with a count; 0 writes every message. Default:
-  // 10 s.
-  Duration log_repeat_interval = std::chrono::seconds(10);
-};
-
 class Guard {
  public:
   // kInvalidArgument when the store is missing or the options are invalid.
@@ -401,7 +380,8 @@ class Guard {
   // lock_wait in progress) end as they began, so no record is left
   // in_progress. Switching off logs a warning and switching on again an
   // info line, once per change and never rate-limited, so an operator sees
-  // that protection is off. Safe from any thread. Default: on.
+  // that protection is off. Safe from any thread. Starts as
+  // GuardSetup::enabled (default: on).
   void SetEnabled(bool enabled);
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
 

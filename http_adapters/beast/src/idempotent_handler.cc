@@ -20,6 +20,8 @@ Result<std::unique_ptr<IdempotentHandler>> IdempotentHandler::Create(
     return MakeError(ErrorCode::kInvalidArgument,
                      "IdempotentHandler needs a request handler");
   }
+  IDEM_RETURN_IF_ERROR(
+      ::idem::asio::RequireScope(options.scope, "the Beast IdempotentHandler"));
   IDEM_ASSIGN_OR_RETURN(std::unique_ptr<::idem::asio::GuardCalls> calls,
                         ::idem::asio::GuardCalls::Create(guard, options));
   return std::unique_ptr<IdempotentHandler>(

@@ -77,6 +77,8 @@ Result<std::unique_ptr<IdempotentHandler>> IdempotentHandler::Create(
     return MakeError(ErrorCode::kInvalidArgument,
                      "the RESTinio IdempotentHandler needs an executor");
   }
+  IDEM_RETURN_IF_ERROR(::idem::asio::RequireScope(
+      options.scope, "the RESTinio IdempotentHandler"));
   IDEM_ASSIGN_OR_RETURN(std::unique_ptr<::idem::asio::GuardCalls> calls,
                         ::idem::asio::GuardCalls::Create(guard, options));
   return std::unique_ptr<IdempotentHandler>(

@@ -6,6 +6,7 @@
 // is such a function: it wraps the application's handler (any form of
 // handler.h), and leaves sessions, sockets and parsing to the server.
 //
+//   options.scope = ...;  // the principal, or ::idem::asio::SharedScope()
 //   auto idem = IdempotentHandler::Create(guard, app_handler, options);
 //   idem->Protect(http::verb::post, "/orders");            // guard defaults
 //   idem->Protect(http::verb::put, "/carts/{id}", cart_options);
@@ -64,6 +65,7 @@
 #include <boost/beast/http/parser.hpp>
 
 #include "idem/asio/guard_calls.h"
+#include "idem/asio/shared_scope.h"
 #include "idem/beast/handler.h"
 #include "idem/beast/route.h"
 #include "idem/error.h"
@@ -72,11 +74,11 @@
 
 namespace idem::beast {
 
-// Who the key of a request belongs to (SEMANTICS.md, "scope"): the
-// authenticated principal, or nullopt for an anonymous request. It must not
-// block; it runs on the caller's thread.
-using ScopeResolver =
-    std::function<std::optional<std::string>(const RequestHeader&)>;
+// Who the key of a request belongs to (SEMANTICS.md, "scope"): a function
+// of the request header returning the authenticated principal, or nullopt
+// for an anonymous request; or ::idem::asio::SharedScope() (shared_scope.h).
+// It must not block; it runs on the caller's thread.
+using ScopeResolver = ::idem::asio::ScopeResolver<RequestHeader>;
 
 // Where the Guard's store calls run (guard_calls.h).
 using StoreCalls = ::idem::asio::StoreCalls;
@@ -84,7 +86,8 @@ using StoreCalls = ::idem::asio::StoreCalls;
 // The store-call fields (store_threads, store_queue_timeout, log,
 // store_calls) are GuardCallOptions' (guard_calls.h).
 struct IdempotentHandlerOptions : ::idem::asio::GuardCallOptions {
-  // Default: every request is anonymous.
+  // Required: Create refuses an unset one (shared_scope.h says why and
+  // when SharedScope() is safe). No default.
   ScopeResolver scope;
   // The body limit for requests whose body idem does not bound (routes that
   // are not protected, requests that pass through unprotected). Protected
@@ -94,7 +97,7 @@ struct IdempotentHandlerOptions : ::idem::asio::GuardCallOptions {
 
 class IdempotentHandler {
  public:
-  // kInvalidArgument when `guard` or `handler` is missing.
+  // kInvalidArgument when `guard`, `handler` or options.scope is missing.
   static Result<std::unique_ptr<IdempotentHandler>> Create(
       std::shared_ptr<Guard> guard, Handler handler,
       IdempotentHandlerOptions options = {});

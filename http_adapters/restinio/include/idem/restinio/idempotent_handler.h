@@ -75,6 +75,7 @@
 #include <restinio/router/express.hpp>
 
 #include "idem/asio/guard_calls.h"
+#include "idem/asio/shared_scope.h"
 #include "idem/error.h"
 #include "idem/guard.h"
 #include "idem/restinio/handler.h"
@@ -82,16 +83,17 @@
 
 namespace idem::restinio {
 
-// Who the key of a request belongs to (SEMANTICS.md, "scope"): the
-// authenticated principal, or nullopt for an anonymous request. It must not
-// block; it runs on the RESTinio thread.
-using ScopeResolver =
-    std::function<std::optional<std::string>(const ::restinio::request_t&)>;
+// Who the key of a request belongs to (SEMANTICS.md, "scope"): a function
+// of the request returning the authenticated principal, or nullopt for an
+// anonymous request; or ::idem::asio::SharedScope() (shared_scope.h). It
+// must not block; it runs on the RESTinio thread.
+using ScopeResolver = ::idem::asio::ScopeResolver<::restinio::request_t>;
 
 // The store-call fields (store_threads, store_queue_timeout, log,
 // store_calls) are GuardCallOptions' (idem/asio/guard_calls.h).
 struct IdempotentHandlerOptions : ::idem::asio::GuardCallOptions {
-  // Default: every request is anonymous.
+  // Required: Create refuses an unset one (shared_scope.h says why and
+  // when SharedScope() is safe). No default.
   ScopeResolver scope;
   // The body limit for requests whose body idem does not bound (routes that
   // are not protected, requests that pass through unprotected). Protected
@@ -105,9 +107,9 @@ using ChainHandlerFn =
 
 class IdempotentHandler {
  public:
-  // kInvalidArgument when `guard` or `executor` is missing. `executor` runs
-  // the requests that do not run straight through (usually the server's
-  // io_context).
+  // kInvalidArgument when `guard`, `executor` or options.scope is missing.
+  // `executor` runs the requests that do not run straight through (usually the
+  // server's io_context).
   static Result<std::unique_ptr<IdempotentHandler>> Create(
       std::shared_ptr<Guard> guard, boost::asio::any_io_executor executor,
       IdempotentHandlerOptions options = {});
