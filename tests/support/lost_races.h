@@ -1,8 +1,9 @@
 // The lost-race tests of a SQL store's claim (store.h, Store::Claim, "Lost
 // races"), shared by the stores whose claim retries when the record it met
 // vanished before it could read it (SQLite, PostgreSQL). A store's test
-// hands over the store, its SetClaimAttemptHookForTesting and what changes
-// its table behind the store's back, as another process would.
+// hands over the store, how to set its claim-attempt hook (its test peer's
+// SetClaimAttemptHook) and what changes its table behind the store's back,
+// as another process would.
 
 #ifndef IDEM_TESTS_SUPPORT_LOST_RACES_H_
 #define IDEM_TESTS_SUPPORT_LOST_RACES_H_
@@ -42,25 +43,26 @@ void ExpectOneLostRaceThenAcquires(Store& store,
                                    const SetClaimAttemptHook& set_hook,
                                    const std::function<void()>& delete_all);
 
-// The two above for a store type with SetClaimAttemptHookForTesting and
-// kClaimAttempts (SqliteStore, PostgresStore).
-template <typename SqlStore>
+// The two above for a store type with kClaimAttempts and a test peer whose
+// static SetClaimAttemptHook(store, hook) sets the hook (SqliteStore with
+// SqliteStoreTestPeer, PostgresStore with PostgresStoreTestPeer).
+template <typename Peer, typename SqlStore>
 void ExpectEveryLostRaceIsInProgress(SqlStore& store,
                                      const RacingTable& table) {
   ExpectEveryLostRaceIsInProgress(
       store,
       [&store](ClaimAttemptHook hook) {
-        store.SetClaimAttemptHookForTesting(std::move(hook));
+        Peer::SetClaimAttemptHook(store, std::move(hook));
       },
       SqlStore::kClaimAttempts, table);
 }
-template <typename SqlStore>
+template <typename Peer, typename SqlStore>
 void ExpectOneLostRaceThenAcquires(SqlStore& store,
                                    const std::function<void()>& delete_all) {
   ExpectOneLostRaceThenAcquires(
       store,
       [&store](ClaimAttemptHook hook) {
-        store.SetClaimAttemptHookForTesting(std::move(hook));
+        Peer::SetClaimAttemptHook(store, std::move(hook));
       },
       delete_all);
 }

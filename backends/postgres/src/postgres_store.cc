@@ -27,6 +27,7 @@
 // Guard's Clock), never the server's now(), so tests can use a ManualClock.
 
 #include "idem/postgres_store.h"
+#include "postgres_store_test_peer.h"
 
 #include <libpq-fe.h>
 
@@ -395,8 +396,9 @@ Result<std::optional<StoreStats>> PostgresStore::Stats(TimePoint now) {
   return impl_->Boundary("stats", [&] { return impl_->Stats(now); });
 }
 
-void PostgresStore::SetClaimAttemptHookForTesting(ClaimAttemptHook hook) {
-  impl_->SetClaimHook(std::move(hook));
+void PostgresStoreTestPeer::SetClaimAttemptHook(PostgresStore& store,
+                                                ClaimAttemptHook hook) {
+  store.impl_->SetClaimHook(std::move(hook));
 }
 
 Result<std::size_t> PostgresStore::PurgeExpired(TimePoint now,

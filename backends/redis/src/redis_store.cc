@@ -27,6 +27,7 @@
 // would delete every record at once.
 
 #include "idem/redis_store.h"
+#include "redis_store_test_peer.h"
 
 #include <array>
 #include <functional>
@@ -420,8 +421,9 @@ Result<std::size_t> RedisStore::PurgeExpired(TimePoint now, std::size_t limit) {
 
 StoreInfo RedisStore::Info() const { return impl_->Info(); }
 
-void RedisStore::SetReclaimHookForTesting(std::function<void(int)> hook) {
-  impl_->SetReclaimHook(std::move(hook));
+void RedisStoreTestPeer::SetReclaimHook(RedisStore& store,
+                                        std::function<void(int)> hook) {
+  store.impl_->SetReclaimHook(std::move(hook));
 }
 
 std::string RedisStore::KeyOf(const RecordId& id) const {

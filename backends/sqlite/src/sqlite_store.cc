@@ -30,6 +30,7 @@
 // transaction holds the writer.
 
 #include "idem/sqlite_store.h"
+#include "sqlite_store_test_peer.h"
 
 #include <sqlite3.h>
 
@@ -461,8 +462,9 @@ Result<std::optional<StoreStats>> SqliteStore::Stats(TimePoint now) {
   return Boundary(impl_->path(), "stats", [&] { return impl_->Stats(now); });
 }
 
-void SqliteStore::SetClaimAttemptHookForTesting(ClaimAttemptHook hook) {
-  impl_->SetClaimHook(std::move(hook));
+void SqliteStoreTestPeer::SetClaimAttemptHook(SqliteStore& store,
+                                              ClaimAttemptHook hook) {
+  store.impl_->SetClaimHook(std::move(hook));
 }
 
 Result<std::optional<Record>> SqliteStore::Inspect(const RecordId& id,
@@ -497,8 +499,8 @@ bool SqliteStore::HoldsWriterOn(sqlite3* db) {
   return db != nullptr && impl_->HoldsWriterOn(db);
 }
 
-std::size_t SqliteStore::QueuedWritesForTesting() {
-  return impl_->QueuedWrites();
+std::size_t SqliteStoreTestPeer::QueuedWrites(SqliteStore& store) {
+  return store.impl_->QueuedWrites();
 }
 
 Status SqliteStore::ReleaseWriter(bool commit) {

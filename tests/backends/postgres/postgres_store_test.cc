@@ -37,6 +37,7 @@
 #include "idem/open_store.h"
 #include "idem/postgres_store.h"
 #include "idem/store.h"
+#include "postgres_store_test_peer.h"
 #include "postgres_test_util.h"
 #include "support/lost_races.h"
 #include "support/renewal_writes.h"
@@ -524,7 +525,7 @@ TEST_F(PostgresStoreTest, AClaimThatLosesEveryRaceIsInProgressNotAnError) {
   const std::string t = "\"" + table_ + "\"";
   const std::string saved = NewTable();
   auto conn = Connect(base_);
-  testing::ExpectEveryLostRaceIsInProgress(
+  testing::ExpectEveryLostRaceIsInProgress<PostgresStoreTestPeer>(
       *store,
       {.save =
            [&] {
@@ -548,7 +549,7 @@ TEST_F(PostgresStoreTest, AClaimWhoseObstacleVanishesOnceAcquiresOnRetry) {
   auto* store = dynamic_cast<PostgresStore*>(opened.get());
   ASSERT_NE(store, nullptr);
   auto conn = Connect(base_);
-  testing::ExpectOneLostRaceThenAcquires(*store, [&] {
+  testing::ExpectOneLostRaceThenAcquires<PostgresStoreTestPeer>(*store, [&] {
     EXPECT_TRUE(Exec(conn.get(), "DELETE FROM \"" + table_ + "\""));
   });
 }

@@ -18,6 +18,7 @@
 #include "idem/store.h"
 #include "redis_scripts.h"
 #include "redis_store_fixture.h"
+#include "redis_store_test_peer.h"
 #include "redis_test_util.h"
 #include "support/durable_store.h"
 
@@ -301,13 +302,13 @@ TEST_F(RedisStoreTest, AClaimWhoseReplaceLosesItsRaceReadsAgain) {
     ASSERT_TRUE(holder.has_value());
     std::optional<Result<ClaimResult>> winner;
     int hooks = 0;
-    racer->SetReclaimHookForTesting([&](int) {
+    RedisStoreTestPeer::SetReclaimHook(*racer, [&](int) {
       if (hooks++ == 0) {
         winner = other->Claim(id, c.winner, c.now, seconds(100), seconds(10));
       }
     });
     auto lost = racer->Claim(id, Fp(1), c.now, seconds(100), seconds(10));
-    racer->SetReclaimHookForTesting(nullptr);
+    RedisStoreTestPeer::SetReclaimHook(*racer, nullptr);
     ASSERT_TRUE(lost.has_value()) << lost.error().ToString();
     ASSERT_TRUE(winner.has_value() && winner->has_value());
     EXPECT_EQ((*winner)->outcome, ClaimOutcome::kAcquired);
@@ -339,13 +340,13 @@ TEST_F(RedisStoreTest, AClaimThatLosesEveryRaceIsInProgressUntilNow) {
   };
   plant(10);
   int hooks = 0;
-  racer->SetReclaimHookForTesting([&](int attempt) {
+  RedisStoreTestPeer::SetReclaimHook(*racer, [&](int attempt) {
     EXPECT_EQ(attempt, hooks);
     plant(11 + hooks++);
   });
   const TimePoint now = kT0 + seconds(5);
   auto claim = racer->Claim(Id(1), Fp(1), now, seconds(100), seconds(10));
-  racer->SetReclaimHookForTesting(nullptr);
+  RedisStoreTestPeer::SetReclaimHook(*racer, nullptr);
   ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
   EXPECT_EQ(claim->outcome, ClaimOutcome::kInProgress);
   EXPECT_EQ(claim->locked_until, now);

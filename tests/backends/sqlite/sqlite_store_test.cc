@@ -57,6 +57,7 @@
 #include "idem/sqlite_store.h"
 #include "idem/store.h"
 #include "idem/sweeper.h"
+#include "sqlite_store_test_peer.h"
 #include "support/secret_request.h"
 #include "support/store_uri_checks.h"
 
@@ -273,7 +274,7 @@ TEST_F(SqliteStoreTest, AClaimThatLosesEveryRaceIsInProgressNotAnError) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   RawDb raw(DbPath());
-  testing::ExpectEveryLostRaceIsInProgress(
+  testing::ExpectEveryLostRaceIsInProgress<SqliteStoreTestPeer>(
       *store,
       {.save =
            [&] {
@@ -289,7 +290,7 @@ TEST_F(SqliteStoreTest, AClaimWhoseObstacleVanishesOnceAcquiresOnRetry) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   RawDb raw(DbPath());
-  testing::ExpectOneLostRaceThenAcquires(
+  testing::ExpectOneLostRaceThenAcquires<SqliteStoreTestPeer>(
       *store, [&] { raw.Exec("DELETE FROM idem_records"); });
 }
 

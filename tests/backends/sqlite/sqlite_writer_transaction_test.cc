@@ -43,6 +43,7 @@
 #include "idem/sql_transaction.h"
 #include "idem/sqlite_store.h"
 #include "idem/sqlite_transaction.h"
+#include "sqlite_store_test_peer.h"
 #include "support/ids.h"
 #include "support/sqlite_count.h"
 #include "support/store_times.h"
@@ -155,8 +156,8 @@ TEST_F(SqliteWriterTransactionTest, OtherThreadsWritesWaitAndCommitAfter) {
       ++returned;
     });
   }
-  ASSERT_TRUE(
-      WaitFor([&] { return store_->QueuedWritesForTesting() == kThreads; }));
+  ASSERT_TRUE(WaitFor(
+      [&] { return SqliteStoreTestPeer::QueuedWrites(*store_) == kThreads; }));
   // Queued behind the transaction: none can have run.
   EXPECT_EQ(returned.load(), 0);
   EXPECT_EQ(Rows(), 0);  // Not committed yet.
@@ -169,7 +170,7 @@ TEST_F(SqliteWriterTransactionTest, OtherThreadsWritesWaitAndCommitAfter) {
     EXPECT_EQ((*claims[t])->outcome, ClaimOutcome::kAcquired);
   }
   EXPECT_EQ(Rows(), 1);
-  EXPECT_EQ(store_->QueuedWritesForTesting(), 0u);
+  EXPECT_EQ(SqliteStoreTestPeer::QueuedWrites(*store_), 0u);
 }
 
 // The wait is bounded by busy_timeout, and the call that gave up is gone
@@ -198,7 +199,7 @@ TEST_F(SqliteWriterTransactionTest, AWriteHeldBeyondBusyTimeoutIsUnavailable) {
                         "busy_timeout=50 ms"));
   ASSERT_FALSE(*complete);
   EXPECT_EQ(complete->error().code(), ErrorCode::kUnavailable);
-  EXPECT_EQ(store_->QueuedWritesForTesting(), 0u);
+  EXPECT_EQ(SqliteStoreTestPeer::QueuedWrites(*store_), 0u);
   // Reads do not wait for the writer.
   auto inspect = store_->Inspect(TestId(1), kT0);
   ASSERT_TRUE(inspect && inspect->has_value());
@@ -563,8 +564,8 @@ TEST_F(SqliteWriterTransactionTest, ARenewalQueuedBehindTheCompletionIsQuiet) {
         *guard, tx, "", "r1", "charge", "in", [&](SqliteTransaction& t) {
           Exec(t.db(), "INSERT INTO transfers VALUES ('r1')");
           clock_->Advance(options.lock_renewal);  // A renewal is due.
-          queued =
-              WaitFor([&] { return store_->QueuedWritesForTesting() == 1; });
+          queued = WaitFor(
+              [&] { return SqliteStoreTestPeer::QueuedWrites(*store_) == 1; });
           return std::string("receipt");
         });
   };
@@ -578,7 +579,7 @@ TEST_F(SqliteWriterTransactionTest, ARenewalQueuedBehindTheCompletionIsQuiet) {
   EXPECT_EQ(again->value, "receipt");
   guard.reset();  // Joins the renewal thread: the renewal has ended.
   EXPECT_EQ(metrics_->Get(Outcome::kRenewalLost), 0u);
-  EXPECT_EQ(store_->QueuedWritesForTesting(), 0u);
+  EXPECT_EQ(SqliteStoreTestPeer::QueuedWrites(*store_), 0u);
   EXPECT_EQ(Rows(), 1);
 }
 

@@ -275,14 +275,10 @@ class PostgresStore final : public Store {
   };
   const TransactionTarget& transaction_target() const;
 
-  // Test hook (store.h): called inside Claim, on the calling thread, at each
-  // ClaimAttemptPoint; every statement before it has committed, so the hook
-  // may change the row through a connection of its own. Set it before any
-  // claim runs; never in production.
-  void SetClaimAttemptHookForTesting(ClaimAttemptHook hook);
-
  private:
   friend class PostgresTransaction;
+  // Tests' access to the claim-attempt hook (src/postgres_store_test_peer.h).
+  friend class PostgresStoreTestPeer;
   class Impl;
   explicit PostgresStore(std::unique_ptr<Impl> impl);
 

@@ -308,13 +308,9 @@ class RedisStore final : public Store {
                                        std::string_view value,
                                        std::chrono::milliseconds ttl);
 
-  // Test hook: called before each script that would replace a record in a
-  // claim's way (expired, or its lock timed out), with the attempt number
-  // (0-based), so that a test can change the record in between as another
-  // process would. Set it before any call; never in production.
-  void SetReclaimHookForTesting(std::function<void(int attempt)> hook);
-
  private:
+  // Tests' access to the reclaim hook (src/redis_store_test_peer.h).
+  friend class RedisStoreTestPeer;
   class Impl;
   explicit RedisStore(std::unique_ptr<Impl> impl);
   static Result<std::unique_ptr<RedisStore>> OpenNamed(

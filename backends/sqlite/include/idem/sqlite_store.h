@@ -215,18 +215,11 @@ class SqliteStore final : public Store {
                                                       const Token& token,
                                                       const Response& stored);
 
-  // Test hook (store.h): called inside Claim, on the thread that runs the
-  // write, at each ClaimAttemptPoint. Set it before any claim runs; never in
-  // production. Between the points no transaction is open in autocommit
-  // mode, so the hook may change the row through a connection of its own.
-  void SetClaimAttemptHookForTesting(ClaimAttemptHook hook);
-
-  // Test hook: how many writes wait for the writer right now (one waiting
-  // behind a SqliteTransaction on the writer, say). Never in production.
-  std::size_t QueuedWritesForTesting();
-
  private:
   friend class SqliteTransaction;
+  // Tests' access to hooks and the writer's queue
+  // (src/sqlite_store_test_peer.h).
+  friend class SqliteStoreTestPeer;
   class Impl;
   explicit SqliteStore(std::unique_ptr<Impl> impl);
 

@@ -1,0 +1,24 @@
+// Tests' access to what PostgresStore keeps private: not part of the
+// public API (tests add this directory to their include path).
+//
+// Thread-safety: as the store's own calls; set hooks before any claim runs.
+
+#ifndef IDEM_POSTGRES_STORE_TEST_PEER_H_
+#define IDEM_POSTGRES_STORE_TEST_PEER_H_
+
+#include "idem/postgres_store.h"
+#include "idem/store.h"
+
+namespace idem {
+
+class PostgresStoreTestPeer {
+ public:
+  // Called inside Claim, on the calling thread, at each ClaimAttemptPoint
+  // (store.h); every statement before it has committed, so the hook may
+  // change the row through a connection of its own. nullptr clears it.
+  static void SetClaimAttemptHook(PostgresStore& store, ClaimAttemptHook hook);
+};
+
+}  // namespace idem
+
+#endif  // IDEM_POSTGRES_STORE_TEST_PEER_H_
