@@ -22,7 +22,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -50,26 +49,6 @@ constexpr char kHttpHelp[] =
     "the HTTP server: beast (Boost.Beast; this build has no RESTinio) "
     "(default beast)";
 #endif
-
-// "HOST:PORT" (the host may be a bracketed IPv6 address).
-bool ParseListen(const std::string& listen, std::string& host,
-                 std::uint16_t& port) {
-  const std::size_t colon = listen.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  const std::string p = listen.substr(colon + 1);
-  unsigned value = 0;
-  const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), value);
-  if (p.empty() || ec != std::errc() || end != p.data() + p.size() ||
-      value > 65535) {
-    return false;
-  }
-  port = static_cast<std::uint16_t>(value);
-  return true;
-}
 
 int BadFlags(const std::string& message) {
   std::cerr << "idem-demo: " << message << "\n"
@@ -168,9 +147,10 @@ int main(int argc, char** argv) {
     std::cout << flags << std::endl;
     return 0;
   }
-  if (!ParseListen(listen, options.host, options.port)) {
-    return BadFlags("--listen wants HOST:PORT, got '" + listen + "'");
-  }
+  auto address = idem::demo::ParseListenFlag(listen);
+  if (!address) return BadFlags(address.error().message());
+  options.host = address->host;
+  options.port = address->port;
   auto ttl_value = idem::demo::ParseDurationFlag(idem::demo::TtlFlag(), ttl);
   if (!ttl_value) return BadFlags(ttl_value.error().message());
   auto lock_timeout_value = idem::demo::ParseDurationFlag(
@@ -195,8 +175,8 @@ int main(int argc, char** argv) {
   if (!sweep_value) return BadFlags(sweep_value.error().message());
   options.sweep_interval =
       std::chrono::duration_cast<std::chrono::seconds>(*sweep_value);
-  if (options.threads <= 0 || options.threads > 1024) {
-    return BadFlags("--threads must be between 1 and 1024");
+  if (auto threads = idem::demo::CheckThreadsFlag(options.threads); !threads) {
+    return BadFlags(threads.error().message());
   }
   if (store_threads < 0 || store_threads > 1024) {
     return BadFlags("--store-threads must be between 0 and 1024");

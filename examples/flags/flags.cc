@@ -1,6 +1,8 @@
 #include "flags.h"
 
+#include <charconv>
 #include <cstdint>
+#include <system_error>
 
 #include "idem/guard_options.h"
 #include "idem/sweeper.h"
@@ -13,6 +15,38 @@ std::string Count(const DurationFlag& flag, Duration d) {
 }
 
 }  // namespace
+
+Result<ListenAddress> ParseListenFlag(std::string_view text) {
+  auto bad = [&] {
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        "--listen wants HOST:PORT, got '" + std::string(text) + "'");
+  };
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return bad();
+  ListenAddress address;
+  std::string_view host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  address.host = std::string(host);
+  const std::string_view port = text.substr(colon + 1);
+  unsigned value = 0;
+  const auto [end, ec] =
+      std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() ||
+      value > 65535) {
+    return bad();
+  }
+  address.port = static_cast<std::uint16_t>(value);
+  return address;
+}
+
+Status CheckThreadsFlag(int threads) {
+  if (threads >= 1 && threads <= 1024) return {};
+  return MakeError(ErrorCode::kInvalidArgument,
+                   "--threads must be between 1 and 1024");
+}
 
 DurationFlag TtlFlag() {
   return {"--ttl", std::chrono::seconds(1), "seconds", false, false, kMaxTtl};

@@ -1,6 +1,7 @@
-// Parsing of idem-demo's duration flags (--ttl, --lock-timeout,
-// --lock-renewal, --lock-wait, --sweep-interval) and of --protection,
-// apart from main.cc so that it is unit-tested.
+// Parsing of the demo servers' shared flags — --listen, the duration flags
+// (--ttl, --lock-timeout, --lock-renewal, --lock-wait, --sweep-interval),
+// --threads and --protection — apart from their main.cc (idem-demo's,
+// idem-grpc-demo's) so that both parse them one way and it is unit-tested.
 //
 // Every duration flag has a maximum, the same as GuardOptions'
 // (guard_options.h), checked here so that the error names the flag instead of
@@ -12,6 +13,7 @@
 #ifndef IDEM_DEMO_FLAGS_H_
 #define IDEM_DEMO_FLAGS_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -19,6 +21,19 @@
 #include "idem/error.h"
 
 namespace idem::demo {
+
+// --listen HOST:PORT: the host (a bracketed IPv6 address loses its
+// brackets) and the port, 0..65535 (0: the system picks one).
+struct ListenAddress {
+  std::string host;
+  std::uint16_t port = 0;
+};
+// kInvalidArgument naming --listen and the value given when `text` is not
+// HOST:PORT with a decimal port of at most 65535.
+Result<ListenAddress> ParseListenFlag(std::string_view text);
+
+// --threads N: 1 .. 1024. kInvalidArgument naming the flag otherwise.
+Status CheckThreadsFlag(int threads);
 
 struct DurationFlag {
   std::string_view name;       // "--ttl", for messages.
