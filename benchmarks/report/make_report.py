@@ -13,7 +13,9 @@ scripts/bench.sh runs it twice:
       Reads OUT/machine.json, OUT/idem-bench.json (Google Benchmark JSON of
       idem-bench), OUT/http.json (benchmarks/http/bench.sh RESULTS_JSON) and
       OUT/scale-{memory,latency,disk}.txt (idem-scale's key=value lines),
-      OUT/idemctl.json (benchmarks/idemctl/bench.sh RESULTS_JSON);
+      OUT/idemctl.json (benchmarks/idemctl/bench.sh RESULTS_JSON),
+      OUT/grpc.json (benchmarks/grpc/bench.sh RESULTS_JSON; its section
+      is grpc_section.py);
       every input but machine.json may be missing, its section then says
       so. Writes the page: ratios to the baselines first (each store against
       its engine's raw write, memory against the sharded-mutex map, HTTP
@@ -52,6 +54,8 @@ import re
 import statistics
 import subprocess
 import sys
+
+from grpc_section import section_grpc
 
 STORES = ["memory", "rocksdb", "sqlite", "postgresql", "redis",
           "redis-cluster"]
@@ -1049,6 +1053,11 @@ def report(args):
     if os.path.exists(ctl_path):
         with open(ctl_path) as f:
             ctl = json.load(f)
+    grpc = None
+    grpc_path = os.path.join(res, "grpc.json")
+    if os.path.exists(grpc_path):
+        with open(grpc_path) as f:
+            grpc = json.load(f)
     transfers = None
     transfers_path = os.path.join(res, "transfers.json")
     if os.path.exists(transfers_path):
@@ -1100,6 +1109,7 @@ def report(args):
         doc += ["No idem-bench results (no idem-bench.json).", ""]
     doc += section_http(http, plots)
     doc += section_http_restinio(http)
+    doc += section_grpc(grpc)
     doc += section_idemctl(ctl)
     doc += section_transfers(transfers)
     doc += section_scale(mem, lat, disk)

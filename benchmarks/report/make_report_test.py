@@ -85,6 +85,18 @@ class MakeReportTest(unittest.TestCase):
         http = http[:http.index("\n## ", 1)]
         self.assertNotIn("restinio:", http)
 
+    def test_grpc_rows_against_the_plain_grpc_server(self):
+        section = self.page[self.page.index("## gRPC: idem-grpc-demo"):]
+        section = section[:section.index("\n## ", 1)]
+        # 25000 / 30000 = 83%: met (>= 80%); replays 29000 / 30000 = 97%:
+        # missed (>= 100%); the plain row has no target.
+        self.assertRegex(section, r"`fresh:memory` \| 83% \| 1\.25x \| "
+                                  r">= 80%: met \| 25,000 \|")
+        self.assertRegex(section, r"`replay:memory` \| 97% \| 1\.10x \| "
+                                  r">= 100%: MISSED \|.*\| 870000 \|")
+        self.assertRegex(section, r"`plain` \| 100% \| 1\.00x \| – \|")
+        self.assertIn("--in-flight 32 --channels 4 --seconds 10", section)
+
     def test_ratios_to_baselines(self):
         # Memory ClaimComplete 1 thread: 1271.3 ns / sharded 807.x ns.
         self.assertRegex(self.page, r"\| `memory` \| ClaimComplete \| "
