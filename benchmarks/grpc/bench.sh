@@ -64,7 +64,7 @@ start plain --no-idem
 # Loads: name, server, keys.
 loads=("plain plain fresh" "fresh:memory idem fresh" "replay:memory idem replay")
 : >"$tmp/results"
-for round in $(seq "$rounds"); do
+for _ in $(seq "$rounds"); do
   for l in "${loads[@]}"; do
     read -r name server keys <<<"$l"
     port_var=port_$server
