@@ -218,4 +218,91 @@ void DemoProcess::Kill() {
   pid_ = -1;
 }
 
+void DemoProcess::Signal(int signal) {
+  if (pid_ > 0) ::kill(pid_, signal);
+}
+
+std::optional<int> DemoProcess::Wait(std::chrono::seconds timeout) {
+  if (pid_ > 0) {
+    WaitFor(
+        [&] {
+          int status = 0;
+          if (::waitpid(pid_, &status, WNOHANG) != pid_) return false;
+          status_ = status;
+          pid_ = -1;
+          return true;
+        },
+        std::chrono::duration_cast<milliseconds>(timeout), milliseconds(10));
+  }
+  if (!status_ || !WIFEXITED(*status_)) return std::nullopt;
+  return WEXITSTATUS(*status_);
+}
+
+std::string DemoProcess::RestOfStdout() {
+  std::string all;
+  for (;;) {
+    pollfd p{out_, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) break;
+    char buf[4096];
+    const ssize_t n = ::read(out_, buf, sizeof buf);
+    if (n <= 0) break;
+    all.append(buf, static_cast<std::size_t>(n));
+  }
+  return all;
+}
+
+ProgramRun RunProgram(const std::string& binary,
+                      const std::vector<std::string>& args,
+                      const std::filesystem::path& dir,
+                      const std::filesystem::path& cwd,
+                      std::chrono::seconds timeout) {
+  const std::filesystem::path out = dir / "program.out";
+  const std::filesystem::path err = dir / "program.err";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!cwd.empty()) {
+    posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  }
+  std::vector<std::string> all = {binary};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!std::string_view(*e).starts_with("IDEM_STORE=")) env.emplace_back(*e);
+  }
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr,
+                             argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ProgramRun run;
+  if (rc != 0) return run;
+  std::optional<int> status;
+  WaitFor(
+      [&] {
+        int s = 0;
+        if (::waitpid(pid, &s, WNOHANG) != pid) return false;
+        status = s;
+        return true;
+      },
+      std::chrono::duration_cast<milliseconds>(timeout), milliseconds(10));
+  if (!status) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  } else if (WIFEXITED(*status)) {
+    run.exit_status = WEXITSTATUS(*status);
+  }
+  run.out = ReadFile(out);
+  run.err = ReadFile(err);
+  return run;
+}
+
 }  // namespace idem::testing::proc

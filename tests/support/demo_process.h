@@ -1,7 +1,9 @@
-// Helpers for tests that run idem-demo as a separate process and talk to it
-// over real sockets (crash tests, multi-instance tests): a minimal blocking
-// HTTP/1.1 client on POSIX sockets with deadlines, bounded polling, and the
-// demo process itself, started with posix_spawn and killable with SIGKILL.
+// Helpers for tests that run a demo server (idem-demo, idem-grpc-demo) as a
+// separate process and talk to it over real sockets (crash tests,
+// multi-instance tests, the gRPC demo's tests): a minimal blocking HTTP/1.1
+// client on POSIX sockets with deadlines, bounded polling, and the demo
+// process itself, started with posix_spawn, signalled, waited for or killed
+// with SIGKILL; and a program run to its exit (bad flags).
 //
 // Only 127.0.0.1 and port 0. Every wait has a generous deadline: the tests
 // also run under ASan and TSan on a loaded two-core machine.
@@ -66,6 +68,21 @@ using ::idem::testing::WaitFor;
 
 std::string ReadFile(const std::filesystem::path& path);
 
+// A program run to its end: its exit status (nullopt: still running after
+// the timeout, then killed, or killed by a signal), stdout and stderr.
+struct ProgramRun {
+  std::optional<int> exit_status;
+  std::string out;
+  std::string err;
+};
+// Runs `binary` with `args` (IDEM_STORE removed from its environment) in
+// `cwd` (when not empty), its stdout and stderr into files of `dir`.
+ProgramRun RunProgram(const std::string& binary,
+                      const std::vector<std::string>& args,
+                      const std::filesystem::path& dir,
+                      const std::filesystem::path& cwd = {},
+                      std::chrono::seconds timeout = std::chrono::seconds(60));
+
 // One idem-demo process: `binary --listen 127.0.0.1:0 --store <store_uri>`
 // plus `extra_args`, stdout read for the "listening on" line, stderr
 // appended to `log`. IDEM_STORE is removed from its environment so that only
@@ -88,12 +105,24 @@ class DemoProcess {
   // locks and connections are released.
   void Kill();
 
+  // Sends `signal` (SIGTERM: a clean stop) to the process.
+  void Signal(int signal);
+  // Its exit status once it exited within `timeout` (then reaped); nullopt
+  // when it still runs (it is left running) or died of a signal.
+  std::optional<int> Wait(
+      std::chrono::seconds timeout = std::chrono::seconds(120));
+
+  // What it wrote to stdout after the "listening on" line; complete once
+  // it exited (Wait, Kill), else what is there now.
+  std::string RestOfStdout();
+
   // The process id (for /proc/<pid>/status), -1 when it did not start.
   pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
   int out_ = -1;
+  std::optional<int> status_;  // waitpid's, once reaped by Wait.
 };
 
 }  // namespace idem::testing::proc
