@@ -1,1 +1,110 @@
-// placeholder
+#include "problem_status.h"
+
+#include <nlohmann/json.hpp>
+
+#include "idem/grpc/method_options.h"
+#include "idem/problem.h"
+
+namespace idem::grpc {
+namespace {
+
+using ::grpc::StatusCode;
+
+// One row per problem code the Guard answers with. `message`: the status
+// message, in gRPC's words; empty: the Guard's own detail, which names the
+// limit or the key error (its "Idempotency-Key header" said as metadata).
+struct ProblemStatusRow {
+  std::string_view code;
+  StatusCode status;
+  std::string_view message;
+};
+
+constexpr ProblemStatusRow kProblemStatuses[] = {
+    {problem_code::kKeyMissing, StatusCode::INVALID_ARGUMENT,
+     "This method requires idempotency-key metadata: send a unique value (a "
+     "UUID, say) and send the same value again when you retry."},
+    {problem_code::kKeyInvalid, StatusCode::INVALID_ARGUMENT, ""},
+    {problem_code::kRequestTooLarge, StatusCode::RESOURCE_EXHAUSTED, ""},
+    {problem_code::kKeyReused, StatusCode::FAILED_PRECONDITION,
+     "This idempotency-key was already used for a different request; send a "
+     "new key for a new request."},
+    {problem_code::kInProgress, StatusCode::ABORTED,
+     "A call with this idempotency-key is still being processed; retry with "
+     "the same key after the retry-after seconds."},
+    {problem_code::kStoreUnavailable, StatusCode::UNAVAILABLE,
+     "The server cannot check this call's idempotency-key right now; retry "
+     "later with the same key."},
+    {problem_code::kStoreFull, StatusCode::RESOURCE_EXHAUSTED,
+     "The server cannot accept more idempotent calls right now; retry later "
+     "with the same key."},
+    {problem_code::kRecordDamaged, StatusCode::DATA_LOSS,
+     "The stored result of this idempotency-key is damaged; the call was not "
+     "run. Contact the operator, or send a new key if the call must run "
+     "now."},
+    {problem_code::kAuthenticationRequired, StatusCode::UNAUTHENTICATED,
+     "Calls with an idempotency-key to this method must be authenticated."},
+    {problem_code::kRouteInvalid, StatusCode::INTERNAL,
+     "The server's idempotency settings for this method are invalid; the "
+     "call was not run."},
+};
+
+// The Guard's detail in gRPC's words.
+std::string AsMetadataWording(std::string detail) {
+  static constexpr std::string_view kHeader = "Idempotency-Key header";
+  static constexpr std::string_view kMetadata = "idempotency-key metadata";
+  for (std::size_t at = detail.find(kHeader); at != std::string::npos;
+       at = detail.find(kHeader, at + kMetadata.size())) {
+    detail.replace(at, kHeader.size(), kMetadata);
+  }
+  return detail;
+}
+
+::grpc::Status Answer(std::string_view code, std::string detail,
+                      std::string_view retry_after,
+                      ::grpc::ServerContextBase& context) {
+  const ProblemStatusRow* row = nullptr;
+  for (const ProblemStatusRow& r : kProblemStatuses) {
+    if (r.code == code) row = &r;
+  }
+  // A code this table does not know (a newer core): the server's fault,
+  // never a status that would invite a client to treat it as its own.
+  const StatusCode status = row ? row->status : StatusCode::INTERNAL;
+  std::string message = row && !row->message.empty()
+                            ? std::string(row->message)
+                            : AsMetadataWording(std::move(detail));
+  context.AddTrailingMetadata(std::string(kProblemMetadata),
+                              code.empty() ? "unknown" : std::string(code));
+  if (!retry_after.empty()) {
+    context.AddTrailingMetadata(std::string(kRetryAfterMetadata),
+                                std::string(retry_after));
+  }
+  return ::grpc::Status(status, std::move(message));
+}
+
+}  // namespace
+
+::grpc::Status ProblemStatus(const Response& problem,
+                             ::grpc::ServerContextBase& context) {
+  std::string code;
+  std::string detail;
+  const nlohmann::json body =
+      nlohmann::json::parse(problem.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_object()) {
+    if (auto it = body.find("code"); it != body.end() && it->is_string()) {
+      code = it->get<std::string>();
+    }
+    if (auto it = body.find("detail"); it != body.end() && it->is_string()) {
+      detail = it->get<std::string>();
+    }
+  }
+  const std::string_view retry_after =
+      problem.FindHeader("Retry-After").value_or(std::string_view());
+  return Answer(code, std::move(detail), retry_after, context);
+}
+
+::grpc::Status ProblemStatus(std::string_view code,
+                             ::grpc::ServerContextBase& context) {
+  return Answer(code, "", "", context);
+}
+
+}  // namespace idem::grpc

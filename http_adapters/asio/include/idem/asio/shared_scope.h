@@ -93,15 +93,16 @@ class ScopeResolver {
 
 // For an adapter's Create: ok when `scope` is set, else kInvalidArgument
 // naming `scope` and the two choices. `adapter` names the adapter in the
-// message ("the Beast IdempotentHandler").
+// message ("the Beast IdempotentHandler"), `option` the options field.
 template <typename Request>
-Status RequireScope(const ScopeResolver<Request>& scope,
-                    std::string_view adapter) {
+Status RequireScope(
+    const ScopeResolver<Request>& scope, std::string_view adapter,
+    std::string_view option = "IdempotentHandlerOptions::scope") {
   if (scope) return {};
   return MakeError(
       ErrorCode::kInvalidArgument,
-      std::string(adapter) +
-          " needs a `scope` option (IdempotentHandlerOptions::scope): who a "
+      std::string(adapter) + " needs a `scope` option (" + std::string(option) +
+          "): who a "
           "request's key belongs to, so that no caller receives another's "
           "stored response. Give a resolver that returns the authenticated "
           "principal, or idem::asio::SharedScope() when every caller may "

@@ -1,0 +1,64 @@
+// What the gRPC adapter stores of a completed call and how a replay is sent.
+//
+// The Guard sees a call's gRPC status code c as the status 600 + c
+// (kGuardStatusBase): outside HTTP's statuses, one per code, so that the
+// route's stored_statuses (built from MethodOptions::stored_statuses)
+// decides per code. The record's body is the call encoded by
+// proto/stored_call.proto behind a format tag: status code, message,
+// details, the allowlisted metadata and the response message (OK only). A
+// record that does not decode as that (another tag, a broken message, a
+// status that disagrees) is damaged: answered DATA_LOSS, never replayed.
+//
+// Thread-safety: pure functions.
+
+#ifndef IDEM_GRPC_SRC_STORED_CALL_H_
+#define IDEM_GRPC_SRC_STORED_CALL_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/message.h>
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/status.h>
+
+#include "idem/grpc/reply_metadata.h"
+#include "idem/guard_options.h"
+#include "idem/response.h"
+#include "method_core.h"
+
+namespace idem::grpc {
+
+inline constexpr int kGuardStatusBase = 600;
+
+inline int GuardStatus(::grpc::StatusCode code) {
+  return kGuardStatusBase + static_cast<int>(code);
+}
+
+// The route's stored_statuses for these codes.
+StatusSet StoredStatusSet(const std::vector<::grpc::StatusCode>& codes);
+
+// The call as Finish stores it: status 600 + code, the encoded call as the
+// body, no headers. `response` is serialized only when `status` is OK; of
+// `metadata` only the method's allowlisted keys are kept.
+Response EncodeCall(const ::grpc::Status& status,
+                    const google::protobuf::Message& response,
+                    const ReplyMetadata& metadata, const MethodCore& method);
+
+// A replay (Decision::response of a kReplayed decision): fills `response`
+// and `context`'s metadata (the stored initial and trailing metadata, and
+// the replay's own headers, the idempotent-replayed marker, as trailing
+// metadata) and returns the stored status; nullopt, touching nothing, when
+// the record does not decode.
+std::optional<::grpc::Status> ApplyReplay(const Response& replay,
+                                          ::grpc::ServerContextBase& context,
+                                          google::protobuf::Message& response);
+
+// Adds `metadata` to the call (all of it: the first call sends everything
+// its handler set).
+void SendMetadata(const ReplyMetadata& metadata,
+                  ::grpc::ServerContextBase& context);
+
+}  // namespace idem::grpc
+
+#endif  // IDEM_GRPC_SRC_STORED_CALL_H_
