@@ -74,7 +74,10 @@ Result<std::unique_ptr<GrpcDemo>> GrpcDemo::Create(GrpcDemoOptions options) {
   auto guard = Guard::Create(std::move(setup));
   if (!guard) return tl::unexpected(guard.error());
   demo->guard_ = std::move(*guard);
-  auto service = MakeIdemOrders(demo->guard_, demo->app_.get());
+  idem::asio::GuardCallOptions calls;
+  calls.log = log;
+  auto service = MakeIdemOrders(demo->guard_, demo->app_.get(),
+                                demo->timers_.get_executor(), calls);
   if (!service) return tl::unexpected(service.error());
   demo->service_ = std::move(*service);
   return demo;
@@ -85,6 +88,9 @@ GrpcDemo::~GrpcDemo() {
     Shutdown();
     Wait();
   }
+  // The adapter (in the service) waits for its coroutines on the timers'
+  // threads, which must still run: it goes first, then they stop.
+  service_.reset();
   work_.reset();
   timers_.stop();
   for (auto& t : threads_) {

@@ -45,8 +45,10 @@ struct GrpcDemoOptions {
   // GuardOptions::lock_renewal; zero: off.
   Duration lock_renewal = Duration::zero();
   std::chrono::milliseconds lock_wait{0};
-  // Threads of the demo's own io_context: the handlers' delay_ms timers
-  // (gRPC's polling threads are gRPC's). Default: 2.
+  // Threads of the demo's own io_context, where idem::grpc runs the
+  // protected calls (their coroutines, lock_wait and renewal timers, the
+  // handler) and the handlers' delay_ms timers; gRPC polls on threads of
+  // its own. Default: 2.
   int threads = 2;
   // The first part of every order id, and Order.instance.
   std::string instance = "grpc-demo";

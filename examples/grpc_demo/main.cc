@@ -82,8 +82,8 @@ int main(int argc, char** argv) {
        "how long a duplicate waits for the first call before ABORTED, at "
        "most 3600000 (default 0)")
       ("threads", po::value(&options.threads)->value_name("N"),
-       "threads of the demo's timers (delay_ms); gRPC polls on its own "
-       "threads (default 2)")
+       "threads that run the protected calls, their handlers and timers; "
+       "gRPC polls on threads of its own (default 2)")
       ("instance", po::value(&options.instance)->value_name("NAME"),
        "instance name: Order.instance and part of order ids "
        "(default grpc-demo)")

@@ -87,9 +87,9 @@ TEST_F(GrpcDemoTest, FirstCallReplayMismatchAndMissingKey) {
   EXPECT_EQ(keyless.Trailer("idem-problem"), "idempotency_key_missing")
       << Describe(keyless);
 
-  // An invalid key (a space is not a token character): the same status.
+  // An invalid key (an unterminated sf-string): the same status.
   const CallResult invalid =
-      client.CreateOrder(OrderRequest("book"), {.key = "not a token"});
+      client.CreateOrder(OrderRequest("book"), {.key = "\"unterminated"});
   EXPECT_EQ(invalid.status.error_code(), StatusCode::INVALID_ARGUMENT)
       << Describe(invalid);
   EXPECT_EQ(invalid.Trailer("idem-problem"), "idempotency_key_invalid")
@@ -241,7 +241,7 @@ TEST_F(GrpcDemoTest, KeysNeverReachTheProcesssOutput) {
   client.CreateOrder(OrderRequest("a"), {.key = secret});
   client.CreateOrder(OrderRequest("a"), {.key = secret});
   client.CreateOrder(OrderRequest("b"), {.key = secret});         // 422
-  client.CreateOrder(OrderRequest("a"), {.key = secret + " x"});  // invalid
+  client.CreateOrder(OrderRequest("a"), {.key = "\"" + secret});  // invalid
   client.CreateOrder(OrderRequest("c", 1, 0, 14), {.key = secret + "2"});
   client.CreateOrder(OrderRequest("d", 1, 1200), {.key = secret + "3"});
   client.CreateOrder(OrderRequest("d", 1, 0), {.key = secret + "3"});
@@ -265,6 +265,8 @@ TEST_F(GrpcDemoTest, WithoutIdemTheSameServiceTakesNoKey) {
   }
   EXPECT_NE(b.order.id(), c.order.id());
   EXPECT_EQ(client.HandlerRuns(), 3);
+  demo_->Signal(SIGTERM);
+  EXPECT_EQ(demo_->Wait(), 0) << Log();
 }
 
 struct BadFlag {
