@@ -1,6 +1,7 @@
-// idem-demo's duration flags (demo/flags.h): every value in range is taken
-// exactly, every other is refused with a message naming the flag; nothing
-// wraps around. And --protection on|off.
+// The demo servers' shared flags (examples/flags/flags.h: idem-demo and
+// idem-grpc-demo): every duration in range is taken exactly, every other
+// value is refused with a message naming the flag; nothing wraps around.
+// And --protection on|off, --listen HOST:PORT, --threads.
 
 #include "flags.h"
 
@@ -89,6 +90,35 @@ TEST(DemoFlagsTest, ProtectionIsOnOrOff) {
         << bad;
     EXPECT_THAT(parsed.error().message(), HasSubstr("--protection"));
     EXPECT_THAT(parsed.error().message(), HasSubstr("on or off"));
+  }
+}
+
+TEST(DemoFlagsTest, ListenIsHostAndPort) {
+  auto v4 = ParseListenFlag("127.0.0.1:0");
+  ASSERT_TRUE(v4.has_value());
+  EXPECT_EQ(v4->host, "127.0.0.1");
+  EXPECT_EQ(v4->port, 0);
+  auto v6 = ParseListenFlag("[::1]:65535");
+  ASSERT_TRUE(v6.has_value());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 65535);
+  for (std::string_view bad : {"", "localhost", ":80", "h:", "h:65536", "h:-1",
+                               "h:8o", "h: 80", "h:99999999999"}) {
+    auto parsed = ParseListenFlag(bad);
+    ASSERT_THAT(parsed,
+                ::idem::testing::HasErrorCode(ErrorCode::kInvalidArgument))
+        << bad;
+    EXPECT_THAT(parsed.error().message(), HasSubstr("--listen"));
+  }
+}
+
+TEST(DemoFlagsTest, ThreadsIsOneTo1024) {
+  EXPECT_TRUE(CheckThreadsFlag(1).has_value());
+  EXPECT_TRUE(CheckThreadsFlag(1024).has_value());
+  for (int bad : {0, -1, 1025}) {
+    auto checked = CheckThreadsFlag(bad);
+    ASSERT_FALSE(checked.has_value()) << bad;
+    EXPECT_THAT(checked.error().message(), HasSubstr("--threads"));
   }
 }
 
