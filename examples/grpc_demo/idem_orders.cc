@@ -70,19 +70,17 @@ Result<std::unique_ptr<::grpc::Service>> MakeIdemOrders(
                                           .executor = std::move(executor),
                                           .calls = std::move(calls),
                                       }));
-  // The completion form: OrdersApp answers later (after delay_ms) from its
-  // timer, holding no thread meanwhile.
+  // The coroutine form: it runs on the adapter's executor and waits
+  // delay_ms on a timer there, holding no thread meanwhile; without a
+  // delay it completes without suspending.
   IDEM_ASSIGN_OR_RETURN(
       auto create_order,
       (methods->ProtectCallback<v1::CreateOrderRequest, v1::Order>(
           "/idem.demo.v1.Orders/CreateOrder",
           [app](::grpc::ServerContextBase&,
-                const v1::CreateOrderRequest& request, v1::Order& order,
-                idem::grpc::Done done) {
-            app->CreateOrder(
-                request, &order,
-                [done = std::make_shared<idem::grpc::Done>(std::move(done))](
-                    ::grpc::Status status) { (*done)(std::move(status)); });
+                const v1::CreateOrderRequest& request,
+                v1::Order& order) -> boost::asio::awaitable<::grpc::Status> {
+            return app->CreateOrderAsync(request, &order);
           })));
   return std::make_unique<IdemOrders>(app, std::move(methods),
                                       std::move(create_order));

@@ -15,13 +15,19 @@
 #ifndef IDEM_GRPC_DEMO_ORDERS_APP_H_
 #define IDEM_GRPC_DEMO_ORDERS_APP_H_
 
+// Boost 1.74's Asio coroutine headers use std::exchange without including
+// <utility>; GCC 12's standard library no longer includes it transitively.
+#include <utility>
+
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
 
 #include <grpcpp/support/status.h>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 
 #include "orders.pb.h"
 
@@ -38,12 +44,24 @@ class OrdersApp {
   // `timers`: where delay_ms timers run.
   OrdersApp(std::string instance, boost::asio::any_io_executor timers);
 
-  // Runs CreateOrder: fills *order and calls done(OK), or calls done with
-  // the error status; once, from this thread (no delay) or the timers'
-  // executor (after delay_ms). INVALID_ARGUMENT for delay_ms outside
-  // 0..kMaxDelayMs or fail_with outside 0..16 (a handler run too).
+  // A CreateOrder run without its wait: counts the run, fills *order (on
+  // OK) and says what to answer after how long. INVALID_ARGUMENT (at once)
+  // for delay_ms outside 0..kMaxDelayMs or fail_with outside 0..16.
+  struct Outcome {
+    ::grpc::Status status;
+    std::chrono::milliseconds delay{0};
+  };
+  Outcome Run(const v1::CreateOrderRequest& request, v1::Order* order);
+
+  // CreateOrder as a completion: Run, then done(status) once, from this
+  // thread (no delay) or the timers' executor (after delay_ms).
   void CreateOrder(const v1::CreateOrderRequest& request, v1::Order* order,
                    std::function<void(::grpc::Status)> done);
+
+  // CreateOrder as a coroutine on the caller's executor: Run, then a timer
+  // of delay_ms (none for 0: it completes without suspending).
+  boost::asio::awaitable<::grpc::Status> CreateOrderAsync(
+      const v1::CreateOrderRequest& request, v1::Order* order);
 
   // handler_runs: CreateOrder calls since start.
   void GetStats(v1::Stats* stats) const;
