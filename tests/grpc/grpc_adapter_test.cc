@@ -419,6 +419,7 @@ TEST_P(GrpcAdapterTest, AFullStoreIsResourceExhausted) {
   const Reply reply = server->Call(Req(), "k1");
   EXPECT_EQ(reply.status.error_code(), StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(reply.Trailing("idem-problem"), "idempotency_store_full");
+  EXPECT_EQ(reply.Trailing("retry-after"), "1");
   EXPECT_EQ(server->runs(), 0);
 }
 

@@ -188,27 +188,32 @@ TEST(GrpcMethodsTest, BlockingStoreCallsNeverRunOnAGrpcThread) {
   for (std::thread::id id : store->threads()) EXPECT_EQ(grpc.count(id), 0u);
 }
 
-TEST(GrpcMethodsTest, LockRenewalRunsWhileACallbackHandlerWaits) {
-  auto memory = std::shared_ptr<Store>(std::move(*MemoryStore::Open({})));
-  auto faulty = std::make_shared<testing::FaultyStore>(memory);
-  ServerSetup setup;
-  setup.store = faulty;
-  setup.clock = SystemClock::Instance();
-  setup.guard_options.lock_renewal = std::chrono::milliseconds(20);
-  TestServer server(std::move(setup));
-  ASSERT_TRUE(server.ok()) << server.error();
-  server.gate().Close();
-  Reply first;
-  std::thread a([&] { first = server.Call(Req(), "k1"); });
-  ASSERT_TRUE(server.gate().WaitHeld(1));
-  // Renewals reach the store while the handler holds no thread.
-  EXPECT_TRUE(testing::WaitFor([&] { return faulty->extends.load() >= 2; }));
-  server.gate().Open();
-  a.join();
-  EXPECT_TRUE(first.status.ok());
-  const int extends = faulty->extends.load();
-  EXPECT_EQ(server.Call(Req(), "k1").Trailing("idempotent-replayed"), "true");
-  EXPECT_EQ(faulty->extends.load(), extends);  // Renewal ended with the call.
+// Callback API: a timer renews while the handler holds no thread; sync
+// API: the Guard's renewal thread while the handler blocks its own.
+TEST(GrpcMethodsTest, LockRenewalRunsWhileAHandlerWaits) {
+  for (bool sync_api : {false, true}) {
+    auto memory = std::shared_ptr<Store>(std::move(*MemoryStore::Open({})));
+    auto faulty = std::make_shared<testing::FaultyStore>(memory);
+    ServerSetup setup;
+    setup.sync_api = sync_api;
+    setup.store = faulty;
+    setup.clock = SystemClock::Instance();
+    setup.guard_options.lock_renewal = std::chrono::milliseconds(20);
+    TestServer server(std::move(setup));
+    ASSERT_TRUE(server.ok()) << server.error();
+    server.gate().Close();
+    Reply first;
+    std::thread a([&] { first = server.Call(Req(), "k1"); });
+    ASSERT_TRUE(server.gate().WaitHeld(1));
+    EXPECT_TRUE(testing::WaitFor([&] { return faulty->extends.load() >= 2; }))
+        << (sync_api ? "sync" : "callback");
+    server.gate().Open();
+    a.join();
+    EXPECT_TRUE(first.status.ok());
+    EXPECT_EQ(server.Call(Req(), "k1").Trailing("idempotent-replayed"),
+              "true");
+    EXPECT_EQ(server.runs(), 1);
+  }
 }
 
 TEST(GrpcMethodsTest, UnprotectedMethodsOfTheServiceRunAsUsual) {
