@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -269,6 +270,18 @@ TEST_P(GrpcAdapterTest, ScopesKeepTwoCallersKeysApart) {
   EXPECT_EQ(server->Call(Req(), alice).order.id(), a1.order.id());
   EXPECT_EQ(server->Call(Req(), bob).order.id(), b1.order.id());
   EXPECT_EQ(server->runs(), 2);
+}
+
+TEST_P(GrpcAdapterTest, AScopeResolverThatThrowsFailsTheCallUnrun) {
+  ServerSetup setup;
+  setup.scope =
+      [](const ::grpc::ServerContextBase&) -> std::optional<std::string> {
+    throw std::runtime_error("no identity service");
+  };
+  START_OR_FAIL(server, std::move(setup));
+  const Reply reply = server->Call(Req(), "k1");
+  EXPECT_EQ(reply.status.error_code(), StatusCode::INTERNAL);
+  EXPECT_EQ(server->runs(), 0);
 }
 
 TEST_P(GrpcAdapterTest, AnAnonymousCallIsUnauthenticatedWhenRejected) {

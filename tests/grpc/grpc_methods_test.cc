@@ -154,6 +154,16 @@ TEST(GrpcMethodsTest, ProtectRefusesWhatItCannotProtect) {
   EXPECT_TRUE(good.has_value());
 }
 
+TEST(GrpcMethodsTest, AMethodNeverSetUpRefusesCallsRatherThanRunUnprotected) {
+  idem::grpc::SyncMethod<CreateOrderRequest, Order> never_set_up;
+  ::grpc::ServerContext context;
+  const CreateOrderRequest request = Req();
+  Order order;
+  const ::grpc::Status status = never_set_up(&context, &request, &order);
+  EXPECT_EQ(status.error_code(), StatusCode::INTERNAL);
+  EXPECT_THAT(status.error_message(), HasSubstr("never set up"));
+}
+
 TEST(GrpcMethodsTest, CoroutineAndSynchronousFormsWorkOnTheCallbackApi) {
   for (Form form : {Form::kCoroutine, Form::kSync}) {
     ServerSetup setup;
@@ -210,8 +220,7 @@ TEST(GrpcMethodsTest, LockRenewalRunsWhileAHandlerWaits) {
     server.gate().Open();
     a.join();
     EXPECT_TRUE(first.status.ok());
-    EXPECT_EQ(server.Call(Req(), "k1").Trailing("idempotent-replayed"),
-              "true");
+    EXPECT_EQ(server.Call(Req(), "k1").Trailing("idempotent-replayed"), "true");
     EXPECT_EQ(server.runs(), 1);
   }
 }

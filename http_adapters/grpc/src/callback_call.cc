@@ -91,6 +91,10 @@ net::awaitable<void> RunCall(std::shared_ptr<const MethodCore> method,
     ::grpc::CallbackServerContext* context, const Message* request,
     Message* response) const {
   ::grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!core_) {
+    reactor->Finish(NotSetUp());
+    return reactor;
+  }
   core_->adapter->CallStarted();
   net::co_spawn(core_->adapter->executor,
                 RunCall(core_, context, request, response, reactor),
@@ -99,7 +103,8 @@ net::awaitable<void> RunCall(std::shared_ptr<const MethodCore> method,
 }
 
 const std::string& ProtectedMethod::full_name() const {
-  return core_->full_name;
+  static const std::string kNone;
+  return core_ ? core_->full_name : kNone;
 }
 
 }  // namespace idem::grpc
