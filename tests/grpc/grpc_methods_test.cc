@@ -10,6 +10,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
 #include "grpc_test_server.h"
 #include "idem/forwarding_store.h"
 #include "idem/memory_store.h"
@@ -180,6 +183,29 @@ TEST(GrpcMethodsTest, CoroutineAndSynchronousFormsWorkOnTheCallbackApi) {
     EXPECT_EQ(server.guard().metrics().Get(Outcome::kReleased), 1u);
     EXPECT_EQ(server.runs(), 1);
   }
+}
+
+TEST(GrpcMethodsTest, CallsRunOnAnExecutorTheApplicationGives) {
+  net::io_context io;
+  auto work = net::make_work_guard(io);
+  std::thread::id io_thread;
+  std::thread runner([&] {
+    io_thread = std::this_thread::get_id();
+    io.run();
+  });
+  {
+    ServerSetup setup;
+    setup.form = Form::kCoroutine;
+    setup.executor = io.get_executor();
+    TestServer server(std::move(setup));
+    ASSERT_TRUE(server.ok()) << server.error();
+    EXPECT_EQ(server.Call(Req(), "k1").order.id(), "order-1");
+    EXPECT_EQ(server.Call(Req(), "k1").Trailing("idempotent-replayed"), "true");
+    // The handler ran on the io_context's thread.
+    EXPECT_EQ(server.handler_threads(), std::set<std::thread::id>{io_thread});
+  }
+  work.reset();
+  runner.join();
 }
 
 TEST(GrpcMethodsTest, BlockingStoreCallsNeverRunOnAGrpcThread) {

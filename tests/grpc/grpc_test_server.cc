@@ -167,6 +167,10 @@ class TestServer::SyncService final : public idem::test::v1::Orders::Service {
 
 ::grpc::Status TestServer::Handle(const CreateOrderRequest& request,
                                   Order& order, ReplyMetadata& metadata) {
+  {
+    std::lock_guard lock(threads_mu_);
+    handler_threads_.insert(std::this_thread::get_id());
+  }
   const int n = ++runs_;
   order.set_id("order-" + std::to_string(n));
   order.set_item(request.item());
@@ -184,6 +188,11 @@ class TestServer::SyncService final : public idem::test::v1::Orders::Service {
 std::set<std::thread::id> TestServer::grpc_threads() {
   std::lock_guard lock(threads_mu_);
   return grpc_threads_;
+}
+
+std::set<std::thread::id> TestServer::handler_threads() {
+  std::lock_guard lock(threads_mu_);
+  return handler_threads_;
 }
 
 net::awaitable<::grpc::Status> TestServer::HandleLater(
@@ -228,6 +237,7 @@ TestServer::TestServer(ServerSetup setup) {
   options.guard = guard_;
   options.scope = setup.scope;
   options.calls = setup.calls;
+  options.executor = setup.executor;
   if (!options.calls.log) options.calls.log = setup.log;
   auto methods = idem::grpc::IdempotentMethods::Create(std::move(options));
   if (!methods) {

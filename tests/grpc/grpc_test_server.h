@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
+#include <boost/asio/any_io_executor.hpp>
 
 #include "idem/clock.h"
 #include "idem/grpc/idempotent_methods.h"
@@ -93,6 +94,8 @@ struct ServerSetup {
   // Default: none (the capture, when set, also gets the adapter's lines).
   LogSink log;
   idem::asio::GuardCallOptions calls;
+  // Default: the adapter's own pool.
+  std::optional<net::any_io_executor> executor;
 };
 
 struct Reply {
@@ -145,6 +148,8 @@ class TestServer {
   std::shared_ptr<::grpc::Channel> channel() const { return channel_; }
   // The threads gRPC called CreateOrder on (callback API).
   std::set<std::thread::id> grpc_threads();
+  // The threads the handler ran on.
+  std::set<std::thread::id> handler_threads();
 
  private:
   class CallbackService;
@@ -162,6 +167,7 @@ class TestServer {
   std::atomic<int> runs_{0};
   std::mutex threads_mu_;
   std::set<std::thread::id> grpc_threads_;
+  std::set<std::thread::id> handler_threads_;
   Gate gate_;
   std::shared_ptr<Store> store_;
   std::shared_ptr<ManualClock> manual_clock_;
