@@ -485,6 +485,70 @@ TEST_P(GrpcAdapterTest, ARecordThatIsNotAStoredCallIsDataLossNotAReplay) {
   EXPECT_TRUE(logged);
 }
 
+TEST_P(GrpcAdapterTest, SwitchedOffEveryCallRunsUnprotected) {
+  START_OR_FAIL(server, {});
+  server->guard().SetEnabled(false);
+  EXPECT_EQ(server->Call(Req(), "k1").order.id(), "order-1");
+  const Reply second = server->Call(Req(), "k1");
+  EXPECT_EQ(second.order.id(), "order-2");
+  EXPECT_EQ(second.Trailing("idempotent-replayed"), "");
+  server->guard().SetEnabled(true);
+  EXPECT_EQ(server->Call(Req(), "k1").order.id(), "order-3");
+  EXPECT_EQ(server->Call(Req(), "k1").order.id(), "order-3");
+}
+
+TEST_P(GrpcAdapterTest, AFailOpenMethodRunsUnprotectedWhenTheStoreIsDown) {
+  ServerSetup setup;
+  setup.store = std::make_shared<testing::DownStore>();
+  GuardOptions fail_open;
+  fail_open.on_store_error = StoreErrorPolicy::kFailOpen;
+  setup.method.guard = fail_open;
+  START_OR_FAIL(server, std::move(setup));
+  const Reply reply = server->Call(Req(), "k1");
+  EXPECT_TRUE(reply.status.ok()) << reply.status.error_message();
+  EXPECT_EQ(server->runs(), 1);
+  EXPECT_EQ(server->guard().metrics().Get(Outcome::kFailOpen), 1u);
+}
+
+TEST_P(GrpcAdapterTest, AResultOverMaxStoredResponseIsSentUnstored) {
+  ServerSetup setup;
+  setup.guard_options.max_stored_response = 16;
+  START_OR_FAIL(server, std::move(setup));
+  const Reply first = server->Call(Req("a long item name"), "k1");
+  ASSERT_TRUE(first.status.ok());
+  EXPECT_EQ(first.order.item(), "a long item name");
+  EXPECT_EQ(server->Call(Req("a long item name"), "k1").order.id(), "order-2");
+  EXPECT_EQ(server->guard().metrics().Get(Outcome::kNotStored), 2u);
+}
+
+// The HTTP rule for a lock that timed out: a retry takes the key over and
+// runs; the late first call's result is sent but not stored; later retries
+// replay the takeover's.
+TEST_P(GrpcAdapterTest, ALockThatTimedOutIsTakenOverAndTheLateResultDropped) {
+  ServerSetup setup;
+  setup.guard_options.lock_timeout = std::chrono::seconds(10);
+  START_OR_FAIL(server, std::move(setup));
+  server->gate().Close();
+  Reply first;
+  Reply second;
+  std::thread a([&] { first = server->Call(Req(), "k1"); });
+  ASSERT_TRUE(server->gate().WaitHeld(1));
+  server->manual_clock()->Advance(std::chrono::seconds(11));
+  std::thread b([&] { second = server->Call(Req(), "k1"); });
+  ASSERT_TRUE(server->gate().WaitHeld(2));  // The takeover runs too.
+  server->gate().Open();
+  a.join();
+  b.join();
+  EXPECT_EQ(first.order.id(), "order-1");
+  EXPECT_EQ(second.order.id(), "order-2");
+  const Reply third = server->Call(Req(), "k1");
+  EXPECT_EQ(third.order.id(), "order-2");
+  EXPECT_EQ(third.Trailing("idempotent-replayed"), "true");
+  EXPECT_EQ(server->runs(), 2);
+  EXPECT_EQ(server->guard().metrics().Get(Outcome::kTakeover), 1u);
+  EXPECT_EQ(server->guard().metrics().Get(Outcome::kStaleComplete), 1u);
+}
+
 TEST_P(GrpcAdapterTest, KeysAreNeverLogged) {
   const std::string key = "key-7f3a9c-do-not-log";
   LogLines logs;
