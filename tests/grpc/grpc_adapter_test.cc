@@ -273,15 +273,19 @@ TEST_P(GrpcAdapterTest, ScopesKeepTwoCallersKeysApart) {
 }
 
 TEST_P(GrpcAdapterTest, AScopeResolverThatThrowsFailsTheCallUnrun) {
-  ServerSetup setup;
-  setup.scope =
-      [](const ::grpc::ServerContextBase&) -> std::optional<std::string> {
-    throw std::runtime_error("no identity service");
-  };
-  START_OR_FAIL(server, std::move(setup));
-  const Reply reply = server->Call(Req(), "k1");
-  EXPECT_EQ(reply.status.error_code(), StatusCode::INTERNAL);
-  EXPECT_EQ(server->runs(), 0);
+  for (bool standard : {true, false}) {
+    ServerSetup setup;
+    setup.scope =
+        [standard](
+            const ::grpc::ServerContextBase&) -> std::optional<std::string> {
+      if (standard) throw std::runtime_error("no identity service");
+      throw 42;  // Not a std::exception: the call still ends.
+    };
+    START_OR_FAIL(server, std::move(setup));
+    const Reply reply = server->Call(Req(), "k1");
+    EXPECT_EQ(reply.status.error_code(), StatusCode::INTERNAL);
+    EXPECT_EQ(server->runs(), 0);
+  }
 }
 
 TEST_P(GrpcAdapterTest, AnAnonymousCallIsUnauthenticatedWhenRejected) {

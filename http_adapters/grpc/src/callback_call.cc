@@ -74,11 +74,11 @@ net::awaitable<void> RunCall(std::shared_ptr<const MethodCore> method,
   try {
     status = co_await Serve(*method, *context, *request, *reply);
   } catch (const std::exception& e) {
-    method->adapter->Log(
-        LogLevel::kError,
-        "gRPC " + method->full_name + ": the call failed: " + e.what());
-    status = ::grpc::Status(::grpc::StatusCode::INTERNAL,
-                            "The server failed to serve this call.");
+    status = AdapterFailed(*method, e.what());
+  } catch (...) {
+    // Whatever it was, the reactor is finished: a call never hangs.
+    status =
+        AdapterFailed(*method, "an exception that is not a std::exception");
   }
   // The last use of gRPC's objects: after Finish they may be gone.
   reactor->Finish(status);

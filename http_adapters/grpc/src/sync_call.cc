@@ -67,6 +67,8 @@ namespace {
     return Serve(*core_, context, request, response);
   } catch (const std::exception& e) {
     return AdapterFailed(*core_, e.what());
+  } catch (...) {
+    return AdapterFailed(*core_, "an exception that is not a std::exception");
   }
 }
 
