@@ -262,35 +262,37 @@ TEST(GrpcMethodsTest, UnprotectedMethodsOfTheServiceRunAsUsual) {
   EXPECT_EQ(stats.handler_runs(), 1);
 }
 
-// Fifty calls with one key on a durable store shared through a file: the
-// handler runs once, the others replay it (callback API: store calls on the
-// pool; sync API: inline on gRPC's threads).
-TEST(GrpcMethodsTest, ABurstOnASqliteFileRunsTheHandlerOnce) {
+// Fifty calls with one key on a durable store (a SQLite file, a RocksDB
+// directory): the handler runs once, the others replay it (callback API:
+// store calls on the pool; sync API: inline on gRPC's threads).
+TEST(GrpcMethodsTest, ABurstOnADurableStoreRunsTheHandlerOnce) {
   testing::TempDir dir("idem-grpc");
-  for (bool sync_api : {false, true}) {
-    auto store = OpenStore(
-        "sqlite:" + (dir.path() / (sync_api ? "s.db" : "c.db")).string());
-    ASSERT_TRUE(store.has_value()) << store.error().ToString();
-    ServerSetup setup;
-    setup.sync_api = sync_api;
-    setup.store = std::shared_ptr<Store>(std::move(*store));
-    setup.clock = SystemClock::Instance();
-    setup.guard_options.lock_wait = std::chrono::seconds(120);
-    TestServer server(std::move(setup));
-    ASSERT_TRUE(server.ok()) << server.error();
-    if (!sync_api) {
-      EXPECT_TRUE(server.methods().store_calls_on_pool());
+  for (std::string scheme : {"sqlite", "rocksdb"}) {
+    for (bool sync_api : {false, true}) {
+      const std::string where = scheme + (sync_api ? "-sync" : "-callback");
+      auto store = OpenStore(scheme + ":" + (dir.path() / where).string());
+      ASSERT_TRUE(store.has_value()) << store.error().ToString();
+      ServerSetup setup;
+      setup.sync_api = sync_api;
+      setup.store = std::shared_ptr<Store>(std::move(*store));
+      setup.clock = SystemClock::Instance();
+      setup.guard_options.lock_wait = std::chrono::seconds(120);
+      TestServer server(std::move(setup));
+      ASSERT_TRUE(server.ok()) << server.error();
+      if (!sync_api) {
+        EXPECT_TRUE(server.methods().store_calls_on_pool());
+      }
+      const std::vector<Reply> replies =
+          server.Burst(Req(), CallOptions{.keys = {"burst"}}, 50);
+      int replayed = 0;
+      for (const Reply& r : replies) {
+        ASSERT_TRUE(r.status.ok()) << where << ": " << r.status.error_message();
+        EXPECT_EQ(r.order.id(), "order-1");
+        if (r.Trailing("idempotent-replayed") == "true") ++replayed;
+      }
+      EXPECT_EQ(server.runs(), 1) << where;
+      EXPECT_EQ(replayed, 49) << where;
     }
-    const std::vector<Reply> replies =
-        server.Burst(Req(), CallOptions{.keys = {"burst"}}, 50);
-    int replayed = 0;
-    for (const Reply& r : replies) {
-      ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-      EXPECT_EQ(r.order.id(), "order-1");
-      if (r.Trailing("idempotent-replayed") == "true") ++replayed;
-    }
-    EXPECT_EQ(server.runs(), 1) << (sync_api ? "sync" : "callback");
-    EXPECT_EQ(replayed, 49);
   }
 }
 
