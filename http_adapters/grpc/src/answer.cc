@@ -36,4 +36,18 @@ namespace idem::grpc {
                         "The method's handler failed.");
 }
 
+::grpc::Status AdapterFailed(const MethodCore& method, std::string_view what) {
+  method.adapter->Log(
+      LogLevel::kError,
+      "gRPC " + method.full_name + ": the call failed: " + std::string(what));
+  return ::grpc::Status(::grpc::StatusCode::INTERNAL,
+                        "The server failed to serve this call.");
+}
+
+::grpc::Status NotSetUp() {
+  return ::grpc::Status(::grpc::StatusCode::INTERNAL,
+                        "This method's idempotency protection was never set "
+                        "up; the call was not run.");
+}
+
 }  // namespace idem::grpc

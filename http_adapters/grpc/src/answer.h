@@ -24,6 +24,14 @@ namespace idem::grpc {
 // The status of a handler that threw (its key already released), logged.
 ::grpc::Status HandlerFailed(const MethodCore& method, std::string_view what);
 
+// The status of a call the adapter itself failed to serve (an exception
+// outside the handler: the scope resolver's, an allocation), logged.
+::grpc::Status AdapterFailed(const MethodCore& method, std::string_view what);
+
+// The status of a call to a method object that was never made by
+// IdempotentMethods (default-constructed): refused, never run unprotected.
+::grpc::Status NotSetUp();
+
 }  // namespace idem::grpc
 
 #endif  // IDEM_GRPC_SRC_ANSWER_H_

@@ -74,11 +74,11 @@ net::awaitable<void> RunCall(std::shared_ptr<const MethodCore> method,
   try {
     status = co_await Serve(*method, *context, *request, *reply);
   } catch (const std::exception& e) {
-    method->adapter->Log(
-        LogLevel::kError,
-        "gRPC " + method->full_name + ": the call failed: " + e.what());
-    status = ::grpc::Status(::grpc::StatusCode::INTERNAL,
-                            "The server failed to serve this call.");
+    status = AdapterFailed(*method, e.what());
+  } catch (...) {
+    // Whatever it was, the reactor is finished: a call never hangs.
+    status =
+        AdapterFailed(*method, "an exception that is not a std::exception");
   }
   // The last use of gRPC's objects: after Finish they may be gone.
   reactor->Finish(status);
@@ -91,6 +91,10 @@ net::awaitable<void> RunCall(std::shared_ptr<const MethodCore> method,
     ::grpc::CallbackServerContext* context, const Message* request,
     Message* response) const {
   ::grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!core_) {
+    reactor->Finish(NotSetUp());
+    return reactor;
+  }
   core_->adapter->CallStarted();
   net::co_spawn(core_->adapter->executor,
                 RunCall(core_, context, request, response, reactor),
@@ -99,7 +103,8 @@ net::awaitable<void> RunCall(std::shared_ptr<const MethodCore> method,
 }
 
 const std::string& ProtectedMethod::full_name() const {
-  return core_->full_name;
+  static const std::string kNone;
+  return core_ ? core_->full_name : kNone;
 }
 
 }  // namespace idem::grpc

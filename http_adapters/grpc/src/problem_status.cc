@@ -1,5 +1,7 @@
 #include "problem_status.h"
 
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "idem/grpc/method_options.h"
@@ -12,7 +14,7 @@ using ::grpc::StatusCode;
 
 // One row per problem code the Guard answers with. `message`: the status
 // message, in gRPC's words; empty: the Guard's own detail, which names the
-// limit or the key error (its "Idempotency-Key header" said as metadata).
+// limit or the key error (said in gRPC's words: metadata, message, method).
 struct ProblemStatusRow {
   std::string_view code;
   StatusCode status;
@@ -49,12 +51,17 @@ constexpr ProblemStatusRow kProblemStatuses[] = {
 };
 
 // The Guard's detail in gRPC's words.
-std::string AsMetadataWording(std::string detail) {
-  static constexpr std::string_view kHeader = "Idempotency-Key header";
-  static constexpr std::string_view kMetadata = "idempotency-key metadata";
-  for (std::size_t at = detail.find(kHeader); at != std::string::npos;
-       at = detail.find(kHeader, at + kMetadata.size())) {
-    detail.replace(at, kHeader.size(), kMetadata);
+std::string AsGrpcWording(std::string detail) {
+  static constexpr std::pair<std::string_view, std::string_view> kWords[] = {
+      {"Idempotency-Key header", "idempotency-key metadata"},
+      {"request body", "request message"},
+      {"this endpoint", "this method"},
+  };
+  for (const auto& [http, grpc] : kWords) {
+    for (std::size_t at = detail.find(http); at != std::string::npos;
+         at = detail.find(http, at + grpc.size())) {
+      detail.replace(at, http.size(), grpc);
+    }
   }
   return detail;
 }
@@ -71,7 +78,7 @@ std::string AsMetadataWording(std::string detail) {
   const StatusCode status = row ? row->status : StatusCode::INTERNAL;
   std::string message = row && !row->message.empty()
                             ? std::string(row->message)
-                            : AsMetadataWording(std::move(detail));
+                            : AsGrpcWording(std::move(detail));
   context.AddTrailingMetadata(std::string(kProblemMetadata),
                               code.empty() ? "unknown" : std::string(code));
   if (!retry_after.empty()) {

@@ -13,11 +13,14 @@
 #include "stored_call.h"
 
 namespace idem::grpc {
+namespace {
 
-::grpc::Status ProtectedMethod::CallSync(
-    ::grpc::ServerContext* context, const google::protobuf::Message* request,
-    google::protobuf::Message* response) const {
-  const MethodCore& method = *core_;
+// The call's status. The handler's exceptions end here (its key released
+// by Guard::Run); anything else thrown is the adapter's, answered INTERNAL
+// by the caller.
+::grpc::Status Serve(const MethodCore& method, ::grpc::ServerContext* context,
+                     const google::protobuf::Message* request,
+                     google::protobuf::Message* response) {
   CallView call(*context, *request, method);
   ReplyMetadata metadata;
   ::grpc::Status status;
@@ -52,6 +55,21 @@ namespace idem::grpc {
   }
   SendMetadata(metadata, *context);
   return status;
+}
+
+}  // namespace
+
+::grpc::Status ProtectedMethod::CallSync(
+    ::grpc::ServerContext* context, const google::protobuf::Message* request,
+    google::protobuf::Message* response) const {
+  if (!core_) return NotSetUp();
+  try {
+    return Serve(*core_, context, request, response);
+  } catch (const std::exception& e) {
+    return AdapterFailed(*core_, e.what());
+  } catch (...) {
+    return AdapterFailed(*core_, "an exception that is not a std::exception");
+  }
 }
 
 }  // namespace idem::grpc

@@ -1,8 +1,9 @@
 // GuardCalls: the Guard's decision procedure (guard.h) driven from Asio
-// coroutines, for every Asio-based HTTP adapter (idem::beast,
-// idem::restinio). It knows no HTTP framework: an adapter turns its request
-// into a RequestView, awaits Decide, runs its handler through Execute, turns
-// the handler's response into an idem::Response and awaits Finish.
+// coroutines, for every adapter that runs its calls on Asio (idem::beast,
+// idem::restinio, and idem::grpc's callback API). It knows no HTTP
+// framework: an adapter turns its request into a RequestView, awaits
+// Decide, runs its handler through Execute, turns the handler's response
+// into an idem::Response and awaits Finish.
 //
 //   Decision d = co_await calls.Decide(view, route_options);
 //   switch (d.action) { kRespond: send d.response; kPassThrough: run the

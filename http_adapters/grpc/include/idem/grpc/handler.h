@@ -27,7 +27,11 @@
 // A handler that throws (or fails its Done) has its key released and the
 // client gets UNKNOWN; a handler that gives up because the call was
 // cancelled (context.IsCancelled()) returns CANCELLED, which releases the
-// key as well (not a stored status).
+// key as well (not a stored status). A handler that does not give up runs
+// to its end and its result is stored, whatever became of the client.
+//
+// Not offered here: the HTTP adapters' forms that take the request's
+// ClaimHandle (completing the record in the handler's own SQL transaction).
 
 #ifndef IDEM_GRPC_HANDLER_H_
 #define IDEM_GRPC_HANDLER_H_

@@ -22,8 +22,10 @@
 // over the call's ServerContextBase (a verified `authorization` metadata
 // value's subject, or auth_context()'s peer identity with mTLS), or
 // idem::asio::SharedScope() when every caller may share one key namespace
-// (idem/asio/shared_scope.h says when that is safe). The resolver runs on
-// the thread that starts the call and must not block.
+// (idem/asio/shared_scope.h says when that is safe). The resolver runs
+// where the call is served (the adapter's executor, or the synchronous
+// API's gRPC thread) and must not block; an exception from it fails the
+// call INTERNAL without running the handler.
 //
 // Threads: with the callback API, each protected call runs as a coroutine
 // on the adapter's executor (given, or a pool it owns), never blocking a

@@ -63,6 +63,9 @@ class ProtectedMethod {
   explicit ProtectedMethod(std::shared_ptr<const MethodCore> core)
       : core_(std::move(core)) {}
 
+  // A default-constructed method answers every call INTERNAL without
+  // running anything (never unprotected).
+
   // Callback API: starts the call on the adapter's executor and returns the
   // reactor it finishes when the call is answered. The context, request
   // and response are gRPC's, valid until then.
