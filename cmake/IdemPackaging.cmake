@@ -14,11 +14,13 @@
 #   asio     libidem-asio-dev     idem::asio, what the Asio adapters share
 #   beast    libidem-beast-dev    the Boost.Beast adapter
 #   restinio libidem-restinio-dev the RESTinio adapter
+#   grpc     libidem-grpc-dev     the gRPC adapter
 #   demo     idem-demo            the demo server
+#   grpc_demo idem-grpc-demo      the gRPC demo server
 #   idemctl  idemctl              the operator's tool (tools/idemctl installs
 #                                 into this component when it is built)
 # The libraries are static archives, so the -dev packages are all there is
-# to a library (no runtime package); the two programs get their shared
+# to a library (no runtime package); the programs get their shared
 # library dependencies from dpkg-shlibdeps.
 
 # idem_version_header(): core/include/idem/version.h from project(VERSION),
@@ -46,6 +48,10 @@ set(IDEM_PC_REQUIRES_asio "idem ${_idem_v}")  # Boost ships no .pc: headers only
 set(IDEM_PC_REQUIRES_beast "idem ${_idem_v}, idem-asio ${_idem_v}")
 # RESTinio ships no .pc (headers only); it links fmt.
 set(IDEM_PC_REQUIRES_restinio "idem ${_idem_v}, idem-asio ${_idem_v}, fmt")
+# gRPC's and protobuf's own .pc files (Debian's libgrpc++-dev,
+# libprotobuf-dev).
+set(IDEM_PC_REQUIRES_grpc
+  "idem ${_idem_v}, idem-asio ${_idem_v}, grpc++ >= 1.51, protobuf >= 3.21")
 
 # The Debian packages a library's -dev package depends on (Debian 12 names;
 # the minimum versions are the ones the top-level find_package calls ask
@@ -59,9 +65,14 @@ set(IDEM_DEB_DEPENDS_redis "libhiredis-dev (>= 0.14), pkg-config")  # cmake/Find
 set(IDEM_DEB_DEPENDS_asio "libboost-dev (>= 1.74) | libboost1.74-dev")
 set(IDEM_DEB_DEPENDS_beast "libboost-dev (>= 1.74) | libboost1.74-dev")
 set(IDEM_DEB_DEPENDS_restinio "librestinio-dev, libfmt-dev")
+# protobuf-compiler-grpc: grpc_cpp_plugin, which gRPC's CMake package
+# names (find_package(gRPC) fails without it) and every service needs.
+set(IDEM_DEB_DEPENDS_grpc
+  "libgrpc++-dev (>= 1.51), libprotobuf-dev (>= 3.21), protobuf-compiler-grpc (>= 1.51), libboost-dev (>= 1.74) | libboost1.74-dev")
 # The idem packages a component's libraries link besides libidem-dev.
 set(IDEM_DEB_IDEM_DEPENDS_beast asio)
 set(IDEM_DEB_IDEM_DEPENDS_restinio asio)
+set(IDEM_DEB_IDEM_DEPENDS_grpc asio)
 
 set(IDEM_DEB_SUMMARY_dev "core, memory store, CMake and pkg-config files")
 set(IDEM_DEB_SUMMARY_rocksdb "embedded RocksDB store")
@@ -72,6 +83,7 @@ set(IDEM_DEB_SUMMARY_stores "OpenStore over every store")
 set(IDEM_DEB_SUMMARY_asio "the Asio adapters' shared layer")
 set(IDEM_DEB_SUMMARY_beast "Boost.Beast adapter")
 set(IDEM_DEB_SUMMARY_restinio "RESTinio adapter")
+set(IDEM_DEB_SUMMARY_grpc "gRPC adapter (unary methods)")
 
 # idem_pkg_config(<library>): idem.pc for core, idem-<library>.pc otherwise,
 # in ${CMAKE_INSTALL_LIBDIR}/pkgconfig, installed with the library's
@@ -223,6 +235,10 @@ function(idem_cpack)
   set(CPACK_DEBIAN_DEMO_PACKAGE_SECTION net)
   set(CPACK_COMPONENT_DEMO_DESCRIPTION
     "demo HTTP server of the idem Idempotency-Key library\n${about}\n\nidem-demo serves protected routes over any idem store URI\n(RocksDB by default).")
+  set(CPACK_DEBIAN_GRPC_DEMO_PACKAGE_NAME idem-grpc-demo)
+  set(CPACK_DEBIAN_GRPC_DEMO_PACKAGE_SECTION net)
+  set(CPACK_COMPONENT_GRPC_DEMO_DESCRIPTION
+    "demo gRPC server of the idem Idempotency-Key library\n${about}\n\nidem-grpc-demo serves an Orders service whose CreateOrder honours the\nidempotency-key metadata over any idem store URI (RocksDB by default).")
   set(CPACK_DEBIAN_IDEMCTL_PACKAGE_NAME idemctl)
   set(CPACK_DEBIAN_IDEMCTL_PACKAGE_SECTION admin)
   set(CPACK_COMPONENT_IDEMCTL_DESCRIPTION
