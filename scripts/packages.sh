@@ -4,8 +4,9 @@
 # tests/install_consumer against them the way a user would, once per store
 # with CMake's find_package and once with pkg-config, each time on a scratch
 # root holding only libidem-dev and that store's package (dpkg -x: no root
-# needed, nothing installed on the machine), and once per HTTP adapter with
-# find_package on libidem-dev, libidem-asio-dev and the adapter's package.
+# needed, nothing installed on the machine), and once per adapter with
+# find_package on libidem-dev, libidem-asio-dev and the adapter's package
+# (the gRPC adapter with pkg-config idem-grpc as well).
 #
 #   scripts/packages.sh BUILD_DIR WORK_DIR
 #
@@ -32,13 +33,15 @@ done
 version=$(dpkg-deb -f "${deb[libidem-dev]:?no libidem-dev package}" Version)
 
 # The packages this build must have made: one per store and adapter it
-# built, idem-demo with the Beast adapter, idemctl when it is built.
+# built, idem-demo with the Beast adapter, idem-grpc-demo with the gRPC
+# adapter, idemctl when it is built.
 expected=(libidem-dev libidem-stores-dev)
 built() { [[ -n $(find "$build" -name "$1" -type f -print -quit) ]]; }
-for part in rocksdb sqlite postgres redis asio beast restinio; do
+for part in rocksdb sqlite postgres redis asio beast restinio grpc; do
   if built "libidem_$part.a"; then expected+=("libidem-$part-dev"); fi
 done
 if built idem-demo; then expected+=(idem-demo); fi
+if built idem-grpc-demo; then expected+=(idem-grpc-demo); fi
 if built idemctl; then expected+=(idemctl); fi
 made=$(printf '%s ' "${!deb[@]}" | tr ' ' '\n' | sort | xargs)
 wanted=$(printf '%s ' "${expected[@]}" | tr ' ' '\n' | sort | xargs)
@@ -75,12 +78,13 @@ for store in rocksdb sqlite postgres redis; do
   ! grep "^libidem-$store-dev usr/include/" "$listing" | grep -qv " usr/include/idem/${store}_" ||
     fail "libidem-$store-dev holds other headers than its own"
 done
-for adapter in asio beast restinio; do
+for adapter in asio beast restinio grpc; do
   [[ -n ${deb[libidem-$adapter-dev]:-} ]] || continue
   holds "libidem-$adapter-dev" "usr/include/idem/$adapter/handler.h" "$lib/libidem_$adapter.a" \
     "$cmake/idem-$adapter-targets.cmake" "$pc/idem-$adapter.pc"
 done
 [[ -z ${deb[idem-demo]:-} ]] || holds idem-demo usr/bin/idem-demo
+[[ -z ${deb[idem-grpc-demo]:-} ]] || holds idem-grpc-demo usr/bin/idem-grpc-demo
 [[ -z ${deb[idemctl]:-} ]] || holds idemctl usr/bin/idemctl
 
 # 3. Each package's synopsis and version, and what it depends on: libidem-dev at this very version for
@@ -95,7 +99,7 @@ for p in "${!deb[@]}"; do
   if [[ $p == libidem-*-dev ]]; then
     [[ ", $depends," == *", libidem-dev (= $version),"* ]] || fail "$p: Depends lacks libidem-dev (= $version): $depends"
   fi
-  [[ $p != idem-demo && $p != idemctl ]] || [[ $depends == *libc6* ]] || fail "$p: no shared library dependencies (dpkg-shlibdeps): $depends"
+  [[ $p != idem-demo && $p != idem-grpc-demo && $p != idemctl ]] || [[ $depends == *libc6* ]] || fail "$p: no shared library dependencies (dpkg-shlibdeps): $depends"
   IFS=',' read -ra clauses <<<"$depends"
   for clause in "${clauses[@]}"; do
     satisfied=
@@ -113,7 +117,7 @@ done
 
 # 4. The programs run from their unpacked packages (their shared libraries
 # are the Debian ones their Depends name).
-for p in idem-demo idemctl; do
+for p in idem-demo idem-grpc-demo idemctl; do
   [[ -n ${deb[$p]:-} ]] || continue
   rm -rf "$work/root-$p"
   dpkg -x "${deb[$p]}" "$work/root-$p"
@@ -176,11 +180,11 @@ for store in memory rocksdb sqlite postgres redis; do
   "$out/consumer-pkg-config" "$uri" >/dev/null || fail "$store: the pkg-config consumer failed on $store"
   results+=("$store: find_package and pkg-config consumers ran")
 done
-# 6. Each HTTP adapter against its packages (libidem-dev, libidem-asio-dev,
+# 6. Each adapter against its packages (libidem-dev, libidem-asio-dev,
 # its own): find_package(idem COMPONENTS <adapter>), its program built and
-# run (tests/install_consumer/adapter.cc). Without its package the
-# component is missing, and says so.
-for adapter in beast restinio; do
+# run (tests/install_consumer/adapter.cc; grpc.cc, a real gRPC server and
+# client). Without its package the component is missing, and says so.
+for adapter in beast restinio grpc; do
   [[ -n ${deb[libidem-$adapter-dev]:-} ]] || continue
   scratch=$work/root-$adapter out=$work/consumer-$adapter
   rm -rf "$scratch" "$out"
@@ -202,6 +206,25 @@ for adapter in beast restinio; do
   cmake --build "$out/cmake" --target "consumer-$adapter" >"$out/build.log" 2>&1 ||
     { cat "$out/build.log"; fail "$adapter: the adapter consumer does not build"; }
   "$out/cmake/consumer-$adapter" >/dev/null || fail "$adapter: the adapter consumer failed"
-  results+=("$adapter: find_package consumer ran")
+  if [[ $adapter != grpc ]]; then
+    results+=("$adapter: find_package consumer ran")
+    continue
+  fi
+  # pkg-config idem-grpc (with idem-memory, the consumer's store): a plain
+  # --libs is a complete link line, gRPC's and protobuf's included.
+  export PKG_CONFIG_PATH=$scratch/usr/lib/pkgconfig
+  flags=$(pkg-config --cflags --libs idem-grpc idem-memory) || fail "pkg-config idem-grpc fails on the unpacked tree"
+  [[ $flags == *"-I$scratch/usr/lib/pkgconfig/../../include"* ]] || fail "pkg-config idem-grpc: not the unpacked tree: $flags"
+  mkdir -p "$out/pkg-config"
+  protoc --proto_path="$consumer_src" --cpp_out="$out/pkg-config" --grpc_out="$out/pkg-config" \
+    --plugin=protoc-gen-grpc="$(command -v grpc_cpp_plugin)" "$consumer_src/counter.proto" ||
+    fail "grpc: protoc on the consumer's counter.proto failed"
+  # shellcheck disable=SC2086  # $flags is a list of flags.
+  $(command -v ccache || true) g++ -std=c++20 -I"$out/pkg-config" -o "$out/consumer-pkg-config" "$consumer_src/grpc.cc" \
+    "$out/pkg-config/counter.pb.cc" "$out/pkg-config/counter.grpc.pb.cc" $flags ||
+    fail "grpc: the pkg-config consumer does not build"
+  unset PKG_CONFIG_PATH
+  "$out/consumer-pkg-config" >/dev/null || fail "grpc: the pkg-config consumer failed"
+  results+=("grpc: find_package and pkg-config consumers ran")
 done
 echo "packages.sh: ${#deb[@]} packages of idem $version checked (files, Depends); $(printf '%s; ' "${results[@]}" | sed 's/; $//')"

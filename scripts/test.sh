@@ -106,10 +106,10 @@ for stage in $stages; do
       # The installed package must work for a project outside this tree.
       rm -rf build/main-install build/consumer
       cmake --install build/main --prefix build/main-install >/dev/null
-      # With every HTTP adapter this build has, each a component of its own
-      # and a small program (tests/install_consumer/adapter.cc).
+      # With every adapter this build has, each a component of its own and
+      # a small program (tests/install_consumer/adapter.cc, grpc.cc).
       adapters=()
-      for adapter in beast restinio; do
+      for adapter in beast restinio grpc; do
         [[ -z $(find build/main -name "libidem_$adapter.a" -print -quit) ]] || adapters+=("$adapter")
       done
       adapter_list=$(IFS=';'; echo "${adapters[*]}")
