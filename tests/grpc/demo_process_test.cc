@@ -252,6 +252,32 @@ TEST_F(GrpcDemoTest, KeysNeverReachTheProcesssOutput) {
   EXPECT_EQ(output.find("Sekr1t"), std::string::npos) << output;
 }
 
+#ifdef IDEM_GRPC_DEMO_TEST_POSTGRES
+// The same on a store that is down (a lazy PostgreSQL store on a port where
+// nothing listens): every call is UNAVAILABLE and logged, never with its key.
+TEST_F(GrpcDemoTest, KeysNeverReachTheLogOfAStoreThatIsDown) {
+  const std::uint16_t port =
+      Start({}, "postgresql://idem@127.0.0.1:1/idem?connect=lazy");
+  ASSERT_NE(port, 0) << Log();
+  DemoClient client(port);
+  const std::string secret = "Sekr1t-k3y-down";
+  for (int i = 0; i < 3; ++i) {
+    const CallResult r = client.CreateOrder(
+        OrderRequest("a"), {.key = secret + std::to_string(i)});
+    EXPECT_EQ(r.status.error_code(), StatusCode::UNAVAILABLE) << Describe(r);
+    EXPECT_EQ(r.Trailer("idem-problem"), "idempotency_store_unavailable")
+        << Describe(r);
+  }
+  EXPECT_EQ(client.HandlerRuns(), 0);
+  demo_->Signal(SIGTERM);
+  EXPECT_EQ(demo_->Wait(), 0);
+  const std::string output = Log() + demo_->RestOfStdout();
+  EXPECT_NE(output.find("idempotency store failed"), std::string::npos)
+      << output;
+  EXPECT_EQ(output.find("Sekr1t"), std::string::npos) << output;
+}
+#endif
+
 TEST_F(GrpcDemoTest, WithoutIdemTheSameServiceTakesNoKey) {
   const std::uint16_t port = Start({"--no-idem"});
   ASSERT_NE(port, 0) << Log();
