@@ -309,12 +309,14 @@ TEST_P(GrpcAdapterTest, ADeadlineThatPassesMidHandlerStillStoresTheResult) {
   setup.guard_options.lock_wait = std::chrono::seconds(120);
   START_OR_FAIL(server, std::move(setup));
   server->gate().Close();
+  // Long enough for a loaded machine to reach the handler first.
   CallOptions hurried{.keys = {"k1"},
-                      .deadline = std::chrono::milliseconds(200)};
+                      .deadline = std::chrono::milliseconds(1000)};
   Reply first;
   std::thread a([&] { first = server->Call(Req(), hurried); });
-  ASSERT_TRUE(server->gate().WaitHeld(1));
+  const bool held = server->gate().WaitHeld(1);
   a.join();  // The client gives up at its deadline; the handler still runs.
+  ASSERT_TRUE(held);
   EXPECT_EQ(first.status.error_code(), StatusCode::DEADLINE_EXCEEDED);
   server->gate().Open();
   // The retry waits (lock_wait) for the handler's result, then replays it.
