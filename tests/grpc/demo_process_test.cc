@@ -135,9 +135,11 @@ TEST_F(GrpcDemoTest, ADeadlineThatExpiresMidHandlerThenARetryThatReplays) {
   const std::uint16_t port = Start();
   ASSERT_NE(port, 0) << Log();
   DemoClient client(port);
-  const auto request = OrderRequest("slow", 1, /*delay_ms=*/1500);
+  // A deadline of 1 s, so that a loaded machine (sanitizers) still
+  // reaches the handler before it passes; the handler takes 4 s.
+  const auto request = OrderRequest("slow", 1, /*delay_ms=*/4000);
   const CallResult expired = client.CreateOrder(
-      request, {.key = "late", .deadline = std::chrono::milliseconds(200)});
+      request, {.key = "late", .deadline = std::chrono::seconds(1)});
   EXPECT_EQ(expired.status.error_code(), StatusCode::DEADLINE_EXCEEDED)
       << Describe(expired);
 
