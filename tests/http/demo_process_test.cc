@@ -30,6 +30,7 @@
 
 #include "http_test_util.h"
 #include "idem/open_store.h"
+#include "idem/version.h"
 #include "support/demo_process.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
@@ -410,6 +411,15 @@ TEST(DemoProcessTest, BadFlagsExit2) {
   EXPECT_NE(text.find("rocksdb:./var/idem"), std::string::npos) << text;
   EXPECT_NE(text.find("--store-calls"), std::string::npos) << text;
   EXPECT_NE(text.find("--store-threads"), std::string::npos) << text;
+}
+
+// --version prints the idem library's version and starts no server (no
+// --listen, no store opened).
+TEST(DemoProcessTest, VersionPrintsTheLibraryVersion) {
+  DemoProcess version({"--version"});
+  EXPECT_EQ(version.Wait(), 0);
+  EXPECT_EQ(version.Stdout(), "idem-demo " + std::string(Version()) + "\n");
+  EXPECT_EQ(Version(), IDEM_VERSION);
 }
 
 TEST(DemoProcessTest, StoreThatCannotOpenIsAClearError) {
