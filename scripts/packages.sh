@@ -6,6 +6,8 @@
 # root holding only libidem-dev and that store's package (dpkg -x: no root
 # needed, nothing installed on the machine), and once per HTTP adapter with
 # find_package on libidem-dev, libidem-asio-dev and the adapter's package.
+# Every package carries usr/share/doc/<package>/copyright naming Apache-2.0,
+# and the programs' --version says the packages' version.
 #
 #   scripts/packages.sh BUILD_DIR WORK_DIR
 #
@@ -82,6 +84,15 @@ for adapter in asio beast restinio; do
 done
 [[ -z ${deb[idem-demo]:-} ]] || holds idem-demo usr/bin/idem-demo
 [[ -z ${deb[idemctl]:-} ]] || holds idemctl usr/bin/idemctl
+# The license: LICENSE with the headers, and every package's Debian
+# copyright file naming it.
+holds libidem-dev usr/share/doc/idem/LICENSE
+for p in "${!deb[@]}"; do
+  holds "$p" "usr/share/doc/$p/copyright"
+  copyright=$(dpkg-deb --fsys-tarfile "${deb[$p]}" | tar -xOf - "./usr/share/doc/$p/copyright")
+  grep -qx 'License: Apache-2.0' <<<"$copyright" ||
+    fail "$p: usr/share/doc/$p/copyright does not name the license (License: Apache-2.0)"
+done
 
 # 3. Each package's synopsis and version, and what it depends on: libidem-dev at this very version for
 # every other library package, and every other dependency a Debian package
@@ -118,6 +129,8 @@ for p in idem-demo idemctl; do
   rm -rf "$work/root-$p"
   dpkg -x "${deb[$p]}" "$work/root-$p"
   "$work/root-$p/usr/bin/$p" --help >"$work/$p-help.log" 2>&1 || { cat "$work/$p-help.log"; fail "$p --help fails when unpacked"; }
+  said=$("$work/root-$p/usr/bin/$p" --version 2>&1) || fail "$p --version fails when unpacked: $said"
+  [[ $said == "$p $version" ]] || fail "$p --version says '$said', not '$p $version'"
 done
 
 # 5. The consumer against each store's packages.
