@@ -6,6 +6,8 @@
 # root holding only libidem-dev and that store's package (dpkg -x: no root
 # needed, nothing installed on the machine), and once per HTTP adapter with
 # find_package on libidem-dev, libidem-asio-dev and the adapter's package.
+# The README's "Use the core" program is built with its pkg-config line
+# against libidem-stores-dev and run.
 # Every package carries usr/share/doc/<package>/copyright naming Apache-2.0,
 # and the programs' --version says the packages' version.
 #
@@ -189,6 +191,32 @@ for store in memory rocksdb sqlite postgres redis; do
   "$out/consumer-pkg-config" "$uri" >/dev/null || fail "$store: the pkg-config consumer failed on $store"
   results+=("$store: find_package and pkg-config consumers ran")
 done
+# 5b. The README's "Use the core" program, as written there, built with the
+# README's pkg-config line against libidem-stores-dev and what it depends
+# on, and run twice in a scratch directory: the handler runs once in all.
+readme=$work/readme
+rm -rf "$readme"
+mkdir -p "$readme/root" "$readme/run"
+stores_packages=(libidem-dev libidem-stores-dev)
+for store in rocksdb sqlite postgres redis; do
+  [[ -z ${deb[libidem-$store-dev]:-} ]] || stores_packages+=("libidem-$store-dev")
+done
+for p in "${stores_packages[@]}"; do dpkg -x "${deb[$p]}" "$readme/root"; done
+awk '/^## Use the core/ {on = 1} on && /^```cpp$/ {code = 1; next} code && /^```$/ {exit} code' \
+  "$root/README.md" >"$readme/app.cc"
+[[ -s $readme/app.cc ]] || fail "README.md: no cpp block under \"Use the core\""
+(
+  cd "$readme/run"
+  export PKG_CONFIG_PATH=$readme/root/usr/lib/pkgconfig
+  # shellcheck disable=SC2046  # The README's line, as written.
+  $(command -v ccache || true) g++ -std=c++20 ../app.cc $(pkg-config --cflags --libs idem-stores) -o app >../build.log 2>&1 ||
+    { cat ../build.log; fail "README's program does not build with pkg-config idem-stores"; }
+  ./app >../run1.log 2>&1 && ./app >../run2.log 2>&1 || { cat ../run1.log ../run2.log; fail "README's program failed"; }
+  [[ $(cat ../run1.log ../run2.log | grep -c 'creating the order') == 1 ]] ||
+    { cat ../run1.log ../run2.log; fail "README's program ran its handler other than once"; }
+)
+results+=("README: its program built with pkg-config idem-stores and ran")
+
 # 6. Each HTTP adapter against its packages (libidem-dev, libidem-asio-dev,
 # its own): find_package(idem COMPONENTS <adapter>), its program built and
 # run (tests/install_consumer/adapter.cc). Without its package the
