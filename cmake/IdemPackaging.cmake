@@ -19,7 +19,9 @@
 #                                 into this component when it is built)
 # The libraries are static archives, so the -dev packages are all there is
 # to a library (no runtime package); the two programs get their shared
-# library dependencies from dpkg-shlibdeps.
+# library dependencies from dpkg-shlibdeps. The license (Apache-2.0):
+# LICENSE as share/doc/idem/LICENSE in libidem-dev, and every package's
+# usr/share/doc/<package>/copyright (cmake/copyright.in).
 
 # idem_version_header(): core/include/idem/version.h from project(VERSION),
 # generated into the build tree's include directory (on idem::core's include
