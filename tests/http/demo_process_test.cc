@@ -32,10 +32,9 @@
 #include "idem/open_store.h"
 #include "idem/version.h"
 #include "support/demo_process.h"
+#include "support/spawn_args.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
-
-extern char** environ;
 
 namespace idem::testing {
 namespace {
@@ -68,18 +67,9 @@ class DemoProcess {
       posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
     }
     args.insert(args.begin(), IDEM_DEMO_PATH);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (std::string_view(*e).starts_with("IDEM_STORE=")) continue;
-      env.emplace_back(*e);
-    }
-    std::vector<char*> envp;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
+    const SpawnArgs spawn(std::move(args), std::move(env));
     const int rc = posix_spawn(&pid_, IDEM_DEMO_PATH, &actions, nullptr,
-                               argv.data(), envp.data());
+                               spawn.argv(), spawn.envp());
     posix_spawn_file_actions_destroy(&actions);
     close(out[1]);
     close(err[1]);
