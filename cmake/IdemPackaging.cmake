@@ -21,7 +21,9 @@
 #                                 into this component when it is built)
 # The libraries are static archives, so the -dev packages are all there is
 # to a library (no runtime package); the programs get their shared
-# library dependencies from dpkg-shlibdeps.
+# library dependencies from dpkg-shlibdeps. The license (Apache-2.0):
+# LICENSE as share/doc/idem/LICENSE in libidem-dev, and every package's
+# usr/share/doc/<package>/copyright (cmake/copyright.in).
 
 # idem_version_header(): core/include/idem/version.h from project(VERSION),
 # generated into the build tree's include directory (on idem::core's include
@@ -152,6 +154,10 @@ function(idem_install_package_files)
     ${PROJECT_BINARY_DIR}/idemConfigVersion.cmake
     DESTINATION ${cmake_dir}
     COMPONENT dev)
+  # The license (Apache-2.0) with the headers: <prefix>/share/doc/idem/LICENSE.
+  install(FILES ${PROJECT_SOURCE_DIR}/LICENSE
+    DESTINATION ${CMAKE_INSTALL_DOCDIR}
+    COMPONENT dev)
   if(IDEM_WITH_REDIS)
     install(FILES ${PROJECT_SOURCE_DIR}/cmake/Findhiredis.cmake
       DESTINATION ${cmake_dir}
@@ -159,9 +165,7 @@ function(idem_install_package_files)
   endif()
 endfunction()
 
-# The project states no license yet, so the packages carry no
-# usr/share/doc/<package>/copyright; the Maintainer is a placeholder a
-# release sets.
+# The Maintainer is a placeholder a release sets.
 set(IDEM_PACKAGE_MAINTAINER "idem maintainers <maintainers@idem.invalid>" CACHE STRING
   "The Maintainer field of the .deb packages")
 
@@ -243,6 +247,25 @@ function(idem_cpack)
   set(CPACK_DEBIAN_IDEMCTL_PACKAGE_SECTION admin)
   set(CPACK_COMPONENT_IDEMCTL_DESCRIPTION
     "inspect, revoke and purge the records of idem Idempotency-Key stores\n${about}\n\nidemctl works on any idem store URI, for an operator who holds a\nclient's key and scope.")
+
+  # Every package's usr/share/doc/<package>/copyright (Debian's
+  # machine-readable format), naming the license; for the packages only
+  # (EXCLUDE_FROM_ALL: a plain `cmake --install` has LICENSE above). A
+  # component without a package name set above gets CPack's default name.
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/copyright.in
+    ${PROJECT_BINARY_DIR}/copyright @ONLY)
+  get_cmake_property(all_components COMPONENTS)
+  foreach(component IN LISTS all_components)
+    string(TOUPPER ${component} C)
+    set(package "${CPACK_DEBIAN_${C}_PACKAGE_NAME}")
+    if(NOT package)
+      string(TOLOWER "${CPACK_PACKAGE_NAME}-${component}" package)
+    endif()
+    install(FILES ${PROJECT_BINARY_DIR}/copyright
+      DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${package}
+      COMPONENT ${component}
+      EXCLUDE_FROM_ALL)
+  endforeach()
 
   include(CPack)
 endfunction()

@@ -7,6 +7,10 @@
 # needed, nothing installed on the machine), and once per adapter with
 # find_package on libidem-dev, libidem-asio-dev and the adapter's package
 # (the gRPC adapter with pkg-config idem-grpc as well).
+# The README's "Use the core" program is built with its pkg-config line
+# against libidem-stores-dev and run.
+# Every package carries usr/share/doc/<package>/copyright naming Apache-2.0,
+# and the programs' --version says the packages' version.
 #
 #   scripts/packages.sh BUILD_DIR WORK_DIR
 #
@@ -86,6 +90,15 @@ done
 [[ -z ${deb[idem-demo]:-} ]] || holds idem-demo usr/bin/idem-demo
 [[ -z ${deb[idem-grpc-demo]:-} ]] || holds idem-grpc-demo usr/bin/idem-grpc-demo
 [[ -z ${deb[idemctl]:-} ]] || holds idemctl usr/bin/idemctl
+# The license: LICENSE with the headers, and every package's Debian
+# copyright file naming it.
+holds libidem-dev usr/share/doc/idem/LICENSE
+for p in "${!deb[@]}"; do
+  holds "$p" "usr/share/doc/$p/copyright"
+  copyright=$(dpkg-deb --fsys-tarfile "${deb[$p]}" | tar -xOf - "./usr/share/doc/$p/copyright")
+  grep -qx 'License: Apache-2.0' <<<"$copyright" ||
+    fail "$p: usr/share/doc/$p/copyright does not name the license (License: Apache-2.0)"
+done
 
 # 3. Each package's synopsis and version, and what it depends on: libidem-dev at this very version for
 # every other library package, and every other dependency a Debian package
@@ -122,6 +135,8 @@ for p in idem-demo idem-grpc-demo idemctl; do
   rm -rf "$work/root-$p"
   dpkg -x "${deb[$p]}" "$work/root-$p"
   "$work/root-$p/usr/bin/$p" --help >"$work/$p-help.log" 2>&1 || { cat "$work/$p-help.log"; fail "$p --help fails when unpacked"; }
+  said=$("$work/root-$p/usr/bin/$p" --version 2>&1) || fail "$p --version fails when unpacked: $said"
+  [[ $said == "$p $version" ]] || fail "$p --version says '$said', not '$p $version'"
 done
 
 # 5. The consumer against each store's packages.
@@ -180,6 +195,32 @@ for store in memory rocksdb sqlite postgres redis; do
   "$out/consumer-pkg-config" "$uri" >/dev/null || fail "$store: the pkg-config consumer failed on $store"
   results+=("$store: find_package and pkg-config consumers ran")
 done
+# 5b. The README's "Use the core" program, as written there, built with the
+# README's pkg-config line against libidem-stores-dev and what it depends
+# on, and run twice in a scratch directory: the handler runs once in all.
+readme=$work/readme
+rm -rf "$readme"
+mkdir -p "$readme/root" "$readme/run"
+stores_packages=(libidem-dev libidem-stores-dev)
+for store in rocksdb sqlite postgres redis; do
+  [[ -z ${deb[libidem-$store-dev]:-} ]] || stores_packages+=("libidem-$store-dev")
+done
+for p in "${stores_packages[@]}"; do dpkg -x "${deb[$p]}" "$readme/root"; done
+awk '/^## Use the core/ {on = 1} on && /^```cpp$/ {code = 1; next} code && /^```$/ {exit} code' \
+  "$root/README.md" >"$readme/app.cc"
+[[ -s $readme/app.cc ]] || fail "README.md: no cpp block under \"Use the core\""
+(
+  cd "$readme/run"
+  export PKG_CONFIG_PATH=$readme/root/usr/lib/pkgconfig
+  # shellcheck disable=SC2046  # The README's line, as written.
+  $(command -v ccache || true) g++ -std=c++20 ../app.cc $(pkg-config --cflags --libs idem-stores) -o app >../build.log 2>&1 ||
+    { cat ../build.log; fail "README's program does not build with pkg-config idem-stores"; }
+  ./app >../run1.log 2>&1 && ./app >../run2.log 2>&1 || { cat ../run1.log ../run2.log; fail "README's program failed"; }
+  [[ $(cat ../run1.log ../run2.log | grep -c 'creating the order') == 1 ]] ||
+    { cat ../run1.log ../run2.log; fail "README's program ran its handler other than once"; }
+)
+results+=("README: its program built with pkg-config idem-stores and ran")
+
 # 6. Each adapter against its packages (libidem-dev, libidem-asio-dev,
 # its own): find_package(idem COMPONENTS <adapter>), its program built and
 # run (tests/install_consumer/adapter.cc; grpc.cc, a real gRPC server and

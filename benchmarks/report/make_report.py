@@ -32,8 +32,7 @@ scripts/bench.sh runs it twice:
       warning, and the file is left unchanged.
 
   make_report.py runs FILE.json [FILE.json ...]
-      For a measurement by hand (docs/design/notes/PERFORMANCE_NOTES.md), not run by
-      scripts/bench.sh: idem-bench's
+      For a measurement by hand, not run by scripts/bench.sh: idem-bench's
       JSON of one or more runs, say with --benchmark_repetitions=5
       --benchmark_report_aggregates_only=true
       --benchmark_enable_random_interleaving=true, or parts of one made

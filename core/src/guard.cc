@@ -1,3 +1,9 @@
+// The Guard's decision procedure up to the claim (SEMANTICS.md, steps 0 to
+// 3: the switch, the route, the key, the body limit, the fingerprint), its
+// construction, and what the metrics and observers get of each decision.
+// The claim itself and its retries are in guard_claim.cc, the answers
+// without a handler in guard_answers.cc. Thread-safety: as Guard.
+
 #include "idem/guard.h"
 
 #include <algorithm>
@@ -9,56 +15,15 @@
 #include <utility>
 #include <vector>
 
+#include "guard_trace.h"
 #include "idem/fingerprint.h"
 #include "idem/idempotency_key.h"
 #include "idem/record_id.h"
-#include "timed_store_call.h"
 
 namespace idem {
-namespace detail {
-
-// A request between claim attempts (only kept across a lock_wait).
-struct WaitState {
-  RecordId id;
-  Fingerprint fingerprint;
-  std::shared_ptr<const GuardOptions> options;
-  std::string instance;
-  TimePoint deadline;
-  int attempt = 0;
-  // The Trace of the decision so far (Guard::Resume continues it); method
-  // and route are copied only when the Guard has observers.
-  std::chrono::steady_clock::time_point started;
-  Duration store_latency{};
-  std::string method;
-  std::string route;
-};
-
-}  // namespace detail
-
-// Latencies are measured on the steady clock, never on the Guard's Clock:
-// they are durations on this host (a wall-clock step must not make one
-// negative), while the Guard's Clock decides expiries shared with others.
-//
-// The metrics are not an observer: they are counted inline with relaxed
-// atomics, so a Guard without observers pays no virtual call and builds no
-// event; the observers get the same moments (Decided, ClaimEnded).
-struct Guard::Trace {
-  std::chrono::steady_clock::time_point started;
-  std::string_view method;
-  std::string_view route;
-  std::optional<RecordId> record_id;
-  Duration store_latency{};
-};
-
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-using internal::Timed;
-
-// Waiting for an in-progress request polls the store; back off from 10 ms to
-// at most 250 ms so a long handler is not hammered with claims.
-constexpr Duration kFirstPoll = std::chrono::milliseconds(10);
-constexpr Duration kMaxPoll = std::chrono::milliseconds(250);
 
 // The method BeginWithKey's requests have, in fingerprints, operation names
 // and observer events.
@@ -363,128 +328,6 @@ Decision Guard::BeginWithKeySteps(std::string_view scope, std::string_view key,
   state->instance = std::string(operation);
   state->deadline = now + opts.lock_wait;
   return Claim(std::move(state), trace);
-}
-
-Decision Guard::Resume(Decision waiting) {
-  if (waiting.action != Action::kWait || !waiting.wait) return waiting;
-  // Kept here so that the trace's views into it outlive Claim.
-  const std::shared_ptr<detail::WaitState> state = std::move(waiting.wait);
-  Trace trace;
-  trace.started = state->started;
-  trace.method = state->method;
-  trace.route = state->route;
-  trace.record_id = state->id;
-  trace.store_latency = state->store_latency;
-  Decision d = Claim(state, trace);
-  Decided(d, trace);
-  return d;
-}
-
-Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace) {
-  const GuardOptions& opts = *state->options;
-  const TimePoint now = clock_->Now();
-  auto claimed =
-      Timed(*metrics_, StoreOperation::kClaim, trace.store_latency, [&] {
-        return store_->Claim(state->id, state->fingerprint, now, opts.ttl,
-                             opts.lock_timeout);
-      });
-
-  if (!claimed) {
-    const Error& error = claimed.error();
-    switch (error.code()) {
-      case ErrorCode::kResourceExhausted:
-        Log(LogLevel::kWarning, "idempotency store full: " + error.message());
-        return Problem(Outcome::kStoreFull, opts, state->instance);
-      case ErrorCode::kDataLoss:
-        // One record's problem, not the store's: only this key is refused,
-        // and the full id lets an operator revoke the record, so each
-        // damaged record is a kind of its own in the rate limit.
-        Log(LogLevel::kError,
-            "damaged idempotency record " + state->id.ToHex() + " (" +
-                error.ToString() +
-                "); requests with its key get 500 until it is revoked "
-                "(idemctl revoke --record-id)",
-            "damaged record " + state->id.ToHex());
-        return Problem(Outcome::kRecordDamaged, opts, state->instance);
-      case ErrorCode::kUnavailable:
-        // The one error that means "the store is unreachable": only a
-        // fail-open route runs unprotected, and only fail-open routes skip
-        // the store for the back-off.
-        if (opts.on_store_error == StoreErrorPolicy::kFailOpen) {
-          skip_store_until_.store(
-              (now + opts.store_backoff).time_since_epoch().count(),
-              std::memory_order_relaxed);
-          Log(LogLevel::kError,
-              "idempotency store failed (" + error.ToString() +
-                  "); fail-open routes run unprotected for the store backoff");
-          return PassThrough(Outcome::kFailOpen);
-        }
-        break;
-      case ErrorCode::kInvalidArgument:
-      case ErrorCode::kInternal:
-      case ErrorCode::kAborted:  // No store returns it.
-        // Not an outage: a bug or a store that cannot serve this call.
-        // Failing open would switch protection off for a fault that
-        // retrying does not cure, so every route answers 503.
-        break;
-    }
-    Log(LogLevel::kError, "idempotency store failed: " + error.ToString());
-    return Problem(Outcome::kStoreError, opts, state->instance);
-  }
-
-  switch (claimed->outcome) {
-    case ClaimOutcome::kAcquired: {
-      metrics_->Count(Outcome::kExecuted);
-      if (claimed->takeover) {
-        metrics_->Count(Outcome::kTakeover);
-        Log(LogLevel::kInfo,
-            "took over a request whose lock timed out, record " +
-                state->id.ToHex());
-      }
-      Decision d;
-      d.action = Action::kExecute;
-      d.outcome = Outcome::kExecuted;
-      d.claim.guard_ = this;
-      d.claim.id_ = state->id;
-      d.claim.Acquired(*claimed);
-      d.claim.options_ = std::move(state->options);
-      d.claim.instance_ = std::move(state->instance);
-      return d;
-    }
-    case ClaimOutcome::kMismatch:
-      return Problem(Outcome::kMismatch, opts, state->instance);
-    case ClaimOutcome::kCompleted: {
-      Response replay;
-      if (claimed->response) replay = *claimed->response;
-      replay.headers.emplace_back(opts.replay_header_name,
-                                  opts.replay_header_value);
-      return Respond(Outcome::kReplayed, std::move(replay));
-    }
-    case ClaimOutcome::kInProgress:
-      break;
-  }
-
-  if (now < state->deadline) {
-    Duration delay = kFirstPoll * (1 << std::min(state->attempt, 5));
-    delay = std::min({delay, kMaxPoll, state->deadline - now});
-    // The request's own views die with the Begin call: keep copies for the
-    // observers of the decision Resume will make.
-    if (state->attempt == 0) {
-      state->started = trace.started;
-      if (!observers_.empty()) {
-        state->method = trace.method;
-        state->route = trace.route;
-      }
-    }
-    state->store_latency = trace.store_latency;
-    ++state->attempt;
-    Decision d;
-    d.action = Action::kWait;
-    d.retry_in = delay;
-    d.wait = std::move(state);
-    return d;
-  }
-  return Problem(Outcome::kConflict, opts, state->instance);
 }
 
 }  // namespace idem

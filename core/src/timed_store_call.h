@@ -11,7 +11,8 @@
 namespace idem::internal {
 
 // Runs the store call `fn`, observes its latency for `op` and adds it to
-// `latency`; on the steady clock, as every latency (guard.cc, Guard::Trace).
+// `latency`; on the steady clock, as every latency (Guard::Trace in
+// guard_trace.h).
 template <typename Fn>
 auto Timed(Metrics& metrics, StoreOperation op, Duration& latency, Fn&& fn) {
   const auto start = std::chrono::steady_clock::now();

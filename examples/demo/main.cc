@@ -33,6 +33,7 @@
 
 #include "demo.h"
 #include "flags.h"
+#include "idem/version.h"
 
 namespace {
 
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
   // clang-format off
   flags.add_options()
       ("help,h", "print this help and exit")
+      ("version", "print idem-demo's version (the idem library's) and exit")
       ("listen", po::value(&listen)->value_name("HOST:PORT"),
        "address to listen on; port 0 picks a free one (default 127.0.0.1:8080)")
       ("store", po::value<std::string>()->value_name("URI"),
@@ -145,6 +147,10 @@ int main(int argc, char** argv) {
   }
   if (vm.count("help")) {
     std::cout << flags << std::endl;
+    return 0;
+  }
+  if (vm.count("version")) {
+    std::cout << "idem-demo " << idem::Version() << std::endl;
     return 0;
   }
   auto address = idem::demo::ParseListenFlag(listen);

@@ -115,7 +115,7 @@ class Transfers {
   // The pool Serve runs on.
   boost::asio::thread_pool& pool();
 
-  class Database;  // The SQL side, per store (transfers.cc).
+  class Database;  // The SQL side, per store (transfers_database.h).
 
  private:
   Transfers(std::shared_ptr<Guard> guard, Options options,

@@ -13,6 +13,7 @@
 
 #include "idem/claim_lease.h"
 #include "idem/guard.h"
+#include "renewal_bench.h"
 #include "support/renewal_counter.h"
 #include "support/renewal_test_store.h"
 #include "support/wait_for.h"
@@ -34,35 +35,12 @@ GuardOptions OutageOptions(Duration retry) {
   return options;
 }
 
-struct OutageBench {
+// A RenewalBench with `options`, anonymous requests, no log.
+struct OutageBench : testing::RenewalBench {
   explicit OutageBench(GuardOptions options) {
-    clock = std::make_shared<ManualClock>();
-    store = std::make_shared<testing::RenewalTestStore>();
-    counter = std::make_shared<RenewalCounter>();
-    GuardSetup setup;
-    setup.store = store;
-    setup.options = std::move(options);
-    setup.clock = clock;
-    setup.observers.push_back(counter);
-    auto made = Guard::Create(std::move(setup));
-    EXPECT_TRUE(made.has_value()) << made.error().ToString();
-    if (made) guard = std::move(*made);
+    Status built = Rebuild(std::move(options));
+    EXPECT_TRUE(built.has_value()) << built.error().ToString();
   }
-
-  Decision Begin(std::string_view key) {
-    const HeaderView header[] = {{"Idempotency-Key", key}};
-    RequestView request;
-    request.method = "POST";
-    request.target = "/orders";
-    request.headers = std::span<const HeaderView>(header, 1);
-    request.body = "{}";
-    return guard->Begin(request);
-  }
-
-  std::shared_ptr<ManualClock> clock;
-  std::shared_ptr<testing::RenewalTestStore> store;
-  std::shared_ptr<RenewalCounter> counter;
-  std::unique_ptr<Guard> guard;
 };
 
 TEST(RenewalOutageOptionsTest, ValidateNamesLockRenewalRetry) {

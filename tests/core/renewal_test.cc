@@ -13,6 +13,7 @@
 #include "idem/claim_lease.h"
 #include "idem/guard.h"
 #include "idem/once.h"
+#include "renewal_bench.h"
 #include "support/renewal_counter.h"
 #include "support/renewal_test_store.h"
 #include "support/wait_for.h"
@@ -37,45 +38,25 @@ class RenewalTest : public ::testing::Test {
   void SetUp() override { Rebuild(RenewingOptions()); }
 
   void Rebuild(GuardOptions options) {
-    guard_.reset();
-    clock_ = std::make_shared<ManualClock>();
-    store_ = std::make_shared<testing::RenewalTestStore>();
-    counter_ = std::make_shared<RenewalCounter>();
-    GuardSetup setup;
-    setup.store = store_;
-    setup.options = std::move(options);
-    setup.clock = clock_;
-    setup.observers.push_back(counter_);
-    setup.log_repeat_interval = Duration::zero();
-    setup.log = [this](LogLevel level, std::string_view message) {
-      std::lock_guard<std::mutex> lock(log_mu_);
-      logs_.push_back({level, std::string(message)});
-    };
-    auto guard = Guard::Create(std::move(setup));
-    ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
-    guard_ = std::move(*guard);
+    Status built = bench_.Rebuild(
+        std::move(options), [this](LogLevel level, std::string_view message) {
+          std::lock_guard<std::mutex> lock(log_mu_);
+          logs_.push_back({level, std::string(message)});
+        });
+    ASSERT_TRUE(built.has_value()) << built.error().ToString();
   }
 
-  RequestView Request(const HeaderView* key) {
-    RequestView request;
-    request.method = "POST";
-    request.target = "/orders";
-    request.headers = std::span<const HeaderView>(key, 1);
-    request.body = "{}";
-    request.scope = "tenant";
-    return request;
+  static RequestView Request(const HeaderView* key) {
+    return testing::RenewalBench::Request(key, "tenant");
   }
 
-  Decision Begin(std::string_view key) {
-    const HeaderView header[] = {{"Idempotency-Key", key}};
-    return guard_->Begin(Request(header));
-  }
+  Decision Begin(std::string_view key) { return bench_.Begin(key, "tenant"); }
 
   // Guard::Run for `key` with `handler` (which returns the body of a 201).
   template <typename Body>
   Response Run(std::string_view key, Body&& body, RunInfo* info = nullptr) {
     const HeaderView header[] = {{"Idempotency-Key", key}};
-    return guard_->Run(
+    return bench_.guard->Run(
         Request(header),
         [&] {
           return Response{201, {}, body()};
@@ -94,15 +75,14 @@ class RenewalTest : public ::testing::Test {
   // Advances the clock by one renewal interval and waits until the renewal
   // thread has made `total` renewals.
   void RenewTo(int total) {
-    clock_->Advance(milliseconds(300));
-    ASSERT_TRUE(WaitFor([&] { return counter_->renewed.load() >= total; }))
-        << "renewals: " << counter_->renewed.load() << " of " << total;
+    bench_.clock->Advance(milliseconds(300));
+    ASSERT_TRUE(WaitFor([&] {
+      return bench_.counter->renewed.load() >= total;
+    })) << "renewals: "
+        << bench_.counter->renewed.load() << " of " << total;
   }
 
-  std::shared_ptr<ManualClock> clock_;
-  std::shared_ptr<testing::RenewalTestStore> store_;
-  std::shared_ptr<RenewalCounter> counter_;
-  std::unique_ptr<Guard> guard_;
+  testing::RenewalBench bench_;
   std::mutex log_mu_;
   std::vector<std::pair<LogLevel, std::string>> logs_;
 };
@@ -136,17 +116,17 @@ TEST_F(RenewalTest, RenewExtendsTheLockToNowPlusLockTimeout) {
   EXPECT_EQ(lease, d.claim.lease());  // One lease per claim.
   EXPECT_EQ(lease->interval(), milliseconds(300));
   EXPECT_EQ(lease->record_id(), d.claim.record_id());
-  clock_->Advance(milliseconds(900));
+  bench_.clock->Advance(milliseconds(900));
   EXPECT_EQ(lease->Renew(), RenewResult::kRenewed);
-  auto record = store_->Inspect(d.claim.record_id(), clock_->Now());
+  auto record = bench_.store->Inspect(d.claim.record_id(), bench_.clock->Now());
   ASSERT_TRUE(record.has_value() && record->has_value());
-  EXPECT_EQ((*record)->locked_until, clock_->Now() + seconds(1));
-  EXPECT_EQ(counter_->renewed.load(), 1);
+  EXPECT_EQ((*record)->locked_until, bench_.clock->Now() + seconds(1));
+  EXPECT_EQ(bench_.counter->renewed.load(), 1);
   // Past the original lock timeout, a retry still finds it in progress.
-  clock_->Advance(milliseconds(500));
+  bench_.clock->Advance(milliseconds(500));
   EXPECT_EQ(Begin("k1").outcome, Outcome::kConflict);
   EXPECT_EQ(d.claim.Finish(Response{201, {}, "order"}), FinishResult::kStored);
-  EXPECT_EQ(guard_->metrics().Get(Outcome::kRenewalLost), 0u);
+  EXPECT_EQ(bench_.guard->metrics().Get(Outcome::kRenewalLost), 0u);
 }
 
 TEST_F(RenewalTest, LostClaimIsCountedLoggedAndFinishIsStale) {
@@ -154,20 +134,20 @@ TEST_F(RenewalTest, LostClaimIsCountedLoggedAndFinishIsStale) {
   ASSERT_EQ(d.action, Action::kExecute);
   auto lease = d.claim.lease();
   // The holder stalled past its lock timeout; a retry took the key over.
-  clock_->Advance(seconds(2));
+  bench_.clock->Advance(seconds(2));
   Decision other = Begin("k1");
   ASSERT_EQ(other.action, Action::kExecute);
   ASSERT_TRUE(other.claim.takeover());
   EXPECT_EQ(lease->Renew(), RenewResult::kLost);
-  EXPECT_EQ(guard_->metrics().Get(Outcome::kRenewalLost), 1u);
-  EXPECT_EQ(counter_->lost.load(), 1);
+  EXPECT_EQ(bench_.guard->metrics().Get(Outcome::kRenewalLost), 1u);
+  EXPECT_EQ(bench_.counter->lost.load(), 1);
   EXPECT_TRUE(
       Logged(LogLevel::kWarning, "record " + d.claim.record_id().ToHex()));
   // Lost stays lost, without another store call or count.
-  const int extends = store_->Extends();
+  const int extends = bench_.store->Extends();
   EXPECT_EQ(lease->Renew(), RenewResult::kLost);
-  EXPECT_EQ(store_->Extends(), extends);
-  EXPECT_EQ(guard_->metrics().Get(Outcome::kRenewalLost), 1u);
+  EXPECT_EQ(bench_.store->Extends(), extends);
+  EXPECT_EQ(bench_.guard->metrics().Get(Outcome::kRenewalLost), 1u);
   EXPECT_EQ(d.claim.Finish(Response{201, {}, "late"}),
             FinishResult::kStaleComplete);
   EXPECT_EQ(other.claim.Finish(Response{201, {}, "order"}),
@@ -177,12 +157,12 @@ TEST_F(RenewalTest, LostClaimIsCountedLoggedAndFinishIsStale) {
 TEST_F(RenewalTest, StoreErrorKeepsTheClaim) {
   Decision d = Begin("k1");
   auto lease = d.claim.lease();
-  store_->fail_extend = true;
+  bench_.store->fail_extend = true;
   EXPECT_EQ(lease->Renew(), RenewResult::kStoreFailed);
-  EXPECT_EQ(counter_->store_failed.load(), 1);
+  EXPECT_EQ(bench_.counter->store_failed.load(), 1);
   EXPECT_TRUE(Logged(LogLevel::kError, "renewing a lock failed"));
-  EXPECT_EQ(guard_->metrics().Get(Outcome::kRenewalLost), 0u);
-  store_->fail_extend = false;
+  EXPECT_EQ(bench_.guard->metrics().Get(Outcome::kRenewalLost), 0u);
+  bench_.store->fail_extend = false;
   EXPECT_EQ(lease->Renew(), RenewResult::kRenewed);
   EXPECT_EQ(d.claim.Finish(Response{201, {}, "order"}), FinishResult::kStored);
 }
@@ -193,13 +173,13 @@ TEST_F(RenewalTest, RenewalRacingWithFinishIsNotALoss) {
   // Finish completes the record while the renewal's store call is under
   // way: the call then finds no claim to extend.
   FinishResult finish = FinishResult::kInactive;
-  store_->BeforeNextExtend([&] {
+  bench_.store->BeforeNextExtend([&] {
     finish = d.claim.Finish(Response{201, {}, "order"});
   });
   EXPECT_EQ(lease->Renew(), RenewResult::kEnded);
   EXPECT_EQ(finish, FinishResult::kStored);
-  EXPECT_EQ(guard_->metrics().Get(Outcome::kRenewalLost), 0u);
-  EXPECT_EQ(counter_->lost.load() + counter_->renewed.load(), 0);
+  EXPECT_EQ(bench_.guard->metrics().Get(Outcome::kRenewalLost), 0u);
+  EXPECT_EQ(bench_.counter->lost.load() + bench_.counter->renewed.load(), 0);
   EXPECT_FALSE(Logged(LogLevel::kWarning, "lost"));
 }
 
@@ -213,7 +193,7 @@ TEST_F(RenewalTest, FinishAbandonAndForgetEndTheLease) {
     if (how == 2) d.claim.Forget("test");
     EXPECT_TRUE(lease->ended());
     EXPECT_EQ(lease->Renew(), RenewResult::kEnded);
-    EXPECT_EQ(store_->Extends(d.claim.record_id()), 0);
+    EXPECT_EQ(bench_.store->Extends(d.claim.record_id()), 0);
     EXPECT_EQ(d.claim.lease(), nullptr);  // Inactive now.
     EXPECT_EQ(d.claim.lock_renewal(), Duration::zero());
   }
@@ -247,12 +227,12 @@ TEST_F(RenewalTest, RunRenewsAHandlerAcrossSeveralLockTimeouts) {
   EXPECT_EQ(response.status, 201);
   ASSERT_TRUE(info.finish.has_value());
   EXPECT_EQ(*info.finish, FinishResult::kStored);
-  EXPECT_GE(counter_->renewed.load(), 10);
-  EXPECT_EQ(guard_->metrics().Get(Outcome::kTakeover), 0u);
-  EXPECT_EQ(guard_->metrics().Get(Outcome::kRenewalLost), 0u);
+  EXPECT_GE(bench_.counter->renewed.load(), 10);
+  EXPECT_EQ(bench_.guard->metrics().Get(Outcome::kTakeover), 0u);
+  EXPECT_EQ(bench_.guard->metrics().Get(Outcome::kRenewalLost), 0u);
   EXPECT_EQ(Begin("slow").outcome, Outcome::kReplayed);
   // One renewal thread for the Guard, waiting on its clock.
-  EXPECT_EQ(clock_->WaiterCount(), 1u);
+  EXPECT_EQ(bench_.clock->WaiterCount(), 1u);
 }
 
 TEST_F(RenewalTest, CrashedHolderIsTakenOverAfterLockTimeout) {
@@ -268,8 +248,8 @@ TEST_F(RenewalTest, CrashedHolderIsTakenOverAfterLockTimeout) {
     EXPECT_EQ(Begin("alive").outcome, Outcome::kConflict);
     return std::string("order");
   });
-  EXPECT_EQ(store_->Extends(crashed.claim.record_id()), 0);
-  EXPECT_EQ(guard_->metrics().Get(Outcome::kTakeover), 1u);
+  EXPECT_EQ(bench_.store->Extends(crashed.claim.record_id()), 0);
+  EXPECT_EQ(bench_.guard->metrics().Get(Outcome::kTakeover), 1u);
 }
 
 TEST_F(RenewalTest, RenewalOffSchedulesNothing) {
@@ -284,8 +264,8 @@ TEST_F(RenewalTest, RenewalOffSchedulesNothing) {
   Run(
       "slow",
       [&] {
-        EXPECT_EQ(clock_->WaiterCount(), 0u);  // No renewal thread.
-        clock_->Advance(seconds(2));
+        EXPECT_EQ(bench_.clock->WaiterCount(), 0u);  // No renewal thread.
+        bench_.clock->Advance(seconds(2));
         // As without renewal: the slow handler is taken over.
         Decision retry = Begin("slow");
         EXPECT_EQ(retry.outcome, Outcome::kExecuted);
@@ -294,8 +274,8 @@ TEST_F(RenewalTest, RenewalOffSchedulesNothing) {
       },
       &info);
   EXPECT_EQ(*info.finish, FinishResult::kStaleComplete);
-  EXPECT_EQ(store_->Extends(), 0);
-  EXPECT_EQ(clock_->WaiterCount(), 0u);
+  EXPECT_EQ(bench_.store->Extends(), 0);
+  EXPECT_EQ(bench_.clock->WaiterCount(), 0u);
 }
 
 TEST_F(RenewalTest, RunWithALostClaimCountsItAndFinishesStale) {
@@ -305,20 +285,20 @@ TEST_F(RenewalTest, RunWithALostClaimCountsItAndFinishesStale) {
       [&] {
         // The next renewal comes too late: the lock timed out meanwhile
         // and a retry took the key over first.
-        store_->BeforeNextExtend([&] {
-          clock_->Advance(seconds(1));
+        bench_.store->BeforeNextExtend([&] {
+          bench_.clock->Advance(seconds(1));
           Decision retry = Begin("slow");
           EXPECT_TRUE(retry.claim.takeover());
           retry.claim.Finish(Response{201, {}, "other"});
         });
-        clock_->Advance(milliseconds(300));
-        EXPECT_TRUE(WaitFor([&] { return counter_->lost.load() == 1; }));
+        bench_.clock->Advance(milliseconds(300));
+        EXPECT_TRUE(WaitFor([&] { return bench_.counter->lost.load() == 1; }));
         return std::string("order");
       },
       &info);
   EXPECT_EQ(*info.finish, FinishResult::kStaleComplete);
-  EXPECT_EQ(guard_->metrics().Get(Outcome::kRenewalLost), 1u);
-  EXPECT_EQ(guard_->metrics().Get(Outcome::kStaleComplete), 1u);
+  EXPECT_EQ(bench_.guard->metrics().Get(Outcome::kRenewalLost), 1u);
+  EXPECT_EQ(bench_.guard->metrics().Get(Outcome::kStaleComplete), 1u);
 }
 
 TEST_F(RenewalTest, ThrowingHandlerStopsRenewing) {
@@ -333,28 +313,30 @@ TEST_F(RenewalTest, ThrowingHandlerStopsRenewing) {
   ASSERT_EQ(again.action, Action::kExecute);
   const RecordId thrown = again.claim.record_id();
   again.claim.Abandon();
-  const int extends = store_->Extends(thrown);
+  const int extends = bench_.store->Extends(thrown);
   EXPECT_EQ(extends, 1);
   // Another handler's renewals go on; the thrown one's do not.
   Run("next", [&] {
     for (int i = 2; i <= 4; ++i) RenewTo(i);
     return std::string("order");
   });
-  EXPECT_EQ(store_->Extends(thrown), extends);
+  EXPECT_EQ(bench_.store->Extends(thrown), extends);
 }
 
 TEST_F(RenewalTest, RunOnceRenewsWhileFnRuns) {
-  auto result = RunOnce(*guard_, "billing", "msg-1", "charge", "42 EUR", [&] {
-    for (int i = 1; i <= 5; ++i) {
-      RenewTo(i);
-      auto retry = guard_->BeginWithKey("billing", "msg-1", "charge", "42 EUR");
-      EXPECT_EQ(retry.outcome, Outcome::kConflict);
-    }
-    return std::string("receipt");
-  });
+  auto result =
+      RunOnce(*bench_.guard, "billing", "msg-1", "charge", "42 EUR", [&] {
+        for (int i = 1; i <= 5; ++i) {
+          RenewTo(i);
+          auto retry = bench_.guard->BeginWithKey("billing", "msg-1", "charge",
+                                                  "42 EUR");
+          EXPECT_EQ(retry.outcome, Outcome::kConflict);
+        }
+        return std::string("receipt");
+      });
   ASSERT_TRUE(result.has_value());
   EXPECT_EQ(result->storage, OnceStorage::kStored);
-  EXPECT_EQ(guard_->metrics().Get(Outcome::kTakeover), 0u);
+  EXPECT_EQ(bench_.guard->metrics().Get(Outcome::kTakeover), 0u);
 }
 
 TEST_F(RenewalTest, RenewalThreadStopsWithTheGuard) {
@@ -362,9 +344,9 @@ TEST_F(RenewalTest, RenewalThreadStopsWithTheGuard) {
     RenewTo(1);
     return std::string("order");
   });
-  EXPECT_EQ(clock_->WaiterCount(), 1u);
-  guard_.reset();
-  EXPECT_EQ(clock_->WaiterCount(), 0u);
+  EXPECT_EQ(bench_.clock->WaiterCount(), 1u);
+  bench_.guard.reset();
+  EXPECT_EQ(bench_.clock->WaiterCount(), 0u);
 }
 
 }  // namespace

@@ -57,10 +57,10 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using Clock = std::chrono::steady_clock;
+using Clock = CrashClock;
 
 constexpr int kDefaultRounds = 20;
-constexpr int kLockTimeoutSeconds = 2;
+constexpr int kLockTimeoutSeconds = kCrashLockTimeoutSeconds;
 constexpr char kSlowTarget[] = "/orders?delay_ms=10000";
 
 // ---- The test

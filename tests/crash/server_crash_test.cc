@@ -60,12 +60,11 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using Clock = std::chrono::steady_clock;
+using Clock = CrashClock;
 
 constexpr int kDefaultRounds = 3;
 constexpr int kClients = 4;
 constexpr int kConfirmedBeforeCrash = 100;
-constexpr char kLockTimeoutSeconds[] = "2";
 // Short store timeouts, so that the outage shows (as 503s) quickly.
 constexpr char kRedisParams[] = "timeout_ms=2000&acquire_timeout_ms=2000";
 constexpr char kPostgresParams[] =
@@ -208,8 +207,9 @@ CrashTally RunRounds(const std::string& store_uri, Crash& crash,
                      const char* name) {
   TempDir dir;
   const std::filesystem::path log = dir.path() / "demo.log";
-  const std::vector<std::string> args = {"--lock-timeout", kLockTimeoutSeconds,
-                                         "--instance", "crash"};
+  const std::vector<std::string> args = {
+      "--lock-timeout", std::to_string(kCrashLockTimeoutSeconds), "--instance",
+      "crash"};
   auto demo =
       std::make_unique<DemoProcess>(IDEM_DEMO_PATH, store_uri, log, args);
   std::uint16_t port = demo->WaitListening();

@@ -30,11 +30,11 @@
 
 #include "http_test_util.h"
 #include "idem/open_store.h"
+#include "idem/version.h"
 #include "support/demo_process.h"
+#include "support/spawn_args.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
-
-extern char** environ;
 
 namespace idem::testing {
 namespace {
@@ -67,18 +67,9 @@ class DemoProcess {
       posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
     }
     args.insert(args.begin(), IDEM_DEMO_PATH);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (std::string_view(*e).starts_with("IDEM_STORE=")) continue;
-      env.emplace_back(*e);
-    }
-    std::vector<char*> envp;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
+    const SpawnArgs spawn(std::move(args), std::move(env));
     const int rc = posix_spawn(&pid_, IDEM_DEMO_PATH, &actions, nullptr,
-                               argv.data(), envp.data());
+                               spawn.argv(), spawn.envp());
     posix_spawn_file_actions_destroy(&actions);
     close(out[1]);
     close(err[1]);
@@ -410,6 +401,15 @@ TEST(DemoProcessTest, BadFlagsExit2) {
   EXPECT_NE(text.find("rocksdb:./var/idem"), std::string::npos) << text;
   EXPECT_NE(text.find("--store-calls"), std::string::npos) << text;
   EXPECT_NE(text.find("--store-threads"), std::string::npos) << text;
+}
+
+// --version prints the idem library's version and starts no server (no
+// --listen, no store opened).
+TEST(DemoProcessTest, VersionPrintsTheLibraryVersion) {
+  DemoProcess version({"--version"});
+  EXPECT_EQ(version.Wait(), 0);
+  EXPECT_EQ(version.Stdout(), "idem-demo " + std::string(Version()) + "\n");
+  EXPECT_EQ(Version(), IDEM_VERSION);
 }
 
 TEST(DemoProcessTest, StoreThatCannotOpenIsAClearError) {

@@ -19,7 +19,7 @@
 #include <system_error>
 #include <thread>
 
-extern char** environ;
+#include "support/spawn_args.h"
 
 namespace idem::testing::proc {
 
@@ -169,18 +169,9 @@ DemoProcess::DemoProcess(const std::string& binary,
   std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0", "--store",
                                    store_uri};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (!std::string_view(*e).starts_with("IDEM_STORE=")) env.emplace_back(*e);
-  }
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  const SpawnArgs spawn(std::move(args));
   const int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr,
-                             argv.data(), envp.data());
+                             spawn.argv(), spawn.envp());
   posix_spawn_file_actions_destroy(&actions);
   ::close(out[1]);
   out_ = out[0];

@@ -9,10 +9,9 @@
 #include <string_view>
 
 #include "support/demo_process.h"
+#include "support/spawn_args.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
-
-extern char** environ;
 
 namespace idem::testing {
 
@@ -30,25 +29,14 @@ ToolResult RunTool(const std::string& binary,
                                    O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::vector<std::string> argv_storage{binary};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_storage;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::string_view(*e).starts_with("IDEM_STORE=")) continue;
-    env_storage.emplace_back(*e);
-  }
-  env_storage.insert(env_storage.end(), env.begin(), env.end());
-  std::vector<char*> envp;
-  for (auto& e : env_storage) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  std::vector<std::string> argv{binary};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const SpawnArgs spawn(std::move(argv), env);
 
   ToolResult result;
   pid_t pid = -1;
   const int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr,
-                             argv.data(), envp.data());
+                             spawn.argv(), spawn.envp());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     result.err = "posix_spawn failed";

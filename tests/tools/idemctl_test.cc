@@ -30,6 +30,7 @@
 #include "idem/open_store.h"
 #include "idem/record_id.h"
 #include "idem/store.h"
+#include "idem/version.h"
 #include "idemctl_process.h"
 #include "support/temp_dir.h"
 #ifdef IDEM_IDEMCTL_TEST_POSTGRES
@@ -834,6 +835,19 @@ TEST(IdemctlUsageTest, HelpSaysWhatTheKeyAndThePathAre) {
   EXPECT_EQ(inspect.exit_code, kOk);
   EXPECT_THAT(inspect.out, HasSubstr("ROUTE PATTERN"));
   EXPECT_THAT(inspect.out, HasSubstr("as the client sent it"));
+}
+
+// An operator reporting a problem names the library idemctl was built
+// with; --version needs no --store and no subcommand.
+TEST(IdemctlUsageTest, VersionPrintsTheLibraryVersion) {
+  const ToolResult r = Idemctl({"--version"});
+  EXPECT_EQ(r.exit_code, kOk) << Describe(r);
+  EXPECT_EQ(r.out, "idemctl " + std::string(Version()) + "\n");
+  EXPECT_EQ(Version(), IDEM_VERSION);
+  // With a subcommand, still the version and nothing else.
+  const ToolResult with_command = Idemctl({"--version", "stats"});
+  EXPECT_EQ(with_command.exit_code, kOk) << Describe(with_command);
+  EXPECT_THAT(with_command.out, HasSubstr(std::string(Version())));
 }
 
 // Every way a password might come back: the backend's connect error (libpq

@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "idem/store_uri.h"
+#include "idem/version.h"
 #include "idemctl.h"
 
 namespace idem::idemctl {
@@ -129,6 +130,10 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
       "Exit status: 0 found/done, 1 no such record, 2 usage, 3 store error.",
       "idemctl");
   app.require_subcommand(1);
+  // The idem library's version (idemctl is built with it); like --help it
+  // needs no --store and no subcommand.
+  app.set_version_flag("--version", "idemctl " + std::string(Version()),
+                       "Print idemctl's version (the idem library's) and exit");
   app.fallthrough();
   app.add_option("--store", args.store,
                  "The store URI, as the application uses it (not memory:); "
@@ -172,7 +177,7 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) {  // --help.
+    if (e.get_exit_code() == 0) {  // --help, --version.
       app.exit(e, out, err);
       return kOk;
     }
