@@ -24,7 +24,7 @@
 
 #include "http_test_util.h"
 #include "idem/forwarding_store.h"
-#include "support/status_matchers.h"
+#include "idem/testing/status_matchers.h"
 
 namespace idem::testing {
 namespace {

@@ -41,7 +41,7 @@
 #include "idem/sqlite_store.h"
 #include "idem/sqlite_transaction.h"
 #include "support/sqlite_count.h"
-#include "support/status_matchers.h"
+#include "idem/testing/status_matchers.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
 #if IDEM_DEMO_WITH_RESTINIO

@@ -6,8 +6,8 @@
 //   ASSERT_OK_AND_ASSIGN(auto store, OpenStore("memory:"));
 //   auto guard = ValueOrThrow(Guard::Create(...));  // Where ASSERT cannot.
 
-#ifndef IDEM_TESTS_SUPPORT_STATUS_MATCHERS_H_
-#define IDEM_TESTS_SUPPORT_STATUS_MATCHERS_H_
+#ifndef IDEM_TESTING_STATUS_MATCHERS_H_
+#define IDEM_TESTING_STATUS_MATCHERS_H_
 
 #include <stdexcept>
 #include <string>
@@ -65,4 +65,4 @@ inline void ValueOrThrow(const Status& status) {
 #define IDEM_TESTING_CONCAT(a, b) IDEM_TESTING_CONCAT_INNER(a, b)
 #define IDEM_TESTING_CONCAT_INNER(a, b) a##b
 
-#endif  // IDEM_TESTS_SUPPORT_STATUS_MATCHERS_H_
+#endif  // IDEM_TESTING_STATUS_MATCHERS_H_

@@ -1,11 +1,11 @@
-// The store contract tests; see store_contract.h.
+// The store contract tests; see idem/testing/store_contract.h.
 //
 // Time: every call passes an explicit TimePoint derived from the fixture's
 // ManualClock, so expiry and lock timeouts are exact and nothing sleeps.
 // Concurrency tests start their threads on a std::barrier so that the calls
 // under test really overlap, and keep every loop bounded.
 
-#include "contract/store_contract.h"
+#include "idem/testing/store_contract.h"
 
 #include <unistd.h>
 
@@ -27,18 +27,19 @@
 #include <utility>
 #include <vector>
 
-#include "contract/store_contract_util.h"
 #include "idem/record.h"
 #include "idem/response.h"
 #include "idem/sweeper.h"
 #include "idem/token.h"
+#include "idem/testing/status_matchers.h"
 #include "idem/types.h"
-#include "support/status_matchers.h"
+#include "store_contract_util.h"
 
 namespace idem::testing {
 
 int internal::StoreContractAnchor() {
-  return internal::RenewalContractAnchor();
+  return internal::RenewalContractAnchor() +
+         internal::CapabilityContractAnchor();
 }
 
 std::string StoreFactoryName(
@@ -114,6 +115,10 @@ void StoreContractTest::SetUp() {
   ASSERT_THAT(opened, IsOk()) << factory.name;
   ASSERT_NE(*opened, nullptr);
   store_ = std::move(*opened);
+}
+
+Result<std::shared_ptr<Store>> StoreContractTest::OpenAgain() {
+  return GetParam().open(context_);
 }
 
 void StoreContractTest::TearDown() {

@@ -2,8 +2,8 @@
 // store_contract_renewal.cc): deterministic ids, fingerprints and tokens,
 // the suite's durations, and readable descriptions for failures.
 
-#ifndef IDEM_TESTS_CONTRACT_STORE_CONTRACT_UTIL_H_
-#define IDEM_TESTS_CONTRACT_STORE_CONTRACT_UTIL_H_
+#ifndef IDEM_TESTING_SRC_STORE_CONTRACT_UTIL_H_
+#define IDEM_TESTING_SRC_STORE_CONTRACT_UTIL_H_
 
 #include <algorithm>
 #include <chrono>
@@ -132,4 +132,4 @@ inline void ExpectSameRecord(const std::optional<Record>& got,
 
 }  // namespace idem::testing::contract
 
-#endif  // IDEM_TESTS_CONTRACT_STORE_CONTRACT_UTIL_H_
+#endif  // IDEM_TESTING_SRC_STORE_CONTRACT_UTIL_H_
