@@ -30,9 +30,8 @@ std::size_t MemoryCapacity(std::size_t records) {
 }  // namespace
 
 bool IsServer(const std::string& uri) {
-  const std::string scheme = SchemeOf(uri);
-  return scheme == "postgresql" || scheme == "postgres" || scheme == "redis" ||
-         scheme == "redis-cluster";
+  const StoreDescriptor* store = StoreOf(uri);
+  return store != nullptr && store->local_uri == nullptr;
 }
 
 Run* OpenRun(benchmark::State& state, StoreSpec& spec, std::size_t records,

@@ -2,7 +2,7 @@
 // its inner store unchanged: checked over the baseline store by observing
 // each call's effect through the inner store itself.
 
-#include "idem/forwarding_store.h"
+#include "idem/store/forwarding_store.h"
 
 #include <chrono>
 #include <cstdint>

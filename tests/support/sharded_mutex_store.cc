@@ -4,7 +4,6 @@
 #include <memory>
 #include <utility>
 
-#include "idem/store_checks.h"
 #include "idem/token.h"
 
 namespace idem::testing {
@@ -15,18 +14,18 @@ static_assert(ShardedMutexStore::kShards == 64,
 
 }  // namespace
 
-ShardedMutexStore::ShardedMutexStore(std::size_t expected_records) {
+ShardedMutexStore::ShardedMutexStore(std::size_t expected_records)
+    : StoreBoundary("sharded mutex store") {
   if (expected_records == 0) return;
   // Headroom for the uneven spread of hashed ids over the shards.
   const std::size_t per_shard = expected_records / kShards * 9 / 8 + 16;
   for (Shard& shard : shards_) shard.records.reserve(per_shard);
 }
 
-Result<ClaimResult> ShardedMutexStore::Claim(const RecordId& id,
-                                             const Fingerprint& fp,
-                                             TimePoint now, Duration ttl,
-                                             Duration lock_timeout) {
-  IDEM_RETURN_IF_ERROR(CheckClaimDurations("claim: ", ttl, lock_timeout));
+Result<ClaimResult> ShardedMutexStore::DoClaim(const RecordId& id,
+                                               const Fingerprint& fp,
+                                               TimePoint now, Duration ttl,
+                                               Duration lock_timeout) {
   Shard& shard = ShardFor(id);
   ClaimResult result;
   std::lock_guard<std::mutex> lock(shard.mu);
@@ -45,14 +44,16 @@ Result<ClaimResult> ShardedMutexStore::Claim(const RecordId& id,
   return result;
 }
 
-Result<bool> ShardedMutexStore::Complete(const RecordId& id, const Token& token,
-                                         const Response& response) {
+Result<bool> ShardedMutexStore::DoComplete(const RecordId& id,
+                                           const Token& token,
+                                           const Response& response) {
   // Copy the response before locking so the shard is not held for the length
   // of a body copy; a Complete that fails is rare enough to waste it.
-  return CompleteShared(id, token, std::make_shared<const Response>(response));
+  return DoCompleteShared(id, token,
+                          std::make_shared<const Response>(response));
 }
 
-Result<bool> ShardedMutexStore::CompleteShared(
+Result<bool> ShardedMutexStore::DoCompleteShared(
     const RecordId& id, const Token& token,
     std::shared_ptr<const Response> stored) {
   Shard& shard = ShardFor(id);
@@ -68,8 +69,8 @@ Result<bool> ShardedMutexStore::CompleteShared(
   return true;
 }
 
-Result<bool> ShardedMutexStore::Release(const RecordId& id,
-                                        const Token& token) {
+Result<bool> ShardedMutexStore::DoRelease(const RecordId& id,
+                                          const Token& token) {
   Shard& shard = ShardFor(id);
   std::lock_guard<std::mutex> lock(shard.mu);
   auto it = shard.records.find(id);
@@ -82,16 +83,15 @@ Result<bool> ShardedMutexStore::Release(const RecordId& id,
   return true;
 }
 
-Result<bool> ShardedMutexStore::Revoke(const RecordId& id) {
+Result<bool> ShardedMutexStore::DoRevoke(const RecordId& id) {
   Shard& shard = ShardFor(id);
   std::lock_guard<std::mutex> lock(shard.mu);
   return shard.records.erase(id) == 1;
 }
 
-Result<bool> ShardedMutexStore::ExtendLock(const RecordId& id,
-                                           const Token& token, TimePoint now,
-                                           Duration lock_timeout) {
-  IDEM_RETURN_IF_ERROR(CheckLockTimeout("extend lock: ", lock_timeout));
+Result<bool> ShardedMutexStore::DoExtendLock(const RecordId& id,
+                                             const Token& token, TimePoint now,
+                                             Duration lock_timeout) {
   Shard& shard = ShardFor(id);
   std::lock_guard<std::mutex> lock(shard.mu);
   auto it = shard.records.find(id);
@@ -103,7 +103,7 @@ Result<bool> ShardedMutexStore::ExtendLock(const RecordId& id,
   return true;
 }
 
-Result<std::optional<StoreStats>> ShardedMutexStore::Stats(TimePoint now) {
+Result<std::optional<StoreStats>> ShardedMutexStore::DoStats(TimePoint now) {
   StoreStats stats;
   for (Shard& shard : shards_) {
     std::lock_guard<std::mutex> lock(shard.mu);
@@ -114,8 +114,8 @@ Result<std::optional<StoreStats>> ShardedMutexStore::Stats(TimePoint now) {
   return std::optional<StoreStats>(stats);
 }
 
-Result<std::optional<Record>> ShardedMutexStore::Inspect(const RecordId& id,
-                                                         TimePoint now) {
+Result<std::optional<Record>> ShardedMutexStore::DoInspect(const RecordId& id,
+                                                           TimePoint now) {
   Shard& shard = ShardFor(id);
   std::lock_guard<std::mutex> lock(shard.mu);
   auto it = shard.records.find(id);
@@ -125,8 +125,8 @@ Result<std::optional<Record>> ShardedMutexStore::Inspect(const RecordId& id,
   return std::optional<Record>(it->second);
 }
 
-Result<std::size_t> ShardedMutexStore::PurgeExpired(TimePoint now,
-                                                    std::size_t limit) {
+Result<std::size_t> ShardedMutexStore::DoPurgeExpired(TimePoint now,
+                                                      std::size_t limit) {
   std::size_t purged = 0;
   for (Shard& shard : shards_) {
     if (purged >= limit) break;

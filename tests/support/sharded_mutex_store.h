@@ -24,10 +24,11 @@
 #include <unordered_map>
 
 #include "idem/store.h"
+#include "idem/store/store_boundary.h"
 
 namespace idem::testing {
 
-class ShardedMutexStore final : public Store {
+class ShardedMutexStore final : public StoreBoundary {
  public:
   static constexpr std::size_t kShards = 64;
 
@@ -38,29 +39,33 @@ class ShardedMutexStore final : public Store {
   ShardedMutexStore(const ShardedMutexStore&) = delete;
   ShardedMutexStore& operator=(const ShardedMutexStore&) = delete;
 
-  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
-                            TimePoint now, Duration ttl,
-                            Duration lock_timeout) override;
-  Result<bool> Complete(const RecordId& id, const Token& token,
-                        const Response& response) override;
-  // Keeps `response` itself, as the memory store does.
-  Result<bool> CompleteShared(
-      const RecordId& id, const Token& token,
-      std::shared_ptr<const Response> response) override;
-  Result<bool> Release(const RecordId& id, const Token& token) override;
-  Result<bool> Revoke(const RecordId& id) override;
-  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
-                          Duration lock_timeout) override;
-  // Walks every shard.
-  Result<std::optional<StoreStats>> Stats(TimePoint now) override;
-  Result<std::optional<Record>> Inspect(const RecordId& id,
-                                        TimePoint now) override;
-  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
   StoreInfo Info() const override;
 
   // Records held, live or expired (expired ones linger until purged or
   // reclaimed). Not atomic across shards; for tests.
   std::size_t SizeForTesting() const;
+
+ protected:
+  // The Store calls, through StoreBoundary (store/store_boundary.h), as
+  // every store's, so that the baseline pays what the stores pay.
+  Result<ClaimResult> DoClaim(const RecordId& id, const Fingerprint& fp,
+                              TimePoint now, Duration ttl,
+                              Duration lock_timeout) override;
+  Result<bool> DoComplete(const RecordId& id, const Token& token,
+                          const Response& response) override;
+  // Keeps `response` itself, as the memory store does.
+  Result<bool> DoCompleteShared(
+      const RecordId& id, const Token& token,
+      std::shared_ptr<const Response> response) override;
+  Result<bool> DoRelease(const RecordId& id, const Token& token) override;
+  Result<bool> DoRevoke(const RecordId& id) override;
+  Result<bool> DoExtendLock(const RecordId& id, const Token& token,
+                            TimePoint now, Duration lock_timeout) override;
+  // Walks every shard.
+  Result<std::optional<StoreStats>> DoStats(TimePoint now) override;
+  Result<std::optional<Record>> DoInspect(const RecordId& id,
+                                          TimePoint now) override;
+  Result<std::size_t> DoPurgeExpired(TimePoint now, std::size_t limit) override;
 
  private:
   // Ids are SHA-256 outputs, so their first 8 bytes are already a uniform

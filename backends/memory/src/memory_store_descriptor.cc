@@ -20,9 +20,8 @@ const StoreDescriptor& MemoryStoreDescriptor() {
                        .durable = false,
                        .shared_across_processes = false,
                        .calls_may_block = false},
-      .local_uri = [](const std::filesystem::path&) {
-        return std::string("memory:");
-      },
+      .local_uri =
+          [](const std::filesystem::path&) { return std::string("memory:"); },
       // Every memory store starts empty.
       .fresh_uri = [](std::string_view uri,
                       std::string_view) { return std::string(uri); },

@@ -12,8 +12,8 @@
 #include <string_view>
 #include <utility>
 
-#include "idem/catch_exceptions.h"
 #include "idem/error.h"
+#include "idem/store/catch_exceptions.h"
 #include "idem/types.h"
 
 namespace idem::rocksdb_internal {
@@ -35,7 +35,7 @@ std::string Prefix(const std::string& path);
 Error StatusError(const std::string& path, std::string_view what,
                   const rocksdb::Status& s);
 
-// Every public call runs inside this boundary (idem/catch_exceptions.h).
+// Every public call runs inside this boundary (idem/store/catch_exceptions.h).
 template <typename Fn>
 auto Boundary(const std::string& path, std::string_view op, Fn&& fn)
     -> decltype(fn()) {

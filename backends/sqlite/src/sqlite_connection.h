@@ -19,10 +19,10 @@
 #include <string_view>
 #include <utility>
 
-#include "idem/catch_exceptions.h"
 #include "idem/error.h"
 #include "idem/record.h"
-#include "idem/sqlite_store.h"
+#include "idem/sqlite_store_options.h"
+#include "idem/store/catch_exceptions.h"
 #include "idem/types.h"
 #include "sqlite_sql.h"
 
@@ -38,7 +38,7 @@ std::string Prefix(const std::string& path);
 Error SqlError(const SqliteStoreOptions& options, std::string_view op,
                sqlite3* db, int rc);
 
-// Every public call runs inside this boundary (idem/catch_exceptions.h).
+// Every public call runs inside this boundary (idem/store/catch_exceptions.h).
 template <typename Fn>
 auto Boundary(const std::string& path, std::string_view op, Fn&& fn)
     -> decltype(fn()) {

@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "idem/error.h"
-#include "idem/sqlite_store.h"
+#include "idem/sqlite_store_options.h"
 #include "sqlite_checkpointer.h"
 #include "sqlite_connection.h"
 #include "sqlite_sql.h"

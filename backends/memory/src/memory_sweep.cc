@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "hazard.h"
-#include "lock_free_store.h"
+#include "memory_hazard.h"
+#include "memory_lock_free_store.h"
 
 namespace idem::memory_internal {
 namespace {
@@ -199,7 +199,7 @@ std::size_t LockFreeStore::PurgeImpl(TimePoint now, std::size_t limit) {
 // no single instant (records may come and go behind the walk), which is all
 // an operator's tally needs. Stops early once as many records were seen as
 // are held, as PurgeImpl does.
-Result<std::optional<StoreStats>> LockFreeStore::Stats(TimePoint now) {
+Result<std::optional<StoreStats>> LockFreeStore::DoStats(TimePoint now) {
   StoreStats stats;
   const std::size_t held = size();
   std::size_t seen = 0;

@@ -1,16 +1,16 @@
-// See postgres_lazy_connect.h. Why a thread rather than connecting inside
+// See idem/store/lazy_connect.h. Why a thread rather than connecting inside
 // the first calls: a call must not wait connect_timeout (plus the schema's
 // statements) on a server that is down, and many calls arriving at once
 // would each try; one thread retries with a capped back-off and the calls
 // fail at once until it has succeeded.
 
-#include "postgres_lazy_connect.h"
+#include "idem/store/lazy_connect.h"
 
 #include <algorithm>
 #include <string_view>
 #include <utility>
 
-namespace idem::postgres_internal {
+namespace idem {
 
 LazyConnect::LazyConnect(std::string prefix, LogSink log)
     : prefix_(std::move(prefix)), log_(std::move(log)) {}
@@ -116,4 +116,4 @@ void LazyConnect::Log(LogLevel level, const std::string& message) const {
   if (log_) log_(level, message);
 }
 
-}  // namespace idem::postgres_internal
+}  // namespace idem

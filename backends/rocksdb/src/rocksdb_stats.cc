@@ -7,7 +7,7 @@
 
 #include <rocksdb/iterator.h>
 
-#include "idem/record_codec.h"
+#include "idem/store/record_codec.h"
 #include "rocksdb_call.h"
 #include "rocksdb_impl.h"
 

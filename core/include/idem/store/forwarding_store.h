@@ -16,8 +16,8 @@
 //
 // Thread-safety: as the inner store's (every Store's is: store.h).
 
-#ifndef IDEM_FORWARDING_STORE_H_
-#define IDEM_FORWARDING_STORE_H_
+#ifndef IDEM_STORE_FORWARDING_STORE_H_
+#define IDEM_STORE_FORWARDING_STORE_H_
 
 #include <cstddef>
 #include <memory>
@@ -63,4 +63,4 @@ class ForwardingStore : public Store {
 
 }  // namespace idem
 
-#endif  // IDEM_FORWARDING_STORE_H_
+#endif  // IDEM_STORE_FORWARDING_STORE_H_

@@ -6,7 +6,7 @@
 // claim's cost (free-list consolidation of the cold blocks), from this cache
 // it is a few loads and stores. Blocks are plain memory, so a block freed by
 // one store may serve another. Bounded: beyond kCached blocks per size (about
-// two scan batches of hazard.cc), blocks go back to the allocator.
+// two scan batches of memory_hazard.cc), blocks go back to the allocator.
 //
 // Thread-safety: per thread by construction (thread_local state).
 

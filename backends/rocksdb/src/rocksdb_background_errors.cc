@@ -1,4 +1,4 @@
-#include "background_errors.h"
+#include "rocksdb_background_errors.h"
 
 #include <utility>
 

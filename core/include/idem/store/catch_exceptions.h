@@ -4,8 +4,8 @@
 //
 // Thread-safety: a pure function template.
 
-#ifndef IDEM_CATCH_EXCEPTIONS_H_
-#define IDEM_CATCH_EXCEPTIONS_H_
+#ifndef IDEM_STORE_CATCH_EXCEPTIONS_H_
+#define IDEM_STORE_CATCH_EXCEPTIONS_H_
 
 #include <exception>
 #include <new>
@@ -37,4 +37,4 @@ auto CatchExceptions(Context&& context, Fn&& fn) -> decltype(fn()) {
 
 }  // namespace idem
 
-#endif  // IDEM_CATCH_EXCEPTIONS_H_
+#endif  // IDEM_STORE_CATCH_EXCEPTIONS_H_

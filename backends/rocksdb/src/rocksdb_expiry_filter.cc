@@ -1,8 +1,8 @@
-#include "expiry_filter.h"
+#include "rocksdb_expiry_filter.h"
 
 #include <optional>
 
-#include "idem/record_codec.h"
+#include "idem/store/record_codec.h"
 #include "rocksdb_call.h"
 
 namespace idem::rocksdb_internal {

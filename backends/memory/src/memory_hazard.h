@@ -74,7 +74,7 @@ class Pointer {
       // worst delays freeing one object until the next Protect or Reset.
       if (p == nullptr) return nullptr;
       // seq_cst store then seq_cst load: the scan of a retirer that unlinked
-      // `p` after this load sees the slot (hazard.cc has the argument).
+      // `p` after this load sees the slot (memory_hazard.cc has the argument).
       slot_->store(p, std::memory_order_seq_cst);
       T* again = src.load(std::memory_order_seq_cst);
       if (again == p) return p;

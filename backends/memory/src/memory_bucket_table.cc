@@ -1,4 +1,4 @@
-#include "bucket_table.h"
+#include "memory_bucket_table.h"
 
 #include <cstdlib>
 #include <new>

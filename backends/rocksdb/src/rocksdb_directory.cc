@@ -1,4 +1,4 @@
-#include "directory.h"
+#include "rocksdb_directory.h"
 
 #include <algorithm>
 #include <filesystem>

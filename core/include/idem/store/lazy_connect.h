@@ -1,14 +1,16 @@
-// A lazy PostgreSQL store's first connection (PostgresConnect::kLazy): a
-// thread that runs the store's start (connect, then check or create the
-// table) until it succeeds, and the gate every call of the store passes
-// first. An eager store is marked connected by Open and has no thread.
+// A lazy store's first connection (connect=lazy: the PostgreSQL store's
+// PostgresConnect::kLazy), for any store on a server: a thread that runs
+// the store's start (connect, then check or create its schema) until it
+// succeeds, and the gate every call of the store passes first
+// (StoreBoundary::BeforeCall is the place). An eager store is marked
+// connected by Open and has no thread.
 //
 // Thread-safety: Connected may be called from any number of threads at
 // once; Begin, MarkConnected and Stop from the store's owner (Open and the
 // destructor).
 
-#ifndef IDEM_BACKENDS_POSTGRES_SRC_POSTGRES_LAZY_CONNECT_H_
-#define IDEM_BACKENDS_POSTGRES_SRC_POSTGRES_LAZY_CONNECT_H_
+#ifndef IDEM_STORE_LAZY_CONNECT_H_
+#define IDEM_STORE_LAZY_CONNECT_H_
 
 #include <atomic>
 #include <chrono>
@@ -21,12 +23,13 @@
 #include "idem/error.h"
 #include "idem/log.h"
 
-namespace idem::postgres_internal {
+namespace idem {
 
 class LazyConnect {
  public:
-  // `prefix` begins every message (the store's name and table); `log` gets
-  // the episode's lines and may be empty.
+  // `prefix` begins every message (the store's name and where it is, e.g.
+  // "postgres store 'db' table \"t\": "); `log` gets the episode's lines
+  // and may be empty.
   LazyConnect(std::string prefix, LogSink log);
   // Stop().
   ~LazyConnect();
@@ -70,6 +73,6 @@ class LazyConnect {
   std::thread thread_;
 };
 
-}  // namespace idem::postgres_internal
+}  // namespace idem
 
-#endif  // IDEM_BACKENDS_POSTGRES_SRC_POSTGRES_LAZY_CONNECT_H_
+#endif  // IDEM_STORE_LAZY_CONNECT_H_

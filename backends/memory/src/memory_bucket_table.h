@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "chain.h"
 #include "idem/types.h"
+#include "memory_chain.h"
 
 namespace idem::memory_internal {
 

@@ -32,8 +32,8 @@
 //
 // Thread-safety: pure functions.
 
-#ifndef IDEM_RECORD_CODEC_H_
-#define IDEM_RECORD_CODEC_H_
+#ifndef IDEM_STORE_RECORD_CODEC_H_
+#define IDEM_STORE_RECORD_CODEC_H_
 
 #include <cstdint>
 #include <optional>
@@ -90,4 +90,4 @@ Result<Record> DecodeRecordWithColumns(const RecordId& id,
 
 }  // namespace idem
 
-#endif  // IDEM_RECORD_CODEC_H_
+#endif  // IDEM_STORE_RECORD_CODEC_H_

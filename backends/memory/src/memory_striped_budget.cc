@@ -1,10 +1,10 @@
-// See striped_budget.h. Why stripes: a single shared counter, written by
+// See memory_striped_budget.h. Why stripes: a single shared counter, written by
 // every claim, made the counter's cache line the bottleneck of claims on
 // different threads. The order of the two steps of a refill (shared count
 // first) and of a give-back (stripe first) is what keeps used() from ever
 // reading low.
 
-#include "striped_budget.h"
+#include "memory_striped_budget.h"
 
 #include <algorithm>
 

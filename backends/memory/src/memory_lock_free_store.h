@@ -1,7 +1,7 @@
 // The implementation of MemoryStore (memory_store.h): buckets of immutable
-// chains (bucket_table.h, chain.h) changed by one CAS each, memory reclaimed
-// with hazard pointers (hazard.h), bounded by two striped budgets
-// (striped_budget.h): record slots and bytes.
+// chains (memory_bucket_table.h, memory_chain.h) changed by one CAS each,
+// memory reclaimed with hazard pointers (memory_hazard.h), bounded by two
+// striped budgets (memory_striped_budget.h): record slots and bytes.
 
 #ifndef IDEM_BACKENDS_MEMORY_LOCK_FREE_STORE_H_
 #define IDEM_BACKENDS_MEMORY_LOCK_FREE_STORE_H_
@@ -12,10 +12,10 @@
 #include <memory>
 #include <optional>
 
-#include "bucket_table.h"
-#include "chain.h"
 #include "idem/memory_store.h"
-#include "striped_budget.h"
+#include "memory_bucket_table.h"
+#include "memory_chain.h"
+#include "memory_striped_budget.h"
 
 namespace idem::memory_internal {
 
@@ -25,22 +25,6 @@ class LockFreeStore final : public MemoryStore {
   LockFreeStore(const MemoryStoreOptions& options, std::size_t bucket_count);
   ~LockFreeStore() override;
 
-  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
-                            TimePoint now, Duration ttl,
-                            Duration lock_timeout) override;
-  Result<bool> Complete(const RecordId& id, const Token& token,
-                        const Response& response) override;
-  Result<bool> CompleteShared(
-      const RecordId& id, const Token& token,
-      std::shared_ptr<const Response> response) override;
-  Result<bool> Release(const RecordId& id, const Token& token) override;
-  Result<bool> Revoke(const RecordId& id) override;
-  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
-                          Duration lock_timeout) override;
-  Result<std::optional<StoreStats>> Stats(TimePoint now) override;
-  Result<std::optional<Record>> Inspect(const RecordId& id,
-                                        TimePoint now) override;
-  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
   StoreInfo Info() const override;
 
   std::size_t size() const override { return slots_.used(); }
@@ -48,6 +32,24 @@ class LockFreeStore final : public MemoryStore {
   std::size_t max_bytes() const override { return bytes_.limit(); }
   std::size_t bytes() const override { return bytes_.used(); }
   MemoryStoreStats stats() const override;
+
+ protected:
+  Result<ClaimResult> DoClaim(const RecordId& id, const Fingerprint& fp,
+                              TimePoint now, Duration ttl,
+                              Duration lock_timeout) override;
+  Result<bool> DoComplete(const RecordId& id, const Token& token,
+                          const Response& response) override;
+  Result<bool> DoCompleteShared(
+      const RecordId& id, const Token& token,
+      std::shared_ptr<const Response> response) override;
+  Result<bool> DoRelease(const RecordId& id, const Token& token) override;
+  Result<bool> DoRevoke(const RecordId& id) override;
+  Result<bool> DoExtendLock(const RecordId& id, const Token& token,
+                            TimePoint now, Duration lock_timeout) override;
+  Result<std::optional<StoreStats>> DoStats(TimePoint now) override;
+  Result<std::optional<Record>> DoInspect(const RecordId& id,
+                                          TimePoint now) override;
+  Result<std::size_t> DoPurgeExpired(TimePoint now, std::size_t limit) override;
 
  private:
   struct SweepResult {
@@ -72,7 +74,7 @@ class LockFreeStore final : public MemoryStore {
                             const Response* response,
                             std::shared_ptr<const Response> stored);
 
-  // Reclaiming expired records (sweep.cc).
+  // Reclaiming expired records (memory_sweep.cc).
   // The latest `now` a claim passed (for a Complete that reclaims).
   TimePoint LatestNow() const;
   void NoteNow(TimePoint now);

@@ -1,4 +1,4 @@
-#include "info_log.h"
+#include "rocksdb_info_log.h"
 
 #include <fcntl.h>
 #include <sys/syscall.h>

@@ -1,6 +1,6 @@
 // The memory store's bucket contents: an immutable array of {id, record}
-// entries, allocated in one block with its header (block_cache.h serves the
-// small ones).
+// entries, allocated in one block with its header (memory_block_cache.h serves
+// the small ones).
 //
 // Records sit inline: a change costs one allocation (the new chain) and one
 // retired object (the old chain), and chains are short (buckets >= capacity),
@@ -16,10 +16,10 @@
 #include <cstddef>
 #include <new>
 
-#include "block_cache.h"
-#include "hazard.h"
 #include "idem/record.h"
 #include "idem/types.h"
+#include "memory_block_cache.h"
+#include "memory_hazard.h"
 
 namespace idem::memory_internal {
 

@@ -18,8 +18,8 @@
 // Thread-safety: every method may be called concurrently (striped locks: a
 // call waits only for calls on slots of its stripe).
 
-#ifndef IDEM_CLAIM_MEMO_H_
-#define IDEM_CLAIM_MEMO_H_
+#ifndef IDEM_STORE_CLAIM_MEMO_H_
+#define IDEM_STORE_CLAIM_MEMO_H_
 
 #include <array>
 #include <bit>
@@ -110,4 +110,4 @@ class ClaimMemo {
 
 }  // namespace idem
 
-#endif  // IDEM_CLAIM_MEMO_H_
+#endif  // IDEM_STORE_CLAIM_MEMO_H_

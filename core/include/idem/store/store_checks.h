@@ -3,8 +3,8 @@
 //
 // Thread-safety: pure functions.
 
-#ifndef IDEM_STORE_CHECKS_H_
-#define IDEM_STORE_CHECKS_H_
+#ifndef IDEM_STORE_STORE_CHECKS_H_
+#define IDEM_STORE_STORE_CHECKS_H_
 
 #include <string_view>
 
@@ -24,4 +24,4 @@ Status CheckLockTimeout(std::string_view prefix, Duration lock_timeout);
 
 }  // namespace idem
 
-#endif  // IDEM_STORE_CHECKS_H_
+#endif  // IDEM_STORE_STORE_CHECKS_H_

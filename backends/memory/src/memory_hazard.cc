@@ -1,4 +1,4 @@
-// Hazard-pointer reclamation; see hazard.h for the protocol.
+// Hazard-pointer reclamation; see memory_hazard.h for the protocol.
 //
 // Memory orders. Why a scanner S cannot free an object X that a reader R
 // dereferences: R stores X into its slot (seq_cst), then reloads the source
@@ -14,7 +14,7 @@
 // operations are used (no standalone fences), so ThreadSanitizer models the
 // protocol exactly.
 
-#include "hazard.h"
+#include "memory_hazard.h"
 
 #include <algorithm>
 #include <cassert>
