@@ -26,7 +26,7 @@
 //   Claim             Claim of a key never used before.
 //   ClaimComplete     Claim of a new key, then Complete (CompleteShared).
 //                     Also for label sharded_mutex: the ShardedMutexStore
-//                     baseline (tests/support), the bar the memory store
+//                     baseline (benchmarks/baseline), the bar the memory store
 //                     must beat.
 //   Replay            Claim of a completed key (1,024 keys prepopulated in
 //                     set-up, outside the timing; threads cycle over them).

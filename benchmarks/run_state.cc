@@ -9,9 +9,9 @@
 #include <string>
 #include <utility>
 
+#include "baseline/sharded_mutex_store.h"
 #include "idem/open_store.h"
 #include "run_store.h"
-#include "support/sharded_mutex_store.h"
 
 namespace idem::bench {
 namespace {
@@ -44,7 +44,7 @@ Run* OpenRun(benchmark::State& state, StoreSpec& spec, std::size_t records,
   }
   auto run = std::make_unique<Run>();
   if (spec.uri.empty()) {
-    run->store = std::make_unique<testing::ShardedMutexStore>(records);
+    run->store = std::make_unique<bench::ShardedMutexStore>(records);
     return g_run = run.release();
   }
   const std::string uri =

@@ -4,9 +4,9 @@
 
 #include <memory>
 
+#include "baseline/sharded_mutex_store.h"
 #include "idem/testing/store_contract.h"
-#include "support/sharded_mutex_store.h"
 
 IDEM_STORE_CONTRACT_TEST(ShardedMutex, [] {
-  return std::make_shared<idem::testing::ShardedMutexStore>();
+  return std::make_shared<idem::bench::ShardedMutexStore>();
 });

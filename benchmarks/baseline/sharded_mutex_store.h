@@ -13,8 +13,8 @@
 //
 // Thread-safety: safe for concurrent use by any number of threads.
 
-#ifndef IDEM_TESTS_SUPPORT_SHARDED_MUTEX_STORE_H_
-#define IDEM_TESTS_SUPPORT_SHARDED_MUTEX_STORE_H_
+#ifndef IDEM_BENCHMARKS_BASELINE_SHARDED_MUTEX_STORE_H_
+#define IDEM_BENCHMARKS_BASELINE_SHARDED_MUTEX_STORE_H_
 
 #include <array>
 #include <cstddef>
@@ -26,7 +26,7 @@
 #include "idem/store.h"
 #include "idem/store/store_boundary.h"
 
-namespace idem::testing {
+namespace idem::bench {
 
 class ShardedMutexStore final : public StoreBoundary {
  public:
@@ -90,6 +90,6 @@ class ShardedMutexStore final : public StoreBoundary {
   std::array<Shard, kShards> shards_;
 };
 
-}  // namespace idem::testing
+}  // namespace idem::bench
 
-#endif  // IDEM_TESTS_SUPPORT_SHARDED_MUTEX_STORE_H_
+#endif  // IDEM_BENCHMARKS_BASELINE_SHARDED_MUTEX_STORE_H_

@@ -1,4 +1,4 @@
-#include "support/sharded_mutex_store.h"
+#include "baseline/sharded_mutex_store.h"
 
 #include <algorithm>
 #include <memory>
@@ -6,7 +6,7 @@
 
 #include "idem/token.h"
 
-namespace idem::testing {
+namespace idem::bench {
 namespace {
 
 static_assert(ShardedMutexStore::kShards == 64,
@@ -160,4 +160,4 @@ std::size_t ShardedMutexStore::SizeForTesting() const {
   return n;
 }
 
-}  // namespace idem::testing
+}  // namespace idem::bench
