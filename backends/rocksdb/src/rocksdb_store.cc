@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "idem/store/catch_exceptions.h"
 #include "idem/store/record_codec.h"
 #include "idem/token.h"
 #include "rocksdb_call.h"
@@ -41,7 +42,6 @@
 
 namespace idem {
 
-using rocksdb_internal::Boundary;
 using rocksdb_internal::KeyOf;
 using rocksdb_internal::Prefix;
 using rocksdb_internal::RocksdbCall;
@@ -241,42 +241,46 @@ Result<std::unique_ptr<RocksdbStore>> RocksdbStore::Open(
                          std::to_string(RocksdbStoreOptions::kMaxBlockCacheMb) +
                          ", got " + std::to_string(options.block_cache_mb));
   }
-  return Boundary(path, "open", [&]() -> Result<std::unique_ptr<RocksdbStore>> {
-    IDEM_RETURN_IF_ERROR(rocksdb_internal::PrepareDirectory(
-        path, options.create, kColumnFamily));
-    auto impl = std::make_unique<Impl>();
-    impl->path = path;
-    impl->clock =
-        store_options.clock ? store_options.clock : SystemClock::Instance();
-    impl->filter =
-        std::make_unique<rocksdb_internal::ExpiryFilter>(impl->clock);
-    impl->write_options.sync = options.sync;
+  // Before the store exists, so outside its StoreBoundary.
+  return CatchExceptions(
+      [&] { return Prefix(path) + "open"; },
+      [&]() -> Result<std::unique_ptr<RocksdbStore>> {
+        IDEM_RETURN_IF_ERROR(rocksdb_internal::PrepareDirectory(
+            path, options.create, kColumnFamily));
+        auto impl = std::make_unique<Impl>();
+        impl->path = path;
+        impl->clock =
+            store_options.clock ? store_options.clock : SystemClock::Instance();
+        impl->filter =
+            std::make_unique<rocksdb_internal::ExpiryFilter>(impl->clock);
+        impl->write_options.sync = options.sync;
 
-    const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-        {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
-        {kColumnFamily,
-         rocksdb_internal::RecordFamilyOptions(options, impl->filter.get())}};
-    const rocksdb::DBOptions db_options = rocksdb_internal::DatabaseOptions(
-        path, impl->background_errors, options.create);
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    const rocksdb::Status s = RocksdbCall([&] {
-      return rocksdb::DB::Open(db_options, path, families, &handles, &impl->db);
-    });
-    if (!s.ok()) {
-      if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
-        return MakeError(
-            ErrorCode::kUnavailable,
-            Prefix(path) +
-                "in use: another process, or another store in this "
-                "process, holds its LOCK file (" +
-                s.ToString() + ")");
-      }
-      return tl::unexpected(StatusError(path, "open", s));
-    }
-    impl->default_cf = handles[0];
-    impl->cf = handles[1];
-    return std::unique_ptr<RocksdbStore>(new RocksdbStore(std::move(impl)));
-  });
+        const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+            {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+            {kColumnFamily, rocksdb_internal::RecordFamilyOptions(
+                                options, impl->filter.get())}};
+        const rocksdb::DBOptions db_options = rocksdb_internal::DatabaseOptions(
+            path, impl->background_errors, options.create);
+        std::vector<rocksdb::ColumnFamilyHandle*> handles;
+        const rocksdb::Status s = RocksdbCall([&] {
+          return rocksdb::DB::Open(db_options, path, families, &handles,
+                                   &impl->db);
+        });
+        if (!s.ok()) {
+          if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+            return MakeError(
+                ErrorCode::kUnavailable,
+                Prefix(path) +
+                    "in use: another process, or another store in this "
+                    "process, holds its LOCK file (" +
+                    s.ToString() + ")");
+          }
+          return tl::unexpected(StatusError(path, "open", s));
+        }
+        impl->default_cf = handles[0];
+        impl->cf = handles[1];
+        return std::unique_ptr<RocksdbStore>(new RocksdbStore(std::move(impl)));
+      });
 }
 
 Result<ClaimResult> RocksdbStore::DoClaim(const RecordId& id,

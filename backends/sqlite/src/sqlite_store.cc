@@ -46,6 +46,7 @@
 #include <utility>
 
 #include "idem/clock.h"
+#include "idem/store/catch_exceptions.h"
 #include "idem/store/claim_memo.h"
 #include "idem/store/record_codec.h"
 #include "sqlite_checkpointer.h"
@@ -59,7 +60,6 @@
 namespace idem {
 
 using sqlite_internal::BindBlob;
-using sqlite_internal::Boundary;
 using sqlite_internal::Checkpointer;
 using sqlite_internal::ColumnBlob;
 using sqlite_internal::Connection;
@@ -401,31 +401,35 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     return MakeError(ErrorCode::kInternal,
                      Prefix(path) + "SQLite was built without thread support");
   }
-  return Boundary(path, "open", [&]() -> Result<std::unique_ptr<SqliteStore>> {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       Prefix(path) + "is a directory, not a database file");
-    }
-    if (!options.create && !std::filesystem::exists(path, ec)) {
-      return MakeError(ErrorCode::kUnavailable,
-                       Prefix(path) + "does not exist (create=false)");
-    }
-    const std::filesystem::path parent =
-        std::filesystem::path(path).parent_path();
-    if (!parent.empty() && options.create) {
-      std::filesystem::create_directories(parent, ec);
-      if (ec) {
-        return MakeError(
-            ErrorCode::kUnavailable,
-            Prefix(path) + "cannot create its directory: " + ec.message());
-      }
-    }
-    (void)store_options;  // No background work of its own reads a clock.
-    auto impl = std::make_unique<Impl>(options);
-    IDEM_RETURN_IF_ERROR(impl->Start());
-    return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(impl)));
-  });
+  // Before the store exists, so outside its StoreBoundary.
+  return CatchExceptions(
+      [&] { return Prefix(path) + "open"; },
+      [&]() -> Result<std::unique_ptr<SqliteStore>> {
+        std::error_code ec;
+        if (std::filesystem::is_directory(path, ec)) {
+          return MakeError(
+              ErrorCode::kInvalidArgument,
+              Prefix(path) + "is a directory, not a database file");
+        }
+        if (!options.create && !std::filesystem::exists(path, ec)) {
+          return MakeError(ErrorCode::kUnavailable,
+                           Prefix(path) + "does not exist (create=false)");
+        }
+        const std::filesystem::path parent =
+            std::filesystem::path(path).parent_path();
+        if (!parent.empty() && options.create) {
+          std::filesystem::create_directories(parent, ec);
+          if (ec) {
+            return MakeError(
+                ErrorCode::kUnavailable,
+                Prefix(path) + "cannot create its directory: " + ec.message());
+          }
+        }
+        (void)store_options;  // No background work of its own reads a clock.
+        auto impl = std::make_unique<Impl>(options);
+        IDEM_RETURN_IF_ERROR(impl->Start());
+        return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(impl)));
+      });
 }
 
 Result<ClaimResult> SqliteStore::DoClaim(const RecordId& id,
