@@ -7,8 +7,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "baseline/sharded_mutex_store.h"
 #include "idem/guard.h"
-#include "support/sharded_mutex_store.h"
 
 namespace idem::bench {
 namespace {
@@ -32,7 +32,7 @@ void BM_GuardRun(benchmark::State& state, bool renewal) {
     auto run = new GuardRun;
     run->clock = std::make_shared<ManualClock>();
     GuardSetup setup;
-    setup.store = std::make_shared<testing::ShardedMutexStore>(
+    setup.store = std::make_shared<bench::ShardedMutexStore>(
         kKeysPerCycle * static_cast<std::uint64_t>(state.threads()));
     setup.clock = run->clock;
     setup.options.ttl = seconds(1);

@@ -6,11 +6,12 @@
 //
 //   idem-bench [--idem_store_uris=URI,URI,...] [Google Benchmark flags]
 //
-// Default stores: memory:, rocksdb:<tmp>/rocksdb, sqlite:<tmp>/sqlite.db
-// (<tmp> a fresh directory under $TMPDIR or /tmp, removed at exit), and
-// each of $IDEM_TEST_POSTGRES_URI, $IDEM_TEST_REDIS_URI and
-// $IDEM_TEST_REDIS_CLUSTER_URI that is set. A store that cannot be opened
-// (bad URI, server down) has its rows skipped with the error
+// Default stores: every registered store (run_store.h, DefaultStoreUris):
+// the embedded ones in <tmp> (a fresh directory under $TMPDIR or /tmp,
+// removed at exit: memory:, rocksdb:<tmp>/rocksdb, sqlite:<tmp>/idem.db),
+// and each server store whose variable is set ($IDEM_TEST_POSTGRES_URI,
+// $IDEM_TEST_REDIS_URI, $IDEM_TEST_REDIS_CLUSTER_URI). A store that cannot be
+// opened (bad URI, server down) has its rows skipped with the error
 // (error_occurred / error_message in the JSON output); the run goes on, and
 // after the first failure the store's later rows skip at once instead of
 // waiting for the same timeout again.
@@ -25,7 +26,7 @@
 //   Claim             Claim of a key never used before.
 //   ClaimComplete     Claim of a new key, then Complete (CompleteShared).
 //                     Also for label sharded_mutex: the ShardedMutexStore
-//                     baseline (tests/support), the bar the memory store
+//                     baseline (benchmarks/baseline), the bar the memory store
 //                     must beat.
 //   Replay            Claim of a completed key (1,024 keys prepopulated in
 //                     set-up, outside the timing; threads cycle over them).
@@ -107,6 +108,7 @@
 #include <benchmark/benchmark.h>
 
 #include "registration.h"
+#include "run_store.h"
 #include "workloads.h"
 
 namespace idem::bench {
@@ -147,13 +149,7 @@ int Main(int argc, char** argv) {
       std::perror("idem-bench: mkdtemp");
       return 1;
     }
-    uris = {"memory:", "rocksdb:" + (temp_dir / "rocksdb").string(),
-            "sqlite:" + (temp_dir / "sqlite.db").string()};
-    for (const char* name : {"IDEM_TEST_POSTGRES_URI", "IDEM_TEST_REDIS_URI",
-                             "IDEM_TEST_REDIS_CLUSTER_URI"}) {
-      const char* server = std::getenv(name);
-      if (server != nullptr && *server != '\0') uris.emplace_back(server);
-    }
+    uris = DefaultStoreUris(temp_dir);
   }
   // The registered benchmarks point at the specs: they live until exit.
   static std::vector<StoreSpec> specs = MakeSpecs(uris);

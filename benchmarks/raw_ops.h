@@ -24,7 +24,10 @@
 //                               in-progress record as value), on the pooled
 //                               connections of a store opened from the URI
 //                               (RedisStore::SetIfAbsentForBenchmark).
-// memory: has no engine below it, so no raw operation.
+// memory: has no engine below it, so no raw operation. Each engine's part
+// is in its store's folder (backends/<name>/bench/<name>_raw_op.cc, named by
+// idem_add_backend's BENCH_SOURCES); benchmarks/CMakeLists.txt generates
+// the list of them (RawEngines).
 //
 // The raw operation writes where the URI says and leaves what it wrote there
 // (a directory, a file, a table): the caller gives it a fresh place and
@@ -37,9 +40,13 @@
 #define IDEM_BENCHMARKS_RAW_OPS_H_
 
 #include <memory>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "idem/error.h"
+#include "idem/record.h"
+#include "idem/store_uri.h"
 #include "idem/types.h"
 
 namespace idem::bench {
@@ -52,6 +59,27 @@ class RawOp {
   // and Redis (NX).
   virtual Status Write(const RecordId& id, int thread) = 0;
 };
+
+// One store's raw operation: the schemes it serves, and how it opens on a
+// parsed URI (`full_uri`: the URI as given, to open the store itself) for
+// up to `threads` writers.
+struct RawEngine {
+  std::vector<std::string_view> schemes;
+  Result<std::unique_ptr<RawOp>> (*open)(StoreUri& uri,
+                                         std::string_view full_uri,
+                                         int threads) = nullptr;
+};
+
+// Every enabled store's engine (generated raw_engines.cc).
+std::span<const RawEngine* const> RawEngines();
+
+// For the engines: a record as a claim (in progress) or a completion (with
+// BenchResponse()) leaves it, at kStart with a 24 h ttl and a 60 s lock.
+Record BenchRecord(RecordState state);
+// Opens the store of `uri` once, which creates its schema (SQLite's table,
+// PostgreSQL's table and version row), so that the raw side writes into
+// exactly the store's layout.
+Status CreateSchema(std::string_view uri);
 
 // Whether the scheme of `uri` has a raw operation (rocksdb, sqlite,
 // postgresql, redis, redis-cluster; false for memory: and for what does not

@@ -9,9 +9,9 @@
 #include <string>
 #include <utility>
 
+#include "baseline/sharded_mutex_store.h"
 #include "idem/open_store.h"
 #include "run_store.h"
-#include "support/sharded_mutex_store.h"
 
 namespace idem::bench {
 namespace {
@@ -30,9 +30,8 @@ std::size_t MemoryCapacity(std::size_t records) {
 }  // namespace
 
 bool IsServer(const std::string& uri) {
-  const std::string scheme = SchemeOf(uri);
-  return scheme == "postgresql" || scheme == "postgres" || scheme == "redis" ||
-         scheme == "redis-cluster";
+  const StoreDescriptor* store = StoreOf(uri);
+  return store != nullptr && store->local_uri == nullptr;
 }
 
 Run* OpenRun(benchmark::State& state, StoreSpec& spec, std::size_t records,
@@ -45,7 +44,7 @@ Run* OpenRun(benchmark::State& state, StoreSpec& spec, std::size_t records,
   }
   auto run = std::make_unique<Run>();
   if (spec.uri.empty()) {
-    run->store = std::make_unique<testing::ShardedMutexStore>(records);
+    run->store = std::make_unique<bench::ShardedMutexStore>(records);
     return g_run = run.release();
   }
   const std::string uri =

@@ -1,15 +1,10 @@
 // A fresh store for every benchmark run, derived from a store URI, and its
-// removal after the run, so that no run meets another run's records.
-//
-//   memory:...               memory:?capacity=C (C chosen by the caller; the
-//                            URI's own parameters are replaced)
-//   rocksdb:DIR?p            rocksdb:DIR/run-N?p        (a subdirectory)
-//   sqlite:DIR/F.db?p        sqlite:DIR/F-run-N.db?p    (a sibling file)
-//   postgresql://...?p       the same server with table=idem_bench_<pid>_N
-//                            (any table= given is replaced, never touched)
-//   redis://...?p,           the same server(s) with
-//   redis-cluster://...?p    prefix=idem_bench_<pid>_N: (any prefix= given
-//                            is replaced, never touched)
+// removal after the run, so that no run meets another run's records: the
+// store's descriptor (idem/store/store_descriptor.h) says how
+// (StoreDescriptor::fresh_uri, remove: a subdirectory, a sibling file, a
+// table, a key prefix, named idem_bench_<pid>_<run>). An in-memory store
+// (neither durable nor shared) is sized by the caller instead:
+// memory:?capacity=C.
 //
 // Thread-safety: plain functions; RemoveRunStore must not run while the
 // store is open.
@@ -18,10 +13,13 @@
 #define IDEM_BENCHMARKS_RUN_STORE_H_
 
 #include <cstddef>
+#include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "idem/error.h"
+#include "idem/store/store_descriptor.h"
 #include "idem/store_uri.h"
 
 namespace idem::bench {
@@ -37,6 +35,17 @@ std::string RunStoreUri(std::string_view uri, int run,
 // errors are ignored (a benchmark's temporary files are not worth failing
 // over).
 void RemoveRunStore(std::string_view run_uri);
+
+// The descriptor of the store `uri` names, or nullptr.
+const StoreDescriptor* StoreOf(std::string_view uri);
+
+// Neither durable nor shared: its records live in the process.
+bool InMemoryStore(const StoreDescriptor& store);
+
+// The stores idem-bench runs without --idem_store_uris: every embedded
+// store in `dir` (StoreDescriptor::local_uri), and every server store
+// whose setup's variable (IDEM_TEST_POSTGRES_URI, ...) is set.
+std::vector<std::string> DefaultStoreUris(const std::filesystem::path& dir);
 
 // `uri` parsed (a redis-cluster host list rewritten as OpenStore does).
 Result<StoreUri> ParseBenchUri(std::string_view uri);

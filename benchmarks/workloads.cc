@@ -24,6 +24,7 @@
 #include "idem/types.h"
 #include "raw_ops.h"
 #include "run_state.h"
+#include "run_store.h"
 
 namespace idem::bench {
 namespace {
@@ -190,7 +191,9 @@ const char* WorkloadName(Workload w) {
 }
 
 bool InMemory(const StoreSpec& spec) {
-  return spec.uri.empty() || spec.uri.rfind("memory:", 0) == 0;
+  if (spec.uri.empty()) return true;  // The ShardedMutexStore baseline.
+  const StoreDescriptor* store = StoreOf(spec.uri);
+  return store != nullptr && InMemoryStore(*store);
 }
 
 void BM_Store(benchmark::State& state, StoreSpec* spec, Workload workload) {

@@ -33,22 +33,39 @@ function(idem_add_library name)
 endfunction()
 
 # idem_add_backend(<name> SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...]
-#                  [COMPONENT <component>])
+#                  [COMPONENT <component>] [DESCRIPTOR <function>]
+#                  [BENCH_SOURCES ... [BENCH_LIBS ...]])
 # Used from backends/<name>/CMakeLists.txt: builds idem::<name> on top of
-# idem::core and registers it with idem::stores (OpenStore), which is built
-# with IDEM_HAVE_<NAME> defined for every enabled backend.
+# idem::core and registers it with idem::stores: the registry
+# (store_registry.h) calls `const idem::StoreDescriptor& <function>()`,
+# which one of SOURCES defines (default: <Name>StoreDescriptor, the name
+# capitalized, e.g. SqliteStoreDescriptor). BENCH_SOURCES: the store's raw
+# engine write for idem-bench (benchmarks/raw_ops.h), compiled into the
+# benchmarks only, with BENCH_LIBS; one of them defines
+# `const idem::bench::RawEngine& <Name>RawEngine()`.
 function(idem_add_backend name)
-  cmake_parse_arguments(ARG "" "COMPONENT" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "COMPONENT;DESCRIPTOR"
+    "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS;BENCH_SOURCES;BENCH_LIBS" ${ARGN})
   if(NOT ARG_COMPONENT)
     set(ARG_COMPONENT ${name})
+  endif()
+  if(NOT ARG_DESCRIPTOR)
+    string(SUBSTRING ${name} 0 1 first)
+    string(SUBSTRING ${name} 1 -1 rest)
+    string(TOUPPER ${first} first)
+    set(ARG_DESCRIPTOR ${first}${rest}StoreDescriptor)
+  endif()
+  set_property(GLOBAL PROPERTY IDEM_BACKEND_${name}_DESCRIPTOR ${ARG_DESCRIPTOR})
+  if(ARG_BENCH_SOURCES)
+    list(TRANSFORM ARG_BENCH_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
+    set_property(GLOBAL PROPERTY IDEM_BACKEND_${name}_BENCH_SOURCES ${ARG_BENCH_SOURCES})
+    set_property(GLOBAL PROPERTY IDEM_BACKEND_${name}_BENCH_LIBS ${ARG_BENCH_LIBS})
   endif()
   idem_add_library(${name} SOURCES ${ARG_SOURCES}
     PUBLIC_DEPS idem::core ${ARG_PUBLIC_DEPS}
     PRIVATE_DEPS ${ARG_PRIVATE_DEPS}
     COMPONENT ${ARG_COMPONENT})
-  string(TOUPPER ${name} upper)
   set_property(GLOBAL APPEND PROPERTY IDEM_BACKENDS ${name})
-  set_property(GLOBAL APPEND PROPERTY IDEM_BACKEND_DEFINES IDEM_HAVE_${upper}=1)
 endfunction()
 
 # idem_add_test(<name> SOURCES ... LIBS ... [LABEL <label>] [TIMEOUT <s>]

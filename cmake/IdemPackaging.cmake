@@ -8,9 +8,12 @@
 #                                 package's config, idem.pc, idem-memory.pc
 #   <store>  libidem-<store>-dev  one per other store (rocksdb, sqlite,
 #                                 postgres, redis): its library, header,
-#                                 export file and .pc
+#                                 export file and .pc (what each needs:
+#                                 idem_package_facts in its folder)
 #   stores   libidem-stores-dev   idem::stores (OpenStore over every store
 #                                 this build has, so it depends on them all)
+#   testing  libidem-testing-dev  idem::testing, the store contract suite
+#                                 (GoogleTest) for a store written elsewhere
 #   asio     libidem-asio-dev     idem::asio, what the Asio adapters share
 #   beast    libidem-beast-dev    the Boost.Beast adapter
 #   restinio libidem-restinio-dev the RESTinio adapter
@@ -42,10 +45,6 @@ endfunction()
 set(_idem_v "= ${PROJECT_VERSION}")
 set(IDEM_PC_REQUIRES_core "libcrypto >= 3, liburiparser >= 0.9")
 set(IDEM_PC_REQUIRES_memory "idem ${_idem_v}")
-set(IDEM_PC_REQUIRES_rocksdb "idem ${_idem_v}, rocksdb >= 7")
-set(IDEM_PC_REQUIRES_sqlite "idem ${_idem_v}, sqlite3 >= 3.35")
-set(IDEM_PC_REQUIRES_postgres "idem ${_idem_v}, libpq >= 12")
-set(IDEM_PC_REQUIRES_redis "idem ${_idem_v}, hiredis >= 0.14, libcrypto >= 3")
 set(IDEM_PC_REQUIRES_asio "idem ${_idem_v}")  # Boost ships no .pc: headers only.
 set(IDEM_PC_REQUIRES_beast "idem ${_idem_v}, idem-asio ${_idem_v}")
 # RESTinio ships no .pc (headers only); it links fmt.
@@ -60,10 +59,6 @@ set(IDEM_PC_REQUIRES_grpc
 # for), besides libidem-dev itself.
 set(IDEM_DEB_DEPENDS_dev
   "libssl-dev (>= 3), libexpected-dev, nlohmann-json3-dev (>= 3.10), liburiparser-dev (>= 0.9)")
-set(IDEM_DEB_DEPENDS_rocksdb "librocksdb-dev (>= 7)")
-set(IDEM_DEB_DEPENDS_sqlite "libsqlite3-dev (>= 3.35)")
-set(IDEM_DEB_DEPENDS_postgres "libpq-dev (>= 12)")
-set(IDEM_DEB_DEPENDS_redis "libhiredis-dev (>= 0.14), pkg-config")  # cmake/Findhiredis.cmake
 set(IDEM_DEB_DEPENDS_asio "libboost-dev (>= 1.74) | libboost1.74-dev")
 set(IDEM_DEB_DEPENDS_beast "libboost-dev (>= 1.74) | libboost1.74-dev")
 set(IDEM_DEB_DEPENDS_restinio "librestinio-dev, libfmt-dev")
@@ -77,15 +72,62 @@ set(IDEM_DEB_IDEM_DEPENDS_restinio asio)
 set(IDEM_DEB_IDEM_DEPENDS_grpc asio)
 
 set(IDEM_DEB_SUMMARY_dev "core, memory store, CMake and pkg-config files")
-set(IDEM_DEB_SUMMARY_rocksdb "embedded RocksDB store")
-set(IDEM_DEB_SUMMARY_sqlite "embedded SQLite store")
-set(IDEM_DEB_SUMMARY_postgres "PostgreSQL store")
-set(IDEM_DEB_SUMMARY_redis "Redis and Redis Cluster store")
 set(IDEM_DEB_SUMMARY_stores "OpenStore over every store")
 set(IDEM_DEB_SUMMARY_asio "the Asio adapters' shared layer")
 set(IDEM_DEB_SUMMARY_beast "Boost.Beast adapter")
 set(IDEM_DEB_SUMMARY_restinio "RESTinio adapter")
 set(IDEM_DEB_SUMMARY_grpc "gRPC adapter (unary methods)")
+
+# idem_package_facts(<library> [PC_REQUIRES <text>] [DEB_DEPENDS <text>]
+#                    [SUMMARY <text>] [FIND_DEPENDENCY <arguments>...]
+#                    [FIND_MODULES <file>...])
+# What the packaging says of one library, stated in the library's own
+# CMakeLists.txt (a store's folder holds all of it): what its pkg-config
+# file requires besides idem, what its -dev package depends on besides
+# libidem-dev (Debian 12 names), its package's summary, the
+# find_dependency() idemConfig.cmake calls before loading its export file
+# (idem-<library>-dependencies.cmake, installed with it), and the
+# Find<package>.cmake modules that call needs (installed beside it).
+# Call after the library exists (idem_add_library, idem_add_backend).
+function(idem_package_facts name)
+  cmake_parse_arguments(ARG "" "PC_REQUIRES;DEB_DEPENDS;SUMMARY"
+    "FIND_DEPENDENCY;FIND_MODULES" ${ARGN})
+  set(requires "idem ${_idem_v}")
+  if(ARG_PC_REQUIRES)
+    string(APPEND requires ", ${ARG_PC_REQUIRES}")
+  endif()
+  set_property(GLOBAL PROPERTY IDEM_FACT_PC_REQUIRES_${name} "${requires}")
+  set_property(GLOBAL PROPERTY IDEM_FACT_DEB_DEPENDS_${name} "${ARG_DEB_DEPENDS}")
+  set_property(GLOBAL PROPERTY IDEM_FACT_DEB_SUMMARY_${name} "${ARG_SUMMARY}")
+  get_property(component GLOBAL PROPERTY IDEM_LIBRARY_${name}_COMPONENT)
+  set(cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/idem)
+  if(ARG_FIND_DEPENDENCY)
+    list(JOIN ARG_FIND_DEPENDENCY " " call)
+    set(out ${PROJECT_BINARY_DIR}/idem-${name}-dependencies.cmake)
+    file(WRITE ${out} "# What idem::${name} links besides idem (generated).\n"
+      "list(APPEND CMAKE_MODULE_PATH \"\${CMAKE_CURRENT_LIST_DIR}\")\n"
+      "find_dependency(${call})\n")
+    install(FILES ${out} DESTINATION ${cmake_dir} COMPONENT ${component})
+  endif()
+  foreach(module IN LISTS ARG_FIND_MODULES)
+    install(FILES ${module} DESTINATION ${cmake_dir} COMPONENT ${component})
+  endforeach()
+endfunction()
+
+# The facts idem_package_facts recorded, as the variables
+# IDEM_PC_REQUIRES_<library>, IDEM_DEB_DEPENDS_<library> and
+# IDEM_DEB_SUMMARY_<library> in the caller's scope.
+macro(_idem_load_package_facts)
+  get_property(_idem_libraries GLOBAL PROPERTY IDEM_LIBRARIES)
+  foreach(_idem_lib IN LISTS _idem_libraries)
+    foreach(_idem_fact PC_REQUIRES DEB_DEPENDS DEB_SUMMARY)
+      get_property(_idem_set GLOBAL PROPERTY IDEM_FACT_${_idem_fact}_${_idem_lib} SET)
+      if(_idem_set)
+        get_property(IDEM_${_idem_fact}_${_idem_lib} GLOBAL PROPERTY IDEM_FACT_${_idem_fact}_${_idem_lib})
+      endif()
+    endforeach()
+  endforeach()
+endmacro()
 
 # idem_pkg_config(<library>): idem.pc for core, idem-<library>.pc otherwise,
 # in ${CMAKE_INSTALL_LIBDIR}/pkgconfig, installed with the library's
@@ -130,6 +172,7 @@ endfunction()
 # idem_install_package_files(): every library's export file and .pc, and the
 # CMake package's config and version files. Call after every library exists.
 function(idem_install_package_files)
+  _idem_load_package_facts()
   get_property(libraries GLOBAL PROPERTY IDEM_LIBRARIES)
   set(cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/idem)
   foreach(name IN LISTS libraries)
@@ -158,11 +201,6 @@ function(idem_install_package_files)
   install(FILES ${PROJECT_SOURCE_DIR}/LICENSE
     DESTINATION ${CMAKE_INSTALL_DOCDIR}
     COMPONENT dev)
-  if(IDEM_WITH_REDIS)
-    install(FILES ${PROJECT_SOURCE_DIR}/cmake/Findhiredis.cmake
-      DESTINATION ${cmake_dir}
-      COMPONENT redis)
-  endif()
 endfunction()
 
 # The Maintainer is a placeholder a release sets.
@@ -197,6 +235,7 @@ function(idem_cpack)
     "the first response (the IETF Idempotency-Key HTTP header draft).")
   set(static "A static library: a program needs this package to build only.")
 
+  _idem_load_package_facts()
   get_property(libraries GLOBAL PROPERTY IDEM_LIBRARIES)
   get_property(backends GLOBAL PROPERTY IDEM_BACKENDS)
   set(components)

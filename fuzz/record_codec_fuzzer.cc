@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "idem/record_codec.h"
+#include "idem/store/record_codec.h"
 
 namespace {
 

@@ -41,7 +41,7 @@ version=$(dpkg-deb -f "${deb[libidem-dev]:?no libidem-dev package}" Version)
 # adapter, idemctl when it is built.
 expected=(libidem-dev libidem-stores-dev)
 built() { [[ -n $(find "$build" -name "$1" -type f -print -quit) ]]; }
-for part in rocksdb sqlite postgres redis asio beast restinio grpc; do
+for part in rocksdb sqlite postgres redis asio beast restinio grpc testing; do
   if built "libidem_$part.a"; then expected+=("libidem-$part-dev"); fi
 done
 if built idem-demo; then expected+=(idem-demo); fi
@@ -173,7 +173,8 @@ for store in memory rocksdb sqlite postgres redis; do
   flags=$(pkg-config --cflags --libs "idem-$store") || fail "pkg-config idem-$store fails on the unpacked tree"
   [[ $flags == *"-I$scratch/usr/lib/pkgconfig/../../include"* ]] || fail "pkg-config idem-$store: not the unpacked tree: $flags"
   # shellcheck disable=SC2086  # $flags is a list of flags.
-  $(command -v ccache || true) g++ -std=c++20 -DIDEM_CONSUMER_${store^^}=1 -o "$out/consumer-pkg-config" "$consumer_src/main.cc" $flags ||
+  $(command -v ccache || true) g++ -std=c++20 "-DIDEM_CONSUMER_HEADER=<idem/${store}_store.h>" \
+    "-DIDEM_CONSUMER_CLASS=idem::${store^}Store" -o "$out/consumer-pkg-config" "$consumer_src/main.cc" $flags ||
     fail "$store: the pkg-config consumer does not build"
   unset PKG_CONFIG_PATH
   if [[ $store == memory && -n ${deb[libidem-sqlite-dev]:-} ]]; then
@@ -268,4 +269,22 @@ for adapter in beast restinio grpc; do
   "$out/consumer-pkg-config" >/dev/null || fail "grpc: the pkg-config consumer failed"
   results+=("grpc: find_package and pkg-config consumers ran")
 done
+# 7. The conformance kit: a store written outside the tree
+# (tests/store_kit_consumer) built on libidem-dev and libidem-testing-dev
+# alone with find_package(idem COMPONENTS testing), and its contract run.
+if [[ -n ${deb[libidem-testing-dev]:-} ]]; then
+  holds libidem-testing-dev usr/include/idem/testing/store_contract.h "$lib/libidem_testing.a" \
+    "$cmake/idem-testing-targets.cmake" "$pc/idem-testing.pc"
+  scratch=$work/root-testing out=$work/store-kit-consumer
+  rm -rf "$scratch" "$out"
+  mkdir -p "$scratch" "$out"
+  for p in libidem-dev libidem-testing-dev; do dpkg -x "${deb[$p]}" "$scratch"; done
+  cmake -S "$root/tests/store_kit_consumer" -B "$out" -DCMAKE_PREFIX_PATH="$scratch/usr" \
+    -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON -DCMAKE_CXX_COMPILER_LAUNCHER="$(command -v ccache || true)" \
+    >"$out.cmake.log" 2>&1 || { cat "$out.cmake.log"; fail "find_package(idem COMPONENTS testing) failed"; }
+  grep -q "$scratch/usr/lib/cmake/idem" "$out/CMakeCache.txt" || fail "store kit: CMake found another idem than the unpacked one"
+  cmake --build "$out" >"$out.build.log" 2>&1 || { cat "$out.build.log"; fail "the store kit consumer does not build"; }
+  "$out/map_store_test" >"$out.run.log" 2>&1 || { tail -50 "$out.run.log"; fail "the store kit consumer's contract failed"; }
+  results+=("testing: a store outside the tree passed the installed contract kit ($(grep -o '[0-9]* tests* from' "$out.run.log" | tail -1 | cut -d' ' -f1) rows)")
+fi
 echo "packages.sh: ${#deb[@]} packages of idem $version checked (files, Depends); $(printf '%s; ' "${results[@]}" | sed 's/; $//')"

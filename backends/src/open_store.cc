@@ -1,73 +1,49 @@
 #include "idem/open_store.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <utility>
 
+#include "idem/store/store_descriptor.h"
+#include "idem/store_registry.h"
 #include "idem/store_uri.h"
 #include "idem/sweeper.h"
-
-#ifdef IDEM_HAVE_MEMORY
-#include "idem/memory_store.h"
-#endif
-#ifdef IDEM_HAVE_ROCKSDB
-#include "idem/rocksdb_store.h"
-#endif
-#ifdef IDEM_HAVE_SQLITE
-#include "idem/sqlite_store.h"
-#endif
-#ifdef IDEM_HAVE_POSTGRES
-#include "idem/postgres_store.h"
-#endif
-#ifdef IDEM_HAVE_REDIS
-#include "idem/redis_store.h"
-#endif
 
 namespace idem {
 namespace {
 
-using Opener = Result<std::unique_ptr<Store>> (*)(StoreUri&,
-                                                  const StoreOptions&);
+// "a, b, c".
+std::string JoinNames(const std::vector<std::string_view>& names) {
+  std::string out;
+  for (std::string_view n : names) {
+    out += out.empty() ? "" : ", ";
+    out += n;
+  }
+  return out;
+}
 
-struct Backend {
-  const char* scheme;
-  Opener open;
-};
-
-// Explicit, in one place: no static self-registration, so what a binary can
-// open is exactly what it links.
-constexpr Backend kBackends[] = {
-#ifdef IDEM_HAVE_MEMORY
-    {"memory", &MemoryStore::OpenFromUri},
-#endif
-#ifdef IDEM_HAVE_ROCKSDB
-    {"rocksdb", &RocksdbStore::OpenFromUri},
-#endif
-#ifdef IDEM_HAVE_SQLITE
-    {"sqlite", &SqliteStore::OpenFromUri},
-#endif
-#ifdef IDEM_HAVE_POSTGRES
-    {"postgresql", &PostgresStore::OpenFromUri},
-    {"postgres", &PostgresStore::OpenFromUri},
-#endif
-#ifdef IDEM_HAVE_REDIS
-    {"redis", &RedisStore::OpenFromUri},
-    {"redis-cluster", &RedisStore::OpenFromUri},
-#endif
-    {nullptr, nullptr},
-};
+// Every parameter the URI still has is one `store` takes: the error names
+// the first other one and what the scheme takes.
+Status CheckParameters(const StoreUri& uri, const StoreDescriptor& store) {
+  for (const auto& [name, value] : uri.params()) {
+    if (std::find(store.parameters.begin(), store.parameters.end(), name) ==
+        store.parameters.end()) {
+      return tl::unexpected(uri.InvalidArgument(
+          "unknown parameter '" + name + "' for " + uri.scheme() +
+          ": (it takes " + JoinNames(store.parameters) +
+          ", sweep_interval_s)"));
+    }
+  }
+  return {};
+}
 
 }  // namespace
 
 Result<std::unique_ptr<Store>> OpenStore(std::string_view uri,
                                          const StoreOptions& options) {
-#ifdef IDEM_HAVE_REDIS
-  // A Redis Cluster URI lists hosts with commas, which RFC 3986 does not
-  // allow: the store rewrites it into a form StoreUri parses.
-  const std::string rewritten = RedisStore::ClusterUriForParsing(uri);
-  uri = rewritten;
-#endif
-  IDEM_ASSIGN_OR_RETURN(StoreUri parsed, StoreUri::Parse(uri));
+  IDEM_ASSIGN_OR_RETURN(StoreUri parsed,
+                        StoreUri::Parse(ParseableStoreUri(uri)));
   // Every scheme's: the sweeper is OpenStore's, not a backend's.
   SweeperOptions sweeper;
   sweeper.interval = options.sweep_interval;
@@ -82,26 +58,26 @@ Result<std::unique_ptr<Store>> OpenStore(std::string_view uri,
     return tl::unexpected(parsed.InvalidArgument(
         "StoreOptions::sweep_interval must be from 0 to 24 h"));
   }
-  for (const Backend& b : kBackends) {
-    if (b.scheme != nullptr && parsed.scheme() == b.scheme) {
-      IDEM_ASSIGN_OR_RETURN(auto store, b.open(parsed, options));
-      return WithSweeper(std::move(store), std::move(sweeper));
+  const StoreDescriptor* store = FindStoreByScheme(parsed.scheme());
+  if (store == nullptr) {
+    std::string known;
+    for (const std::string& s : AvailableStoreSchemes()) {
+      known += known.empty() ? "" : ", ";
+      known += s + ":";
     }
+    return tl::unexpected(
+        parsed.InvalidArgument("unknown store scheme '" + parsed.scheme() +
+                               "' (this build has: " + known + ")"));
   }
-  std::string known;
-  for (const std::string& s : AvailableStoreSchemes()) {
-    known += known.empty() ? "" : ", ";
-    known += s + ":";
-  }
-  return tl::unexpected(
-      parsed.InvalidArgument("unknown store scheme '" + parsed.scheme() +
-                             "' (this build has: " + known + ")"));
+  IDEM_RETURN_IF_ERROR(CheckParameters(parsed, *store));
+  IDEM_ASSIGN_OR_RETURN(auto opened, store->open(parsed, options));
+  return WithSweeper(std::move(opened), std::move(sweeper));
 }
 
 std::vector<std::string> AvailableStoreSchemes() {
   std::vector<std::string> out;
-  for (const Backend& b : kBackends) {
-    if (b.scheme != nullptr) out.emplace_back(b.scheme);
+  for (const StoreDescriptor* store : RegisteredStores()) {
+    for (std::string_view s : store->schemes) out.emplace_back(s);
   }
   return out;
 }

@@ -345,7 +345,7 @@ def section_ratios(rows, threads, retimed=None):
              "Time per operation of the store divided by the baseline's, "
              "in the same run (1.00× = as fast as the baseline; 2.00× = "
              "half its throughput). The baselines: for `memory:`, the "
-             "sharded-mutex map (`ShardedMutexStore`, tests/support), the "
+             "sharded-mutex map (`ShardedMutexStore`, benchmarks/baseline), the "
              "bar the lock-free store has to beat; for the others, "
              "the engine's own write through the same connection setup ("
              + "; ".join(f"{k}: {v}" for k, v in RAW_TEXT.items()

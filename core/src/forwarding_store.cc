@@ -1,4 +1,4 @@
-#include "idem/forwarding_store.h"
+#include "idem/store/forwarding_store.h"
 
 #include <utility>
 

@@ -10,7 +10,7 @@
 // tables: decoding a record with a 1 MiB body, CRC and copy included, takes
 // about half a millisecond (~2 GB/s) on the development machine.
 
-#include "idem/record_codec.h"
+#include "idem/store/record_codec.h"
 
 #include <array>
 #include <cassert>

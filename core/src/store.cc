@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "idem/store_checks.h"
+#include "idem/store/store_checks.h"
 #include "idem/token.h"
 
 namespace idem {

@@ -43,6 +43,34 @@ struct QueryListDeleter {
 
 }  // namespace
 
+std::string WithUriParams(std::string_view uri, std::string_view params) {
+  std::string out(uri);
+  if (params.empty()) return out;
+  out += out.find('?') == std::string::npos ? '?' : '&';
+  out += params;
+  return out;
+}
+
+std::string WithUriParam(std::string_view uri, std::string_view name,
+                         std::string_view value) {
+  const std::size_t q = uri.find('?');
+  std::string out(uri.substr(0, q));
+  std::string_view query =
+      q == std::string_view::npos ? std::string_view() : uri.substr(q + 1);
+  std::string kept;
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view param = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view()
+                                          : query.substr(amp + 1);
+    if (param.empty() || param.substr(0, param.find('=')) == name) continue;
+    kept += kept.empty() ? "" : "&";
+    kept += param;
+  }
+  out = WithUriParams(out, kept);
+  return WithUriParams(out, std::string(name) + "=" + std::string(value));
+}
+
 std::string RedactUri(std::string_view uri) {
   std::string out(uri);
   // userinfo password: scheme://user:PASSWORD@host. Found in the raw text,

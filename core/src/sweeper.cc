@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "idem/forwarding_store.h"
+#include "idem/store/forwarding_store.h"
 
 namespace idem {
 

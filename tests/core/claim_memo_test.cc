@@ -2,7 +2,7 @@
 // newer claim overwrites its slot; the record id comes back for the caller
 // to check; concurrent use.
 
-#include "idem/claim_memo.h"
+#include "idem/store/claim_memo.h"
 
 #include <cstddef>
 #include <cstdint>

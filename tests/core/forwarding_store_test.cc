@@ -2,7 +2,7 @@
 // its inner store unchanged: checked over the baseline store by observing
 // each call's effect through the inner store itself.
 
-#include "idem/forwarding_store.h"
+#include "idem/store/forwarding_store.h"
 
 #include <chrono>
 #include <cstdint>
@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include "baseline/sharded_mutex_store.h"
 #include "idem/record_id.h"
 #include "idem/types.h"
-#include "support/sharded_mutex_store.h"
 
 namespace idem {
 namespace {
@@ -30,8 +30,8 @@ Fingerprint Fp() { return Filled<Fingerprint>(0xf7); }
 
 class ForwardingStoreTest : public ::testing::Test {
  protected:
-  std::shared_ptr<testing::ShardedMutexStore> inner_ =
-      std::make_shared<testing::ShardedMutexStore>();
+  std::shared_ptr<bench::ShardedMutexStore> inner_ =
+      std::make_shared<bench::ShardedMutexStore>();
   ForwardingStore store_{inner_};
   const TimePoint now_{seconds(1000)};
 };

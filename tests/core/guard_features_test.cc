@@ -13,13 +13,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "baseline/sharded_mutex_store.h"
 #include "idem/guard.h"
 #include "idem/once.h"
 #include "idem/record_id.h"
 #include "support/down_store.h"
 #include "support/faulty_store.h"
 #include "support/log_capture.h"
-#include "support/sharded_mutex_store.h"
 
 namespace idem {
 namespace {
@@ -88,8 +88,8 @@ class GuardFeaturesTest : public ::testing::Test {
     guard_.reset();
     logs_.clear();
     clock_ = std::make_shared<ManualClock>();
-    inner_ = inner ? std::move(inner)
-                   : std::make_shared<testing::ShardedMutexStore>();
+    inner_ =
+        inner ? std::move(inner) : std::make_shared<bench::ShardedMutexStore>();
     store_ = std::make_shared<testing::FaultyStore>(inner_);
     GuardSetup setup;
     setup.store = store_;

@@ -15,11 +15,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "baseline/sharded_mutex_store.h"
 #include "idem/problem.h"
 #include "idem/record_id.h"
 #include "support/faulty_store.h"
 #include "support/log_capture.h"
-#include "support/sharded_mutex_store.h"
 
 namespace idem {
 namespace {
@@ -86,7 +86,7 @@ class GuardTest : public ::testing::Test {
 
   void Rebuild(GuardOptions options) {
     clock_ = std::make_shared<ManualClock>();
-    inner_ = std::make_shared<testing::ShardedMutexStore>();
+    inner_ = std::make_shared<bench::ShardedMutexStore>();
     store_ = std::make_shared<testing::FaultyStore>(inner_);
     logs_.clear();
     GuardSetup setup;

@@ -13,9 +13,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "baseline/sharded_mutex_store.h"
 #include "idem/guard.h"
 #include "support/faulty_store.h"
-#include "support/sharded_mutex_store.h"
 #include "support/wait_for.h"
 
 namespace idem {
@@ -58,7 +58,7 @@ struct LoggingGuard {
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
   std::shared_ptr<testing::FaultyStore> store =
       std::make_shared<testing::FaultyStore>(
-          std::make_shared<testing::ShardedMutexStore>());
+          std::make_shared<bench::ShardedMutexStore>());
   Captured out;  // Before guard: its destructor writes pending counts.
   std::unique_ptr<Guard> guard;
 

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "baseline/sharded_mutex_store.h"
 #include "support/faulty_store.h"
-#include "support/sharded_mutex_store.h"
 
 namespace idem {
 namespace {
@@ -19,7 +19,7 @@ class RunOnceTest : public ::testing::Test {
   void Rebuild(GuardOptions options) {
     clock_ = std::make_shared<ManualClock>();
     store_ = std::make_shared<testing::FaultyStore>(
-        std::make_shared<testing::ShardedMutexStore>());
+        std::make_shared<bench::ShardedMutexStore>());
     GuardSetup setup;
     setup.store = store_;
     setup.options = std::move(options);

@@ -1,7 +1,7 @@
 // Tests of the binary record codec: round trips, the pinned version-1 bytes,
 // and that every kind of damage decodes to kDataLoss instead of a record.
 
-#include "idem/record_codec.h"
+#include "idem/store/record_codec.h"
 
 #include <chrono>
 #include <cstdint>

@@ -9,10 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include "baseline/sharded_mutex_store.h"
 #include "idem/claim_lease.h"
 #include "idem/guard.h"
 #include "support/faulty_store.h"
-#include "support/sharded_mutex_store.h"
 
 namespace idem {
 namespace {
@@ -23,7 +23,7 @@ using std::chrono::seconds;
 TEST(RenewalMetricsTest, CallsAndFailuresAreCounted) {
   auto clock = std::make_shared<ManualClock>();
   auto store = std::make_shared<testing::FaultyStore>(
-      std::make_shared<testing::ShardedMutexStore>());
+      std::make_shared<bench::ShardedMutexStore>());
   GuardSetup setup;
   setup.store = store;
   setup.clock = clock;

@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "baseline/sharded_mutex_store.h"
 #include "support/faulty_store.h"
-#include "support/sharded_mutex_store.h"
 
 namespace idem {
 namespace {
@@ -77,7 +77,7 @@ class SqlOnceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     store_ = std::make_shared<testing::FaultyStore>(
-        std::make_shared<testing::ShardedMutexStore>());
+        std::make_shared<bench::ShardedMutexStore>());
     GuardSetup setup;
     setup.store = store_;
     setup.clock = clock_;

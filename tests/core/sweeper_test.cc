@@ -15,11 +15,11 @@
 
 #include <gtest/gtest.h>
 
+#include "baseline/sharded_mutex_store.h"
 #include "idem/open_store.h"
 #include "idem/record_id.h"
 #include "idem/types.h"
 #include "support/faulty_store.h"
-#include "support/sharded_mutex_store.h"
 
 namespace idem {
 namespace {
@@ -76,7 +76,7 @@ struct Logged {
 
 TEST(SweeperTest, APassDeletesEveryExpiredRecordInBatches) {
   auto clock = std::make_shared<ManualClock>();
-  testing::ShardedMutexStore store;
+  bench::ShardedMutexStore store;
   ASSERT_NO_FATAL_FAILURE(Fill(store, clock->Now(), 10, 3));
   auto sweeper = Sweeper::Start(store, {.interval = Duration::zero(),
                                         .batch = 3,
@@ -96,7 +96,7 @@ TEST(SweeperTest, APassDeletesEveryExpiredRecordInBatches) {
 
 TEST(SweeperTest, APassStopsAtItsTimeBoundAndTheNextOneGoesOn) {
   auto clock = std::make_shared<ManualClock>();
-  testing::ShardedMutexStore store;
+  bench::ShardedMutexStore store;
   ASSERT_NO_FATAL_FAILURE(Fill(store, clock->Now(), 10, 0));
   // max_pass_time 0: one batch per pass, whatever is left.
   auto sweeper = Sweeper::Start(store, {.interval = Duration::zero(),
@@ -114,7 +114,7 @@ TEST(SweeperTest, APassStopsAtItsTimeBoundAndTheNextOneGoesOn) {
 
 TEST(SweeperTest, AFailedPassIsCountedLoggedAndRetriedByTheNext) {
   auto clock = std::make_shared<ManualClock>();
-  auto inner = std::make_shared<testing::ShardedMutexStore>();
+  auto inner = std::make_shared<bench::ShardedMutexStore>();
   testing::FaultyStore store(inner);
   ASSERT_NO_FATAL_FAILURE(Fill(store, clock->Now(), 5, 0));
   Logged logged;
@@ -143,7 +143,7 @@ TEST(SweeperTest, AFailedPassIsCountedLoggedAndRetriedByTheNext) {
 }
 
 TEST(SweeperTest, BadOptionsAreInvalidArguments) {
-  testing::ShardedMutexStore store;
+  bench::ShardedMutexStore store;
   for (const SweeperOptions& options :
        {SweeperOptions{.batch = 0}, SweeperOptions{.interval = -seconds(1)},
         SweeperOptions{.max_pass_time = -seconds(1)}}) {
@@ -155,7 +155,7 @@ TEST(SweeperTest, BadOptionsAreInvalidArguments) {
 
 TEST(SweeperTest, TheThreadSweepsEveryIntervalAndKeepsGoingAfterAnError) {
   auto clock = std::make_shared<ManualClock>();
-  auto inner = std::make_shared<testing::ShardedMutexStore>();
+  auto inner = std::make_shared<bench::ShardedMutexStore>();
   testing::FaultyStore store(inner);
   ASSERT_NO_FATAL_FAILURE(Fill(store, clock->Now(), 5, 2));
   clock->Advance(seconds(10));
@@ -170,7 +170,7 @@ TEST(SweeperTest, TheThreadSweepsEveryIntervalAndKeepsGoingAfterAnError) {
 }
 
 TEST(SweeperTest, DestroyingAnIdleSweeperReturnsAtOnce) {
-  testing::ShardedMutexStore store;
+  bench::ShardedMutexStore store;
   auto sweeper = Sweeper::Start(store, {.interval = hours(1)});
   ASSERT_TRUE(sweeper.has_value());
   const auto start = std::chrono::steady_clock::now();
@@ -181,8 +181,8 @@ TEST(SweeperTest, DestroyingAnIdleSweeperReturnsAtOnce) {
 
 TEST(SweeperTest, WithSweeperForwardsAndOwnsTheSweeper) {
   auto clock = std::make_shared<ManualClock>();
-  auto raw = std::make_unique<testing::ShardedMutexStore>();
-  testing::ShardedMutexStore* inner = raw.get();
+  auto raw = std::make_unique<bench::ShardedMutexStore>();
+  bench::ShardedMutexStore* inner = raw.get();
   auto store =
       WithSweeper(std::move(raw), {.interval = hours(1), .clock = clock});
   ASSERT_TRUE(store.has_value());
@@ -197,7 +197,7 @@ TEST(SweeperTest, WithSweeperForwardsAndOwnsTheSweeper) {
   EXPECT_EQ(FindSweeper(**store)->SweepOnce().value_or(99), 2u);
   EXPECT_EQ(inner->SizeForTesting(), 0u);
 
-  auto plain = WithSweeper(std::make_unique<testing::ShardedMutexStore>(),
+  auto plain = WithSweeper(std::make_unique<bench::ShardedMutexStore>(),
                            {.interval = Duration::zero()});
   ASSERT_TRUE(plain.has_value());
   EXPECT_EQ(FindSweeper(**plain), nullptr);
@@ -207,7 +207,7 @@ TEST(SweeperTest, WithSweeperForwardsAndOwnsTheSweeper) {
 // series of the Metrics it is given.
 TEST(SweeperTest, DeletionsAndErrorsAreCountedInTheMetrics) {
   auto clock = std::make_shared<ManualClock>();
-  auto inner = std::make_shared<testing::ShardedMutexStore>();
+  auto inner = std::make_shared<bench::ShardedMutexStore>();
   testing::FaultyStore store(inner);
   ASSERT_NO_FATAL_FAILURE(Fill(store, clock->Now(), 7, 1));
   auto metrics = std::make_shared<Metrics>();

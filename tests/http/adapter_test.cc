@@ -28,7 +28,7 @@
 #include "idem/beast/route.h"
 #include "support/down_store.h"
 #include "support/faulty_store.h"
-#include "support/status_matchers.h"
+#include "idem/testing/status_matchers.h"
 
 namespace idem::testing {
 namespace {

@@ -8,7 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "support/status_matchers.h"
+#include "idem/testing/status_matchers.h"
 
 namespace idem::demo {
 namespace {

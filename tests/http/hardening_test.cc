@@ -18,7 +18,7 @@
 #include <boost/system/system_error.hpp>
 
 #include "http_test_util.h"
-#include "support/status_matchers.h"
+#include "idem/testing/status_matchers.h"
 
 namespace idem::testing {
 namespace {

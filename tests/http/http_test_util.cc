@@ -13,7 +13,7 @@
 
 #include "idem/beast/convert.h"
 #include "idem/open_store.h"
-#include "support/status_matchers.h"
+#include "idem/testing/status_matchers.h"
 #if IDEM_DEMO_WITH_RESTINIO
 #include "http_server_restinio.h"
 #include "idem/restinio/idempotent_handler.h"

@@ -20,7 +20,7 @@
 #include "http_test_util.h"
 #include "support/demo_process.h"
 #include "support/renewal_test_store.h"
-#include "support/status_matchers.h"
+#include "idem/testing/status_matchers.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
 

@@ -17,7 +17,7 @@
 
 #include "http_test_util.h"
 #include "idem/restinio/idempotent_handler.h"
-#include "support/status_matchers.h"
+#include "idem/testing/status_matchers.h"
 
 namespace idem::testing {
 namespace {

@@ -23,8 +23,8 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "http_test_util.h"
-#include "idem/forwarding_store.h"
-#include "support/status_matchers.h"
+#include "idem/store/forwarding_store.h"
+#include "idem/testing/status_matchers.h"
 
 namespace idem::testing {
 namespace {

@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "http_test_util.h"
-#include "support/status_matchers.h"
+#include "idem/testing/status_matchers.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
 #include "transaction_test_server.h"

@@ -37,11 +37,11 @@
 #include "http_test_util.h"
 #include "idem/beast/convert.h"
 #include "idem/beast/transaction.h"
-#include "idem/forwarding_store.h"
 #include "idem/sqlite_store.h"
 #include "idem/sqlite_transaction.h"
+#include "idem/store/forwarding_store.h"
+#include "idem/testing/status_matchers.h"
 #include "support/sqlite_count.h"
-#include "support/status_matchers.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
 #if IDEM_DEMO_WITH_RESTINIO

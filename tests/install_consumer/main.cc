@@ -6,8 +6,10 @@
 // handler must run once and the second run must be a replay.
 //
 // IDEM_CONSUMER_STORES: the store is opened by OpenStore (idem::stores);
-// IDEM_CONSUMER_<STORE>: by that store's own OpenFromUri, so that the
-// store's one -dev package is all the program needs.
+// otherwise by one store's own OpenFromUri, so that the store's one -dev
+// package is all the program needs: IDEM_CONSUMER_HEADER names its header
+// (<idem/sqlite_store.h>) and IDEM_CONSUMER_CLASS its class
+// (idem::SqliteStore), both derived from the store's name by CMakeLists.txt.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -19,26 +21,13 @@
 
 #if defined(IDEM_CONSUMER_STORES)
 #include <idem/open_store.h>
-#else
+#elif defined(IDEM_CONSUMER_HEADER) && defined(IDEM_CONSUMER_CLASS)
 #include <idem/store_uri.h>
-#if defined(IDEM_CONSUMER_MEMORY)
-#include <idem/memory_store.h>
-using StoreClass = idem::MemoryStore;
-#elif defined(IDEM_CONSUMER_ROCKSDB)
-#include <idem/rocksdb_store.h>
-using StoreClass = idem::RocksdbStore;
-#elif defined(IDEM_CONSUMER_SQLITE)
-#include <idem/sqlite_store.h>
-using StoreClass = idem::SqliteStore;
-#elif defined(IDEM_CONSUMER_POSTGRES)
-#include <idem/postgres_store.h>
-using StoreClass = idem::PostgresStore;
-#elif defined(IDEM_CONSUMER_REDIS)
-#include <idem/redis_store.h>
-using StoreClass = idem::RedisStore;
+
+#include IDEM_CONSUMER_HEADER
+using StoreClass = IDEM_CONSUMER_CLASS;
 #else
-#error "define IDEM_CONSUMER_STORES or IDEM_CONSUMER_<STORE>"
-#endif
+#error "define IDEM_CONSUMER_STORES, or IDEM_CONSUMER_HEADER and _CLASS"
 #endif
 
 namespace {

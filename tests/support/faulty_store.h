@@ -14,9 +14,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "idem/forwarding_store.h"
 #include "idem/response.h"
 #include "idem/store.h"
+#include "idem/store/forwarding_store.h"
 
 namespace idem::testing {
 

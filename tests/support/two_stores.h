@@ -8,7 +8,7 @@
 //   auto& [a, b, claim] = two;
 //
 // And two such tests both stores run, for a store that remembers its claims
-// (idem/claim_memo.h): its memory must never outweigh the row.
+// (idem/store/claim_memo.h): its memory must never outweigh the row.
 
 #ifndef IDEM_TESTS_SUPPORT_TWO_STORES_H_
 #define IDEM_TESTS_SUPPORT_TWO_STORES_H_

@@ -1,14 +1,14 @@
 // The lock-free in-memory store; see memory_store.h for its contract.
 //
 // Layout: a fixed array of buckets (a power of two >= capacity, so chains
-// are short; bucket_table.h). A bucket points to an immutable Chain
-// (chain.h): a small array of {id, record} entries, records inline. Every
-// change builds a new chain, publishes it with one CAS on the bucket, and on
-// success retires the old chain to the hazard-pointer scheme (hazard.h).
-// Readers protect the chain they load with a hazard::Pointer, so it stays
-// valid until they return.
+// are short; memory_bucket_table.h). A bucket points to an immutable Chain
+// (memory_chain.h): a small array of {id, record} entries, records inline.
+// Every change builds a new chain, publishes it with one CAS on the bucket, and
+// on success retires the old chain to the hazard-pointer scheme
+// (memory_hazard.h). Readers protect the chain they load with a
+// hazard::Pointer, so it stays valid until they return.
 //
-// Capacity and bytes are two StripedBudgets (striped_budget.h): a claim
+// Capacity and bytes are two StripedBudgets (memory_striped_budget.h): a claim
 // reserves a slot and kRecordBytes before publishing a new record, a
 // Complete ResponseBytes before its CAS; whoever unlinks a record gives back
 // what it was charged, after the CAS that unlinked it.
@@ -17,7 +17,7 @@
 // take any amount of memory (1 M records of 1 MiB bodies: a terabyte).
 //
 // Expired records are reclaimed by claims that find the store full and by
-// PurgeExpired (sweep.cc).
+// PurgeExpired (memory_sweep.cc).
 
 #include "idem/memory_store.h"
 
@@ -28,10 +28,9 @@
 #include <string>
 #include <utility>
 
-#include "hazard.h"
-#include "idem/store_checks.h"
 #include "idem/token.h"
-#include "lock_free_store.h"
+#include "memory_hazard.h"
+#include "memory_lock_free_store.h"
 
 namespace idem {
 namespace {
@@ -57,17 +56,6 @@ constexpr std::size_t kMaxByteBatch = std::size_t{64} << 10;
 // parked credits is rare.
 std::size_t BatchFor(std::size_t limit, std::size_t max_batch) {
   return std::clamp<std::size_t>(limit / (4 * kStripes), 1, max_batch);
-}
-
-// Runs `fn`, turning an allocation failure into kResourceExhausted.
-template <typename T, typename Fn>
-Result<T> OrOutOfMemory(Fn&& fn) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return MakeError(ErrorCode::kResourceExhausted,
-                     "memory store: out of memory");
-  }
 }
 
 }  // namespace
@@ -104,33 +92,6 @@ Result<std::unique_ptr<MemoryStore>> MemoryStore::Open(
                      "memory store: cannot allocate an index for capacity " +
                          std::to_string(options.capacity));
   }
-}
-
-Result<std::unique_ptr<Store>> MemoryStore::OpenFromUri(
-    StoreUri& uri, const StoreOptions& /*options*/) {
-  if (uri.scheme() != "memory") {
-    return tl::unexpected(
-        uri.InvalidArgument("scheme '" + uri.scheme() + "' is not memory"));
-  }
-  if (!uri.user().empty() || !uri.password().empty() || !uri.host().empty() ||
-      !uri.port().empty() || !uri.path().empty()) {
-    return tl::unexpected(uri.InvalidArgument(
-        "unexpected path or host (the memory store takes only "
-        "?capacity=N&max_bytes=M)"));
-  }
-  // The URI gives numbers; Open alone judges them (its errors then name the
-  // URI).
-  constexpr std::size_t kAny = std::numeric_limits<std::size_t>::max();
-  MemoryStoreOptions options;
-  IDEM_RETURN_IF_ERROR(uri.ReadUint("capacity", options.capacity, 0, kAny));
-  IDEM_RETURN_IF_ERROR(uri.ReadUint("max_bytes", options.max_bytes, 0, kAny));
-  IDEM_RETURN_IF_ERROR(uri.RejectUnknown());
-  auto store = Open(options);
-  if (!store && store.error().code() == ErrorCode::kInvalidArgument) {
-    return tl::unexpected(uri.InvalidArgument(store.error().message()));
-  }
-  if (!store) return tl::unexpected(store.error());
-  return std::unique_ptr<Store>(std::move(*store));
 }
 
 namespace memory_internal {
@@ -195,13 +156,11 @@ StoreInfo LockFreeStore::Info() const {
                    .calls_may_block = false};
 }
 
-Result<ClaimResult> LockFreeStore::Claim(const RecordId& id,
-                                         const Fingerprint& fp, TimePoint now,
-                                         Duration ttl, Duration lock_timeout) {
-  IDEM_RETURN_IF_ERROR(
-      CheckClaimDurations("memory store: ", ttl, lock_timeout));
-  return OrOutOfMemory<ClaimResult>(
-      [&] { return ClaimImpl(id, fp, now, ttl, lock_timeout); });
+Result<ClaimResult> LockFreeStore::DoClaim(const RecordId& id,
+                                           const Fingerprint& fp, TimePoint now,
+                                           Duration ttl,
+                                           Duration lock_timeout) {
+  return ClaimImpl(id, fp, now, ttl, lock_timeout);
 }
 
 Result<ClaimResult> LockFreeStore::ClaimImpl(const RecordId& id,
@@ -268,21 +227,19 @@ Result<ClaimResult> LockFreeStore::ClaimImpl(const RecordId& id,
   }
 }
 
-Result<bool> LockFreeStore::Complete(const RecordId& id, const Token& token,
-                                     const Response& response) {
-  return OrOutOfMemory<bool>(
-      [&] { return CompleteImpl(id, token, &response, nullptr); });
+Result<bool> LockFreeStore::DoComplete(const RecordId& id, const Token& token,
+                                       const Response& response) {
+  return CompleteImpl(id, token, &response, nullptr);
 }
 
-Result<bool> LockFreeStore::CompleteShared(
+Result<bool> LockFreeStore::DoCompleteShared(
     const RecordId& id, const Token& token,
     std::shared_ptr<const Response> response) {
   if (response == nullptr) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "memory store: CompleteShared without a response");
   }
-  return OrOutOfMemory<bool>(
-      [&] { return CompleteImpl(id, token, nullptr, std::move(response)); });
+  return CompleteImpl(id, token, nullptr, std::move(response));
 }
 
 // Exactly one of `response` and `stored` is set; a copy of `response` is made
@@ -349,60 +306,52 @@ bool LockFreeStore::RemoveIf(const RecordId& id, Pred removes) {
   }
 }
 
-Result<bool> LockFreeStore::Release(const RecordId& id, const Token& token) {
-  return OrOutOfMemory<bool>([&] {
-    return RemoveIf(id, [&](const Record& r) { return r.HeldBy(token); });
-  });
+Result<bool> LockFreeStore::DoRelease(const RecordId& id, const Token& token) {
+  return RemoveIf(id, [&](const Record& r) { return r.HeldBy(token); });
 }
 
-Result<bool> LockFreeStore::Revoke(const RecordId& id) {
-  return OrOutOfMemory<bool>(
-      [&] { return RemoveIf(id, [](const Record&) { return true; }); });
+Result<bool> LockFreeStore::DoRevoke(const RecordId& id) {
+  return RemoveIf(id, [](const Record&) { return true; });
 }
 
 // One CAS, like Complete: the record's copy with its new locked_until
 // replaces it in a new chain. Its charge does not change (no response).
-Result<bool> LockFreeStore::ExtendLock(const RecordId& id, const Token& token,
-                                       TimePoint now, Duration lock_timeout) {
-  IDEM_RETURN_IF_ERROR(CheckLockTimeout("memory store: ", lock_timeout));
-  return OrOutOfMemory<bool>([&] {
-    hazard::Pointer hp;
-    std::atomic<Chain*>& bucket = buckets_.For(id);
-    for (;;) {
-      Chain* cur = hp.Protect(bucket);
-      if (cur == nullptr) return false;
-      const std::size_t index = cur->Find(id);
-      if (index == cur->size()) return false;
-      const Record& old = cur->at(index).record;
-      const std::optional<TimePoint> until =
-          RenewedLockUntil(old, token, now, lock_timeout);
-      if (!until) return false;
-      Record renewed = old;
-      renewed.locked_until = *until;
-      if (Publish(bucket, cur, Chain::WithReplaced(cur, index, renewed))) {
-        return true;
-      }
-    }
-  });
-}
-
-Result<std::optional<Record>> LockFreeStore::Inspect(const RecordId& id,
-                                                     TimePoint now) {
-  return OrOutOfMemory<std::optional<Record>>([&]() -> std::optional<Record> {
-    hazard::Pointer hp;
-    const Chain* cur = hp.Protect(buckets_.For(id));
-    if (cur == nullptr) return std::nullopt;
+Result<bool> LockFreeStore::DoExtendLock(const RecordId& id, const Token& token,
+                                         TimePoint now, Duration lock_timeout) {
+  hazard::Pointer hp;
+  std::atomic<Chain*>& bucket = buckets_.For(id);
+  for (;;) {
+    Chain* cur = hp.Protect(bucket);
+    if (cur == nullptr) return false;
     const std::size_t index = cur->Find(id);
-    if (index == cur->size()) return std::nullopt;
-    const Record& record = cur->at(index).record;
-    if (record.Expired(now)) return std::nullopt;
-    return record;
-  });
+    if (index == cur->size()) return false;
+    const Record& old = cur->at(index).record;
+    const std::optional<TimePoint> until =
+        RenewedLockUntil(old, token, now, lock_timeout);
+    if (!until) return false;
+    Record renewed = old;
+    renewed.locked_until = *until;
+    if (Publish(bucket, cur, Chain::WithReplaced(cur, index, renewed))) {
+      return true;
+    }
+  }
 }
 
-Result<std::size_t> LockFreeStore::PurgeExpired(TimePoint now,
-                                                std::size_t limit) {
-  return OrOutOfMemory<std::size_t>([&] { return PurgeImpl(now, limit); });
+Result<std::optional<Record>> LockFreeStore::DoInspect(const RecordId& id,
+                                                       TimePoint now) {
+  hazard::Pointer hp;
+  const Chain* cur = hp.Protect(buckets_.For(id));
+  if (cur == nullptr) return std::nullopt;
+  const std::size_t index = cur->Find(id);
+  if (index == cur->size()) return std::nullopt;
+  const Record& record = cur->at(index).record;
+  if (record.Expired(now)) return std::nullopt;
+  return record;
+}
+
+Result<std::size_t> LockFreeStore::DoPurgeExpired(TimePoint now,
+                                                  std::size_t limit) {
+  return PurgeImpl(now, limit);
 }
 
 }  // namespace memory_internal

@@ -16,6 +16,8 @@
 
 #include "postgres_connection.h"
 
+#include "idem/postgres_store.h"
+
 #include <poll.h>
 
 #include <algorithm>

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "idem/error.h"
-#include "idem/postgres_store.h"
+#include "idem/postgres_store_options.h"
 #include "postgres_binary.h"
 #include "postgres_sql.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "idem/error.h"
-#include "idem/postgres_store.h"
+#include "idem/postgres_store_options.h"
 
 namespace idem::postgres_internal {
 

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "idem/postgres_store.h"
-#include "idem/record_codec.h"
+#include "idem/store/record_codec.h"
 
 namespace idem::postgres_internal {
 

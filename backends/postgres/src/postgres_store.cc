@@ -6,7 +6,7 @@
 // schema and its versions in postgres_schema.cc, the options' ranges and
 // the URI parser in postgres_store_uri.cc, a lazy store's first connection
 // in postgres_lazy_connect.cc, the claims remembered for a
-// one-statement Complete in idem/claim_memo.h, the calls that need only a
+// one-statement Complete in idem/store/claim_memo.h, the calls that need only a
 // connection (reading a row, renewal, stats, purge) in
 // postgres_row_calls.cc, transactions on a lent connection in
 // postgres_transaction.cc.
@@ -41,13 +41,12 @@
 #include <utility>
 #include <vector>
 
-#include "idem/catch_exceptions.h"
-#include "idem/claim_memo.h"
-#include "idem/record_codec.h"
-#include "idem/store_checks.h"
+#include "idem/store/catch_exceptions.h"
+#include "idem/store/claim_memo.h"
+#include "idem/store/lazy_connect.h"
+#include "idem/store/record_codec.h"
 #include "postgres_binary.h"
 #include "postgres_connection.h"
-#include "postgres_lazy_connect.h"
 #include "postgres_options.h"
 #include "postgres_pool.h"
 #include "postgres_row_calls.h"
@@ -81,13 +80,6 @@ class PostgresStore::Impl {
   const std::string& table() const { return settings_.options.table; }
   const PostgresStoreOptions& options() const { return settings_.options; }
   const std::string& Prefix() const { return settings_.prefix; }
-
-  // Every public call runs inside this boundary (idem/catch_exceptions.h).
-  template <typename Fn>
-  auto Boundary(std::string_view op, Fn&& fn) const -> decltype(fn()) {
-    return CatchExceptions([&] { return Prefix() + std::string(op); },
-                           std::forward<Fn>(fn));
-  }
 
   // Creates or migrates the schema (or checks it: create = false) on the
   // first connection, which stays in the pool; then the store is connected.
@@ -124,7 +116,10 @@ class PostgresStore::Impl {
     } else {
       // On the connecting thread, as in Open, nothing may throw past Start.
       connect_.Begin(
-          [this] { return Boundary("connect", [&] { return Start(); }); },
+          [this] {
+            return CatchExceptions([&] { return Prefix() + "connect"; },
+                                   [&] { return Start(); });
+          },
           PostgresStore::kLazyRetryFirst, PostgresStore::kLazyRetryMax);
     }
     return {};
@@ -262,7 +257,7 @@ class PostgresStore::Impl {
   }
 
   // The fields of a claim this store made and still holds in progress, as
-  // its record before any completion (idem/claim_memo.h), if it remembers
+  // its record before any completion (idem/store/claim_memo.h), if it remembers
   // the claim of `token` on `id`.
   std::optional<Record> Remembered(const RecordId& id, const Token& token) {
     auto fields = claims_.Recall(token);
@@ -295,7 +290,7 @@ class PostgresStore::Impl {
   }
 
   // Completes the record of `id` on `c` if `token` still holds it: one
-  // UPDATE when this store made the claim (idem/claim_memo.h), else a
+  // UPDATE when this store made the claim (idem/store/claim_memo.h), else a
   // SELECT of the row first. On a pool connection in autocommit, or inside
   // an application's transaction on a lent one.
   Result<bool> CompleteOn(Connection& c, const RecordId& id, const Token& token,
@@ -328,11 +323,13 @@ class PostgresStore::Impl {
   std::vector<PostgresStore::Lent*> lent_;
   ClaimMemo claims_;
   ClaimAttemptHook claim_hook_;  // Set before use, by tests only.
-  postgres_internal::LazyConnect connect_;
+  LazyConnect connect_;
 };
 
+// The boundary's context is the Impl's prefix without its ": ".
 PostgresStore::PostgresStore(std::unique_ptr<Impl> impl)
-    : impl_(std::move(impl)) {}
+    : StoreBoundary(impl->Prefix().substr(0, impl->Prefix().size() - 2)),
+      impl_(std::move(impl)) {}
 
 PostgresStore::~PostgresStore() = default;
 
@@ -357,43 +354,38 @@ Result<std::unique_ptr<PostgresStore>> PostgresStore::OpenNamed(
       });
 }
 
-Result<ClaimResult> PostgresStore::Claim(const RecordId& id,
-                                         const Fingerprint& fp, TimePoint now,
-                                         Duration ttl, Duration lock_timeout) {
-  IDEM_RETURN_IF_ERROR(CheckClaimDurations(impl_->Prefix(), ttl, lock_timeout));
-  return impl_->Boundary(
-      "claim", [&] { return impl_->Claim(id, fp, now, ttl, lock_timeout); });
+Result<ClaimResult> PostgresStore::DoClaim(const RecordId& id,
+                                           const Fingerprint& fp, TimePoint now,
+                                           Duration ttl,
+                                           Duration lock_timeout) {
+  return impl_->Claim(id, fp, now, ttl, lock_timeout);
 }
 
-Result<bool> PostgresStore::Complete(const RecordId& id, const Token& token,
-                                     const Response& response) {
-  return impl_->Boundary("complete",
-                         [&] { return impl_->Complete(id, token, response); });
+Result<bool> PostgresStore::DoComplete(const RecordId& id, const Token& token,
+                                       const Response& response) {
+  return impl_->Complete(id, token, response);
 }
 
-Result<bool> PostgresStore::Release(const RecordId& id, const Token& token) {
-  return impl_->Boundary("release", [&] { return impl_->Release(id, token); });
+Result<bool> PostgresStore::DoRelease(const RecordId& id, const Token& token) {
+  return impl_->Release(id, token);
 }
 
-Result<std::optional<Record>> PostgresStore::Inspect(const RecordId& id,
-                                                     TimePoint now) {
-  return impl_->Boundary("inspect", [&] { return impl_->Inspect(id, now); });
+Result<std::optional<Record>> PostgresStore::DoInspect(const RecordId& id,
+                                                       TimePoint now) {
+  return impl_->Inspect(id, now);
 }
 
-Result<bool> PostgresStore::Revoke(const RecordId& id) {
-  return impl_->Boundary("revoke", [&] { return impl_->Revoke(id); });
+Result<bool> PostgresStore::DoRevoke(const RecordId& id) {
+  return impl_->Revoke(id);
 }
 
-Result<bool> PostgresStore::ExtendLock(const RecordId& id, const Token& token,
-                                       TimePoint now, Duration lock_timeout) {
-  IDEM_RETURN_IF_ERROR(CheckLockTimeout(impl_->Prefix(), lock_timeout));
-  return impl_->Boundary("extend lock", [&] {
-    return impl_->ExtendLock(id, token, now, lock_timeout);
-  });
+Result<bool> PostgresStore::DoExtendLock(const RecordId& id, const Token& token,
+                                         TimePoint now, Duration lock_timeout) {
+  return impl_->ExtendLock(id, token, now, lock_timeout);
 }
 
-Result<std::optional<StoreStats>> PostgresStore::Stats(TimePoint now) {
-  return impl_->Boundary("stats", [&] { return impl_->Stats(now); });
+Result<std::optional<StoreStats>> PostgresStore::DoStats(TimePoint now) {
+  return impl_->Stats(now);
 }
 
 void PostgresStoreTestPeer::SetClaimAttemptHook(PostgresStore& store,
@@ -401,10 +393,9 @@ void PostgresStoreTestPeer::SetClaimAttemptHook(PostgresStore& store,
   store.impl_->SetClaimHook(std::move(hook));
 }
 
-Result<std::size_t> PostgresStore::PurgeExpired(TimePoint now,
-                                                std::size_t limit) {
-  return impl_->Boundary("purge",
-                         [&] { return impl_->PurgeExpired(now, limit); });
+Result<std::size_t> PostgresStore::DoPurgeExpired(TimePoint now,
+                                                  std::size_t limit) {
+  return impl_->PurgeExpired(now, limit);
 }
 
 StoreInfo PostgresStore::Info() const {
@@ -425,7 +416,7 @@ const PostgresStore::TransactionTarget& PostgresStore::transaction_target()
 }
 
 Result<std::unique_ptr<PostgresStore::Lent>> PostgresStore::Lend() {
-  return impl_->Boundary("begin", [&] { return impl_->Lend(); });
+  return Call("begin", [&] { return impl_->Lend(); });
 }
 
 void PostgresStore::GiveBack(std::unique_ptr<Lent> lent) {
@@ -439,9 +430,8 @@ PostgresStore::Lent* PostgresStore::FindLent(PGconn* conn) {
 Result<TransactionCompletion> PostgresStore::CompleteOnLent(
     Lent& lent, const RecordId& id, const Token& token,
     const Response& stored) {
-  return impl_->Boundary("complete in transaction", [&] {
-    return impl_->CompleteOnLent(lent, id, token, stored);
-  });
+  return Call("complete in transaction",
+              [&] { return impl_->CompleteOnLent(lent, id, token, stored); });
 }
 
 }  // namespace idem

@@ -4,15 +4,15 @@
 // The completion runs on the caller's connection, inside its transaction,
 // the UPDATE ... WHERE id = $1 AND token = $2 AND state = 1 that Complete
 // runs too. For a claim this store made it knows the record's fields
-// (idem/claim_memo.h), as Complete does, and that UPDATE is all; otherwise
-// one SELECT first returns the connection's database and the record (a LEFT
-// JOIN, so that the database comes back even when the record is gone). The
-// fencing token is checked by the UPDATE: a takeover committed before it makes
-// it change nothing (kClaimLost); one in flight holds the row lock and the
-// UPDATE waits for it, then re-checks its WHERE against the row that committed
-// (READ COMMITTED) or fails with a serialization error (REPEATABLE READ,
-// SERIALIZABLE). Once the UPDATE succeeded the row stays locked by the caller's
-// transaction, so no takeover can slip in before its commit.
+// (idem/store/claim_memo.h), as Complete does, and that UPDATE is all;
+// otherwise one SELECT first returns the connection's database and the record
+// (a LEFT JOIN, so that the database comes back even when the record is gone).
+// The fencing token is checked by the UPDATE: a takeover committed before it
+// makes it change nothing (kClaimLost); one in flight holds the row lock and
+// the UPDATE waits for it, then re-checks its WHERE against the row that
+// committed (READ COMMITTED) or fails with a serialization error (REPEATABLE
+// READ, SERIALIZABLE). Once the UPDATE succeeded the row stays locked by the
+// caller's transaction, so no takeover can slip in before its commit.
 //
 // The database is compared rather than trusted: a connection to another
 // database with a table of the same name would otherwise report kClaimLost
@@ -28,9 +28,9 @@
 #include <string>
 #include <string_view>
 
-#include "idem/catch_exceptions.h"
 #include "idem/clock.h"
-#include "idem/record_codec.h"
+#include "idem/store/catch_exceptions.h"
+#include "idem/store/record_codec.h"
 #include "postgres_binary.h"
 #include "postgres_row_calls.h"
 #include "postgres_transaction_target.h"

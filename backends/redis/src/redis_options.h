@@ -6,7 +6,7 @@
 #define IDEM_BACKENDS_REDIS_SRC_REDIS_OPTIONS_H_
 
 #include "idem/error.h"
-#include "idem/redis_store.h"
+#include "idem/redis_store_options.h"
 
 namespace idem::redis {
 

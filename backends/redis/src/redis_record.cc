@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "idem/record_codec.h"
+#include "idem/store/record_codec.h"
 
 namespace idem::redis {
 namespace {

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "idem/redis_store.h"
 #include "redis_cluster.h"
 
 namespace idem::redis {

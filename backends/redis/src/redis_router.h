@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "idem/error.h"
-#include "idem/redis_store.h"
+#include "idem/redis_store_options.h"
 #include "redis_connection.h"
 
 namespace idem::redis {

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "idem/record_codec.h"
+#include "idem/store/record_codec.h"
 #include "redis_connection.h"
 #include "redis_record.h"
 

@@ -38,10 +38,9 @@
 #include <utility>
 #include <vector>
 
-#include "idem/catch_exceptions.h"
-#include "idem/claim_memo.h"
-#include "idem/record_codec.h"
-#include "idem/store_checks.h"
+#include "idem/store/catch_exceptions.h"
+#include "idem/store/claim_memo.h"
+#include "idem/store/record_codec.h"
 #include "idem/token.h"
 #include "redis_connection.h"
 #include "redis_options.h"
@@ -80,21 +79,9 @@ class RedisStore::Impl {
 
   std::string Prefix() const { return display_ + ": "; }
 
-  // Every call: unavailable until connected and while a check refuses the
-  // server (redis_server_watch.h); -OOM and odd replies ask for a check.
-  template <typename Fn>
-  auto Boundary(std::string_view op, Fn&& fn) -> decltype(fn()) {
-    if (Status ready = watch_.Ready(op); !ready) {
-      return tl::unexpected(ready.error());
-    }
-    auto result = CatchExceptions([&] { return Prefix() + std::string(op); },
-                                  std::forward<Fn>(fn));
-    if (!result && (result.error().code() == ErrorCode::kResourceExhausted ||
-                    result.error().code() == ErrorCode::kInternal)) {
-      watch_.Poke();
-    }
-    return result;
-  }
+  // RedisStore's BeforeCall and AfterError (redis_store.h).
+  Status Ready(std::string_view op) { return watch_.Ready(op); }
+  void Poke() { watch_.Poke(); }
 
   std::string Key(const RecordId& id) const {
     std::string key = o_.prefix;
@@ -348,7 +335,19 @@ class RedisStore::Impl {
   std::function<void(int)> reclaim_hook_;  // Set before use, by tests only.
 };
 
-RedisStore::RedisStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+// The boundary's context is the Impl's prefix without its ": ".
+RedisStore::RedisStore(std::unique_ptr<Impl> impl)
+    : StoreBoundary(impl->Prefix().substr(0, impl->Prefix().size() - 2)),
+      impl_(std::move(impl)) {}
+
+Status RedisStore::BeforeCall(std::string_view op) { return impl_->Ready(op); }
+
+void RedisStore::AfterError(const Error& error) {
+  if (error.code() == ErrorCode::kResourceExhausted ||
+      error.code() == ErrorCode::kInternal) {
+    impl_->Poke();
+  }
+}
 
 RedisStore::~RedisStore() = default;
 
@@ -375,48 +374,42 @@ Result<std::unique_ptr<RedisStore>> RedisStore::OpenNamed(
       });
 }
 
-Result<ClaimResult> RedisStore::Claim(const RecordId& id, const Fingerprint& fp,
-                                      TimePoint now, Duration ttl,
-                                      Duration lock_timeout) {
-  IDEM_RETURN_IF_ERROR(CheckClaimDurations(impl_->Prefix(), ttl, lock_timeout));
-  return impl_->Boundary(
-      "claim", [&] { return impl_->Claim(id, fp, now, ttl, lock_timeout); });
+Result<ClaimResult> RedisStore::DoClaim(const RecordId& id,
+                                        const Fingerprint& fp, TimePoint now,
+                                        Duration ttl, Duration lock_timeout) {
+  return impl_->Claim(id, fp, now, ttl, lock_timeout);
 }
 
-Result<bool> RedisStore::Complete(const RecordId& id, const Token& token,
-                                  const Response& response) {
-  return impl_->Boundary("complete",
-                         [&] { return impl_->Complete(id, token, response); });
+Result<bool> RedisStore::DoComplete(const RecordId& id, const Token& token,
+                                    const Response& response) {
+  return impl_->Complete(id, token, response);
 }
 
-Result<bool> RedisStore::Release(const RecordId& id, const Token& token) {
-  return impl_->Boundary("release", [&] { return impl_->Release(id, token); });
+Result<bool> RedisStore::DoRelease(const RecordId& id, const Token& token) {
+  return impl_->Release(id, token);
 }
 
-Result<bool> RedisStore::Revoke(const RecordId& id) {
-  return impl_->Boundary("revoke", [&] { return impl_->Revoke(id); });
+Result<bool> RedisStore::DoRevoke(const RecordId& id) {
+  return impl_->Revoke(id);
 }
 
-Result<bool> RedisStore::ExtendLock(const RecordId& id, const Token& token,
-                                    TimePoint now, Duration lock_timeout) {
-  IDEM_RETURN_IF_ERROR(CheckLockTimeout(impl_->Prefix(), lock_timeout));
-  return impl_->Boundary("extend lock", [&] {
-    return impl_->ExtendLock(id, token, now, lock_timeout);
-  });
+Result<bool> RedisStore::DoExtendLock(const RecordId& id, const Token& token,
+                                      TimePoint now, Duration lock_timeout) {
+  return impl_->ExtendLock(id, token, now, lock_timeout);
 }
 
-Result<std::optional<StoreStats>> RedisStore::Stats(TimePoint now) {
-  return impl_->Boundary("stats", [&] { return impl_->Stats(now); });
+Result<std::optional<StoreStats>> RedisStore::DoStats(TimePoint now) {
+  return impl_->Stats(now);
 }
 
-Result<std::optional<Record>> RedisStore::Inspect(const RecordId& id,
-                                                  TimePoint now) {
-  return impl_->Boundary("inspect", [&] { return impl_->Inspect(id, now); });
+Result<std::optional<Record>> RedisStore::DoInspect(const RecordId& id,
+                                                    TimePoint now) {
+  return impl_->Inspect(id, now);
 }
 
-Result<std::size_t> RedisStore::PurgeExpired(TimePoint now, std::size_t limit) {
-  return impl_->Boundary("purge",
-                         [&] { return impl_->PurgeExpired(now, limit); });
+Result<std::size_t> RedisStore::DoPurgeExpired(TimePoint now,
+                                               std::size_t limit) {
+  return impl_->PurgeExpired(now, limit);
 }
 
 StoreInfo RedisStore::Info() const { return impl_->Info(); }
@@ -433,7 +426,7 @@ std::string RedisStore::KeyOf(const RecordId& id) const {
 Result<bool> RedisStore::SetIfAbsentForBenchmark(
     std::string_view key, std::string_view value,
     std::chrono::milliseconds ttl) {
-  return impl_->Boundary("set", [&]() -> Result<bool> {
+  return Call("set", [&]() -> Result<bool> {
     const std::string k(key), ms = std::to_string(ttl.count());
     IDEM_ASSIGN_OR_RETURN(
         Reply reply, impl_->RunCommand(k, {"SET", k, value, "NX", "PX", ms}));

@@ -1,6 +1,7 @@
 // How the RocksDB store calls into RocksDB and reports what it says: every
-// call goes through RocksdbCall, every public method through Boundary, and a
-// failed rocksdb::Status becomes an Error naming the directory.
+// call goes through RocksdbCall (every public method through the store's
+// StoreBoundary), and a failed rocksdb::Status becomes an Error naming the
+// directory.
 
 #ifndef IDEM_BACKENDS_ROCKSDB_ROCKSDB_CALL_H_
 #define IDEM_BACKENDS_ROCKSDB_ROCKSDB_CALL_H_
@@ -12,7 +13,6 @@
 #include <string_view>
 #include <utility>
 
-#include "idem/catch_exceptions.h"
 #include "idem/error.h"
 #include "idem/types.h"
 
@@ -34,14 +34,6 @@ std::string Prefix(const std::string& path);
 // kUnavailable; anything else -> kInternal.
 Error StatusError(const std::string& path, std::string_view what,
                   const rocksdb::Status& s);
-
-// Every public call runs inside this boundary (idem/catch_exceptions.h).
-template <typename Fn>
-auto Boundary(const std::string& path, std::string_view op, Fn&& fn)
-    -> decltype(fn()) {
-  return CatchExceptions([&] { return Prefix(path) + std::string(op); },
-                         std::forward<Fn>(fn));
-}
 
 #if defined(__SANITIZE_THREAD__)
 // ThreadSanitizer's dynamic annotations (exported by its runtime).

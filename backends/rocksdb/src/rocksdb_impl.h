@@ -1,6 +1,6 @@
 // The state behind RocksdbStore (rocksdb_store.h): the database, the id
 // stripe mutexes, the background-error gate, the purge cursor. The record
-// operations are in rocksdb_store.cc, the purge scan in purge.cc.
+// operations are in rocksdb_store.cc, the purge scan in rocksdb_purge.cc.
 
 #ifndef IDEM_BACKENDS_ROCKSDB_ROCKSDB_IMPL_H_
 #define IDEM_BACKENDS_ROCKSDB_ROCKSDB_IMPL_H_
@@ -16,9 +16,9 @@
 #include <string_view>
 #include <vector>
 
-#include "background_errors.h"
-#include "expiry_filter.h"
 #include "idem/rocksdb_store.h"
+#include "rocksdb_background_errors.h"
+#include "rocksdb_expiry_filter.h"
 
 namespace idem {
 
@@ -49,7 +49,7 @@ struct RocksdbStore::Impl {
   rocksdb::ReadOptions read_options;
   std::unique_ptr<Stripe[]> stripes{new Stripe[kStripes]};
   // Registered as a listener: stops and resumes writes around RocksDB's
-  // background errors (background_errors.h).
+  // background errors (rocksdb_background_errors.h).
   std::shared_ptr<rocksdb_internal::BackgroundErrors> background_errors =
       std::make_shared<rocksdb_internal::BackgroundErrors>();
 
@@ -67,7 +67,7 @@ struct RocksdbStore::Impl {
 
   // Before every write: nullopt when it may be issued, else the
   // kUnavailable error to return instead of issuing it (a background error
-  // stops writes until DB::Resume() clears it; background_errors.h).
+  // stops writes until DB::Resume() clears it; rocksdb_background_errors.h).
   std::optional<Error> WritesStopped(std::string_view op);
   // DecodeRecord, failing with kDataLoss naming the store and the id.
   Result<Record> Decode(const RecordId& id, std::string_view value) const;
@@ -92,10 +92,10 @@ struct RocksdbStore::Impl {
   Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
                           Duration lock_timeout);
   Result<std::optional<Record>> Inspect(const RecordId& id, TimePoint now);
-  // stats.cc.
+  // rocksdb_stats.cc.
   Result<std::optional<StoreStats>> Stats(TimePoint now);
 
-  // purge.cc.
+  // rocksdb_purge.cc.
   Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit);
   Result<std::size_t> DeleteExpired(const std::vector<std::string>& keys,
                                     TimePoint now);

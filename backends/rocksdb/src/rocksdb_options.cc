@@ -1,4 +1,4 @@
-// The store's RocksDB tuning and its URI.
+// The store's RocksDB tuning.
 //
 // Block cache: the store's own LRU cache instead of RocksDB's implicit
 // 8 MiB one, so that its size is the operator's choice. The default of
@@ -25,7 +25,7 @@
 #include <limits>
 #include <utility>
 
-#include "info_log.h"
+#include "rocksdb_info_log.h"
 
 namespace idem {
 namespace rocksdb_internal {
@@ -37,7 +37,8 @@ rocksdb::DBOptions DatabaseOptions(
   db_options.create_if_missing = create;
   db_options.create_missing_column_families = create;
   // RocksDB's own info LOG: keep a few, not one per open forever. Written
-  // by a logger that a full disk cannot turn into an abort (info_log.h).
+  // by a logger that a full disk cannot turn into an abort
+  // (rocksdb_info_log.h).
   db_options.keep_log_file_num = 4;
   db_options.info_log = InfoLog::Open(path, rocksdb::InfoLogLevel::INFO_LEVEL);
   db_options.listeners.push_back(std::move(listener));
@@ -70,31 +71,5 @@ rocksdb::ColumnFamilyOptions RecordFamilyOptions(
 }
 
 }  // namespace rocksdb_internal
-
-Result<std::unique_ptr<Store>> RocksdbStore::OpenFromUri(
-    StoreUri& uri, const StoreOptions& options) {
-  if (uri.scheme() != "rocksdb") {
-    return tl::unexpected(
-        uri.InvalidArgument("scheme '" + uri.scheme() + "' is not rocksdb"));
-  }
-  IDEM_RETURN_IF_ERROR(uri.RequireLocalPath(
-      "the rocksdb store takes a directory: rocksdb:/path/dir"));
-  // The URI gives values; Open alone judges them (its errors then name the
-  // URI).
-  RocksdbStoreOptions rocksdb_options;
-  rocksdb_options.path = uri.path();
-  IDEM_RETURN_IF_ERROR(uri.ReadBool("sync", rocksdb_options.sync));
-  IDEM_RETURN_IF_ERROR(uri.ReadUint("block_cache_mb",
-                                    rocksdb_options.block_cache_mb, 0,
-                                    std::numeric_limits<std::size_t>::max()));
-  IDEM_RETURN_IF_ERROR(uri.ReadBool("create", rocksdb_options.create));
-  IDEM_RETURN_IF_ERROR(uri.RejectUnknown());
-  auto store = Open(rocksdb_options, options);
-  if (!store && store.error().code() == ErrorCode::kInvalidArgument) {
-    return tl::unexpected(uri.InvalidArgument(store.error().message()));
-  }
-  if (!store) return tl::unexpected(store.error());
-  return std::unique_ptr<Store>(std::move(*store));
-}
 
 }  // namespace idem

@@ -1,6 +1,6 @@
 // The RocksDB options the store opens its database with: one function per
-// RocksDB options struct, so the tuning is in one place (rocksdb_options.cc,
-// which also holds RocksdbStore::OpenFromUri).
+// RocksDB options struct, so the tuning is in one place (rocksdb_options.cc;
+// RocksdbStore::OpenFromUri is in rocksdb_store_uri.cc).
 
 #ifndef IDEM_BACKENDS_ROCKSDB_ROCKSDB_OPTIONS_H_
 #define IDEM_BACKENDS_ROCKSDB_ROCKSDB_OPTIONS_H_
@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "idem/rocksdb_store.h"
+#include "idem/rocksdb_store_options.h"
 
 namespace idem::rocksdb_internal {
 

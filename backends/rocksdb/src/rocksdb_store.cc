@@ -14,11 +14,12 @@
 // Contention on one id serializes on its mutex, as it would on the
 // transaction lock.
 //
-// The parts: rocksdb_options.cc (RocksDB tuning, the URI), directory.cc (the
-// checks before RocksDB opens a directory), expiry_filter.cc (the compaction
-// filter), purge.cc (PurgeExpired), background_errors.cc (a full disk and
-// other background errors), info_log.cc (RocksDB's LOG), rocksdb_call.cc
-// (status mapping, the ThreadSanitizer boundary).
+// The parts: rocksdb_options.cc (RocksDB tuning, the URI), rocksdb_directory.cc
+// (the checks before RocksDB opens a directory), rocksdb_expiry_filter.cc (the
+// compaction filter), rocksdb_purge.cc (PurgeExpired),
+// rocksdb_background_errors.cc (a full disk and other background errors),
+// rocksdb_info_log.cc (RocksDB's LOG), rocksdb_call.cc (status mapping, the
+// ThreadSanitizer boundary).
 
 #include "idem/rocksdb_store.h"
 
@@ -31,17 +32,16 @@
 #include <utility>
 #include <vector>
 
-#include "directory.h"
-#include "idem/record_codec.h"
-#include "idem/store_checks.h"
+#include "idem/store/catch_exceptions.h"
+#include "idem/store/record_codec.h"
 #include "idem/token.h"
 #include "rocksdb_call.h"
+#include "rocksdb_directory.h"
 #include "rocksdb_impl.h"
 #include "rocksdb_options.h"
 
 namespace idem {
 
-using rocksdb_internal::Boundary;
 using rocksdb_internal::KeyOf;
 using rocksdb_internal::Prefix;
 using rocksdb_internal::RocksdbCall;
@@ -215,8 +215,10 @@ Result<std::optional<Record>> RocksdbStore::Impl::Inspect(const RecordId& id,
   return std::optional<Record>(std::move(record));
 }
 
+// The boundary's context is Prefix(path) without its ": ".
 RocksdbStore::RocksdbStore(std::unique_ptr<Impl> impl)
-    : impl_(std::move(impl)) {}
+    : StoreBoundary("rocksdb store '" + impl->path + "'"),
+      impl_(std::move(impl)) {}
 
 RocksdbStore::~RocksdbStore() {
   try {
@@ -239,90 +241,84 @@ Result<std::unique_ptr<RocksdbStore>> RocksdbStore::Open(
                          std::to_string(RocksdbStoreOptions::kMaxBlockCacheMb) +
                          ", got " + std::to_string(options.block_cache_mb));
   }
-  return Boundary(path, "open", [&]() -> Result<std::unique_ptr<RocksdbStore>> {
-    IDEM_RETURN_IF_ERROR(rocksdb_internal::PrepareDirectory(
-        path, options.create, kColumnFamily));
-    auto impl = std::make_unique<Impl>();
-    impl->path = path;
-    impl->clock =
-        store_options.clock ? store_options.clock : SystemClock::Instance();
-    impl->filter =
-        std::make_unique<rocksdb_internal::ExpiryFilter>(impl->clock);
-    impl->write_options.sync = options.sync;
+  // Before the store exists, so outside its StoreBoundary.
+  return CatchExceptions(
+      [&] { return Prefix(path) + "open"; },
+      [&]() -> Result<std::unique_ptr<RocksdbStore>> {
+        IDEM_RETURN_IF_ERROR(rocksdb_internal::PrepareDirectory(
+            path, options.create, kColumnFamily));
+        auto impl = std::make_unique<Impl>();
+        impl->path = path;
+        impl->clock =
+            store_options.clock ? store_options.clock : SystemClock::Instance();
+        impl->filter =
+            std::make_unique<rocksdb_internal::ExpiryFilter>(impl->clock);
+        impl->write_options.sync = options.sync;
 
-    const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-        {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
-        {kColumnFamily,
-         rocksdb_internal::RecordFamilyOptions(options, impl->filter.get())}};
-    const rocksdb::DBOptions db_options = rocksdb_internal::DatabaseOptions(
-        path, impl->background_errors, options.create);
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    const rocksdb::Status s = RocksdbCall([&] {
-      return rocksdb::DB::Open(db_options, path, families, &handles, &impl->db);
-    });
-    if (!s.ok()) {
-      if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
-        return MakeError(
-            ErrorCode::kUnavailable,
-            Prefix(path) +
-                "in use: another process, or another store in this "
-                "process, holds its LOCK file (" +
-                s.ToString() + ")");
-      }
-      return tl::unexpected(StatusError(path, "open", s));
-    }
-    impl->default_cf = handles[0];
-    impl->cf = handles[1];
-    return std::unique_ptr<RocksdbStore>(new RocksdbStore(std::move(impl)));
-  });
+        const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+            {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+            {kColumnFamily, rocksdb_internal::RecordFamilyOptions(
+                                options, impl->filter.get())}};
+        const rocksdb::DBOptions db_options = rocksdb_internal::DatabaseOptions(
+            path, impl->background_errors, options.create);
+        std::vector<rocksdb::ColumnFamilyHandle*> handles;
+        const rocksdb::Status s = RocksdbCall([&] {
+          return rocksdb::DB::Open(db_options, path, families, &handles,
+                                   &impl->db);
+        });
+        if (!s.ok()) {
+          if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+            return MakeError(
+                ErrorCode::kUnavailable,
+                Prefix(path) +
+                    "in use: another process, or another store in this "
+                    "process, holds its LOCK file (" +
+                    s.ToString() + ")");
+          }
+          return tl::unexpected(StatusError(path, "open", s));
+        }
+        impl->default_cf = handles[0];
+        impl->cf = handles[1];
+        return std::unique_ptr<RocksdbStore>(new RocksdbStore(std::move(impl)));
+      });
 }
 
-Result<ClaimResult> RocksdbStore::Claim(const RecordId& id,
-                                        const Fingerprint& fp, TimePoint now,
-                                        Duration ttl, Duration lock_timeout) {
-  IDEM_RETURN_IF_ERROR(
-      CheckClaimDurations(Prefix(impl_->path), ttl, lock_timeout));
-  return Boundary(impl_->path, "claim",
-                  [&] { return impl_->Claim(id, fp, now, ttl, lock_timeout); });
+Result<ClaimResult> RocksdbStore::DoClaim(const RecordId& id,
+                                          const Fingerprint& fp, TimePoint now,
+                                          Duration ttl, Duration lock_timeout) {
+  return impl_->Claim(id, fp, now, ttl, lock_timeout);
 }
 
-Result<bool> RocksdbStore::Complete(const RecordId& id, const Token& token,
-                                    const Response& response) {
-  return Boundary(impl_->path, "complete",
-                  [&] { return impl_->Complete(id, token, response); });
+Result<bool> RocksdbStore::DoComplete(const RecordId& id, const Token& token,
+                                      const Response& response) {
+  return impl_->Complete(id, token, response);
 }
 
-Result<bool> RocksdbStore::Release(const RecordId& id, const Token& token) {
-  return Boundary(impl_->path, "release",
-                  [&] { return impl_->Release(id, token); });
+Result<bool> RocksdbStore::DoRelease(const RecordId& id, const Token& token) {
+  return impl_->Release(id, token);
 }
 
-Result<bool> RocksdbStore::Revoke(const RecordId& id) {
-  return Boundary(impl_->path, "revoke", [&] { return impl_->Revoke(id); });
+Result<bool> RocksdbStore::DoRevoke(const RecordId& id) {
+  return impl_->Revoke(id);
 }
 
-Result<bool> RocksdbStore::ExtendLock(const RecordId& id, const Token& token,
-                                      TimePoint now, Duration lock_timeout) {
-  IDEM_RETURN_IF_ERROR(CheckLockTimeout(Prefix(impl_->path), lock_timeout));
-  return Boundary(impl_->path, "extend lock", [&] {
-    return impl_->ExtendLock(id, token, now, lock_timeout);
-  });
+Result<bool> RocksdbStore::DoExtendLock(const RecordId& id, const Token& token,
+                                        TimePoint now, Duration lock_timeout) {
+  return impl_->ExtendLock(id, token, now, lock_timeout);
 }
 
-Result<std::optional<StoreStats>> RocksdbStore::Stats(TimePoint now) {
-  return Boundary(impl_->path, "stats", [&] { return impl_->Stats(now); });
+Result<std::optional<StoreStats>> RocksdbStore::DoStats(TimePoint now) {
+  return impl_->Stats(now);
 }
 
-Result<std::optional<Record>> RocksdbStore::Inspect(const RecordId& id,
-                                                    TimePoint now) {
-  return Boundary(impl_->path, "inspect",
-                  [&] { return impl_->Inspect(id, now); });
+Result<std::optional<Record>> RocksdbStore::DoInspect(const RecordId& id,
+                                                      TimePoint now) {
+  return impl_->Inspect(id, now);
 }
 
-Result<std::size_t> RocksdbStore::PurgeExpired(TimePoint now,
-                                               std::size_t limit) {
-  return Boundary(impl_->path, "purge",
-                  [&] { return impl_->PurgeExpired(now, limit); });
+Result<std::size_t> RocksdbStore::DoPurgeExpired(TimePoint now,
+                                                 std::size_t limit) {
+  return impl_->PurgeExpired(now, limit);
 }
 
 StoreInfo RocksdbStore::Info() const {
@@ -331,7 +327,7 @@ StoreInfo RocksdbStore::Info() const {
 }
 
 Status RocksdbStore::Compact() {
-  return Boundary(impl_->path, "compact", [&]() -> Status {
+  return Call("compact", [&]() -> Status {
     rocksdb::CompactRangeOptions compact;
     // Rewrite every file, the last level too, so the filter sees every
     // record.

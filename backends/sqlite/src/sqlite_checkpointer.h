@@ -22,7 +22,7 @@
 #include <thread>
 
 #include "idem/error.h"
-#include "idem/sqlite_store.h"
+#include "idem/sqlite_store_options.h"
 #include "sqlite_connection.h"
 
 namespace idem::sqlite_internal {

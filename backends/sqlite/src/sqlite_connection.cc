@@ -11,7 +11,7 @@
 #include <string_view>
 #include <utility>
 
-#include "idem/record_codec.h"
+#include "idem/store/record_codec.h"
 
 namespace idem::sqlite_internal {
 namespace {

@@ -19,10 +19,9 @@
 #include <string_view>
 #include <utility>
 
-#include "idem/catch_exceptions.h"
 #include "idem/error.h"
 #include "idem/record.h"
-#include "idem/sqlite_store.h"
+#include "idem/sqlite_store_options.h"
 #include "idem/types.h"
 #include "sqlite_sql.h"
 
@@ -37,14 +36,6 @@ std::string Prefix(const std::string& path);
 // kInternal), the message naming the file and SQLite's detail.
 Error SqlError(const SqliteStoreOptions& options, std::string_view op,
                sqlite3* db, int rc);
-
-// Every public call runs inside this boundary (idem/catch_exceptions.h).
-template <typename Fn>
-auto Boundary(const std::string& path, std::string_view op, Fn&& fn)
-    -> decltype(fn()) {
-  return CatchExceptions([&] { return Prefix(path) + std::string(op); },
-                         std::forward<Fn>(fn));
-}
 
 // Resets a statement (and drops its bindings) when the scope ends, before
 // the buffers bound with SQLITE_STATIC go away.

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "idem/error.h"
-#include "idem/sqlite_store.h"
+#include "idem/sqlite_store_options.h"
 #include "sqlite_connection.h"
 
 namespace idem::sqlite_internal {

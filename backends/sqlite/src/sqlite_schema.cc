@@ -41,8 +41,8 @@
 
 #include "idem/clock.h"
 #include "idem/record.h"
-#include "idem/record_codec.h"
 #include "idem/sqlite_store.h"
+#include "idem/store/record_codec.h"
 #include "sqlite_sql.h"
 
 namespace idem::sqlite_internal {

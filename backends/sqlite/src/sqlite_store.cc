@@ -22,7 +22,7 @@
 // state = 1 of the completed record. A token is fresh for every claim, so a
 // row the UPDATE still finds in_progress with that token holds exactly the
 // fields that claim wrote: for a claim this store made, it remembers them
-// (idem/claim_memo.h) and writes the record without reading the row; for
+// (idem/store/claim_memo.h) and writes the record without reading the row; for
 // another (made by another store on the file, or forgotten), a SELECT in the
 // same transaction reads them first. Release is one DELETE with the same
 // condition. The completion inside an application transaction is the same
@@ -45,10 +45,10 @@
 #include <system_error>
 #include <utility>
 
-#include "idem/claim_memo.h"
 #include "idem/clock.h"
-#include "idem/record_codec.h"
-#include "idem/store_checks.h"
+#include "idem/store/catch_exceptions.h"
+#include "idem/store/claim_memo.h"
+#include "idem/store/record_codec.h"
 #include "sqlite_checkpointer.h"
 #include "sqlite_connection.h"
 #include "sqlite_pool.h"
@@ -60,7 +60,6 @@
 namespace idem {
 
 using sqlite_internal::BindBlob;
-using sqlite_internal::Boundary;
 using sqlite_internal::Checkpointer;
 using sqlite_internal::ColumnBlob;
 using sqlite_internal::Connection;
@@ -368,7 +367,10 @@ class SqliteStore::Impl {
   ClaimAttemptHook claim_hook_;  // Set before use, by tests only.
 };
 
-SqliteStore::SqliteStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+// The boundary's context is Prefix(path) without its ": ".
+SqliteStore::SqliteStore(std::unique_ptr<Impl> impl)
+    : StoreBoundary("sqlite store '" + impl->path() + "'"),
+      impl_(std::move(impl)) {}
 
 SqliteStore::~SqliteStore() = default;
 
@@ -399,67 +401,63 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     return MakeError(ErrorCode::kInternal,
                      Prefix(path) + "SQLite was built without thread support");
   }
-  return Boundary(path, "open", [&]() -> Result<std::unique_ptr<SqliteStore>> {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       Prefix(path) + "is a directory, not a database file");
-    }
-    if (!options.create && !std::filesystem::exists(path, ec)) {
-      return MakeError(ErrorCode::kUnavailable,
-                       Prefix(path) + "does not exist (create=false)");
-    }
-    const std::filesystem::path parent =
-        std::filesystem::path(path).parent_path();
-    if (!parent.empty() && options.create) {
-      std::filesystem::create_directories(parent, ec);
-      if (ec) {
-        return MakeError(
-            ErrorCode::kUnavailable,
-            Prefix(path) + "cannot create its directory: " + ec.message());
-      }
-    }
-    (void)store_options;  // No background work of its own reads a clock.
-    auto impl = std::make_unique<Impl>(options);
-    IDEM_RETURN_IF_ERROR(impl->Start());
-    return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(impl)));
-  });
+  // Before the store exists, so outside its StoreBoundary.
+  return CatchExceptions(
+      [&] { return Prefix(path) + "open"; },
+      [&]() -> Result<std::unique_ptr<SqliteStore>> {
+        std::error_code ec;
+        if (std::filesystem::is_directory(path, ec)) {
+          return MakeError(
+              ErrorCode::kInvalidArgument,
+              Prefix(path) + "is a directory, not a database file");
+        }
+        if (!options.create && !std::filesystem::exists(path, ec)) {
+          return MakeError(ErrorCode::kUnavailable,
+                           Prefix(path) + "does not exist (create=false)");
+        }
+        const std::filesystem::path parent =
+            std::filesystem::path(path).parent_path();
+        if (!parent.empty() && options.create) {
+          std::filesystem::create_directories(parent, ec);
+          if (ec) {
+            return MakeError(
+                ErrorCode::kUnavailable,
+                Prefix(path) + "cannot create its directory: " + ec.message());
+          }
+        }
+        (void)store_options;  // No background work of its own reads a clock.
+        auto impl = std::make_unique<Impl>(options);
+        IDEM_RETURN_IF_ERROR(impl->Start());
+        return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(impl)));
+      });
 }
 
-Result<ClaimResult> SqliteStore::Claim(const RecordId& id,
-                                       const Fingerprint& fp, TimePoint now,
-                                       Duration ttl, Duration lock_timeout) {
-  IDEM_RETURN_IF_ERROR(
-      CheckClaimDurations(Prefix(impl_->path()), ttl, lock_timeout));
-  return Boundary(impl_->path(), "claim",
-                  [&] { return impl_->Claim(id, fp, now, ttl, lock_timeout); });
+Result<ClaimResult> SqliteStore::DoClaim(const RecordId& id,
+                                         const Fingerprint& fp, TimePoint now,
+                                         Duration ttl, Duration lock_timeout) {
+  return impl_->Claim(id, fp, now, ttl, lock_timeout);
 }
 
-Result<bool> SqliteStore::Complete(const RecordId& id, const Token& token,
-                                   const Response& response) {
-  return Boundary(impl_->path(), "complete",
-                  [&] { return impl_->Complete(id, token, response); });
+Result<bool> SqliteStore::DoComplete(const RecordId& id, const Token& token,
+                                     const Response& response) {
+  return impl_->Complete(id, token, response);
 }
 
-Result<bool> SqliteStore::Release(const RecordId& id, const Token& token) {
-  return Boundary(impl_->path(), "release",
-                  [&] { return impl_->Release(id, token); });
+Result<bool> SqliteStore::DoRelease(const RecordId& id, const Token& token) {
+  return impl_->Release(id, token);
 }
 
-Result<bool> SqliteStore::Revoke(const RecordId& id) {
-  return Boundary(impl_->path(), "revoke", [&] { return impl_->Revoke(id); });
+Result<bool> SqliteStore::DoRevoke(const RecordId& id) {
+  return impl_->Revoke(id);
 }
 
-Result<bool> SqliteStore::ExtendLock(const RecordId& id, const Token& token,
-                                     TimePoint now, Duration lock_timeout) {
-  IDEM_RETURN_IF_ERROR(CheckLockTimeout(Prefix(impl_->path()), lock_timeout));
-  return Boundary(impl_->path(), "extend lock", [&] {
-    return impl_->ExtendLock(id, token, now, lock_timeout);
-  });
+Result<bool> SqliteStore::DoExtendLock(const RecordId& id, const Token& token,
+                                       TimePoint now, Duration lock_timeout) {
+  return impl_->ExtendLock(id, token, now, lock_timeout);
 }
 
-Result<std::optional<StoreStats>> SqliteStore::Stats(TimePoint now) {
-  return Boundary(impl_->path(), "stats", [&] { return impl_->Stats(now); });
+Result<std::optional<StoreStats>> SqliteStore::DoStats(TimePoint now) {
+  return impl_->Stats(now);
 }
 
 void SqliteStoreTestPeer::SetClaimAttemptHook(SqliteStore& store,
@@ -467,16 +465,14 @@ void SqliteStoreTestPeer::SetClaimAttemptHook(SqliteStore& store,
   store.impl_->SetClaimHook(std::move(hook));
 }
 
-Result<std::optional<Record>> SqliteStore::Inspect(const RecordId& id,
-                                                   TimePoint now) {
-  return Boundary(impl_->path(), "inspect",
-                  [&] { return impl_->Inspect(id, now); });
+Result<std::optional<Record>> SqliteStore::DoInspect(const RecordId& id,
+                                                     TimePoint now) {
+  return impl_->Inspect(id, now);
 }
 
-Result<std::size_t> SqliteStore::PurgeExpired(TimePoint now,
-                                              std::size_t limit) {
-  return Boundary(impl_->path(), "purge",
-                  [&] { return impl_->PurgeExpired(now, limit); });
+Result<std::size_t> SqliteStore::DoPurgeExpired(TimePoint now,
+                                                std::size_t limit) {
+  return impl_->PurgeExpired(now, limit);
 }
 
 StoreInfo SqliteStore::Info() const {
@@ -487,7 +483,7 @@ StoreInfo SqliteStore::Info() const {
 const std::string& SqliteStore::path() const { return impl_->path(); }
 
 Result<sqlite3*> SqliteStore::HoldWriter() {
-  return Boundary(impl_->path(), "begin", [&] { return impl_->HoldWriter(); });
+  return Call("begin", [&] { return impl_->HoldWriter(); });
 }
 
 Result<TransactionCompletion> SqliteStore::CompleteOnHeldWriter(
@@ -504,8 +500,8 @@ std::size_t SqliteStoreTestPeer::QueuedWrites(SqliteStore& store) {
 }
 
 Status SqliteStore::ReleaseWriter(bool commit) {
-  return Boundary(impl_->path(), commit ? "commit" : "rollback",
-                  [&] { return impl_->ReleaseWriter(commit); });
+  return Call(commit ? "commit" : "rollback",
+              [&] { return impl_->ReleaseWriter(commit); });
 }
 
 std::optional<Record> SqliteStore::RememberedClaim(const RecordId& id,

@@ -29,14 +29,13 @@
 #include <system_error>
 
 #include "idem/clock.h"
-#include "idem/record_codec.h"
+#include "idem/store/record_codec.h"
 #include "sqlite_connection.h"
 
 namespace idem {
 namespace {
 
 using sqlite_internal::BindBlob;
-using sqlite_internal::Boundary;
 using sqlite_internal::Prefix;
 
 constexpr const char* kSelectInTransaction =
@@ -181,10 +180,9 @@ Result<TransactionCompletion> SqliteStore::CompleteInTransaction(
   // The writer's connection, held by this thread's transaction: the store's
   // own statements, and no file to check.
   if (HoldsWriterOn(db)) {
-    return Boundary(path(), kOp,
-                    [&] { return CompleteOnHeldWriter(id, token, stored); });
+    return Call(kOp, [&] { return CompleteOnHeldWriter(id, token, stored); });
   }
-  return Boundary(path(), kOp, [&] {
+  return Call(kOp, [&] {
     return Completion(path(), db)
         .Run(id, token, stored, RememberedClaim(id, token));
   });

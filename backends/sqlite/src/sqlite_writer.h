@@ -39,7 +39,8 @@
 #include <vector>
 
 #include "idem/error.h"
-#include "idem/sqlite_store.h"
+#include "idem/sqlite_store_options.h"
+#include "idem/store/catch_exceptions.h"
 #include "sqlite_checkpointer.h"
 #include "sqlite_connection.h"
 #include "sqlite_sql.h"
@@ -125,7 +126,8 @@ class Writer {
    public:
     TypedWriteOp(const std::string& path, Fn& fn) : path_(path), fn_(fn) {}
     void Run(Connection& conn) override {
-      result = Boundary(path_, "write", [&] { return fn_(conn); });
+      result = CatchExceptions([&] { return Prefix(path_) + "write"; },
+                               [&] { return fn_(conn); });
     }
     void Fail(const Error& e) override { result = tl::unexpected(e); }
     bool ok() const override { return result.has_value(); }

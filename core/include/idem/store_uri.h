@@ -195,6 +195,17 @@ Result<std::optional<Unit>> StoreUri::TakeDuration(std::string_view name,
 // query thus hides more than the password, never less.
 std::string RedactUri(std::string_view uri);
 
+// `uri` with query parameter `name` set to `value`: any occurrence of it
+// removed, then `name=value` appended (unescaped: `value` must need no
+// percent-encoding). For the test and benchmark setups of the stores
+// (store/store_descriptor.h).
+std::string WithUriParam(std::string_view uri, std::string_view name,
+                         std::string_view value);
+
+// `uri` with the query text `params` ("a=1&b=2", unescaped) appended;
+// `uri` itself when `params` is empty.
+std::string WithUriParams(std::string_view uri, std::string_view params);
+
 }  // namespace idem
 
 #endif  // IDEM_STORE_URI_H_

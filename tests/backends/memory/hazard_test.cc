@@ -3,7 +3,7 @@
 // exited threads are freed, thread registrations are reused, pointers nest,
 // and a pointer still works from a thread_local destructor at thread exit.
 
-#include "hazard.h"
+#include "memory_hazard.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -23,7 +23,8 @@ struct Probe {
   std::atomic<int>* freed;
 };
 
-// Unlinks what `link` points to (seq_cst, as hazard.h asks) and retires it.
+// Unlinks what `link` points to (seq_cst, as memory_hazard.h asks) and retires
+// it.
 void UnlinkAndRetire(std::atomic<Probe*>& link) {
   Pointer hp;
   Probe* old = link.exchange(nullptr, std::memory_order_seq_cst);

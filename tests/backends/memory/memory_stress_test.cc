@@ -19,8 +19,8 @@
 
 #include <gtest/gtest.h>
 
-#include "hazard.h"
 #include "idem/memory_store.h"
+#include "memory_hazard.h"
 #include "memory_test_util.h"
 
 namespace idem {

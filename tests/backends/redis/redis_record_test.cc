@@ -13,9 +13,9 @@
 #include <gtest/gtest.h>
 
 #include "idem/clock.h"
-#include "idem/record_codec.h"
 #include "idem/redis_store.h"
 #include "idem/store.h"
+#include "idem/store/record_codec.h"
 #include "redis_scripts.h"
 #include "redis_store_fixture.h"
 #include "redis_store_test_peer.h"

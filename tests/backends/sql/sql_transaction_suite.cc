@@ -161,7 +161,7 @@ TEST_P(SqlTransactionTest, ReleasedRevokedOrCompletedIsClaimLost) {
   EXPECT_EQ(backend().Count(), 1);
 }
 
-// The store remembers the claim's locked_until (idem/claim_memo.h); a
+// The store remembers the claim's locked_until (idem/store/claim_memo.h); a
 // renewal moves the column. The completion writes both together, so the
 // completed record still agrees with its columns and reads back (not
 // kDataLoss).

@@ -60,33 +60,15 @@
 
 #include "idem/clock.h"
 #include "idem/error.h"
+#include "idem/memory_store_options.h"
 #include "idem/record.h"
 #include "idem/response.h"
 #include "idem/store.h"
+#include "idem/store/store_boundary.h"
 #include "idem/store_uri.h"
 #include "idem/types.h"
 
 namespace idem {
-
-struct MemoryStoreOptions {
-  // The most records held at once, live or expired-but-not-reclaimed. The
-  // hash index (8 bytes per bucket, capacity rounded up to a power of two)
-  // is allocated at Open; each held record costs about 150 bytes more, plus
-  // its stored response. Must be in [1, MemoryStore::kMaxCapacity]; URI
-  // parameter `capacity`.
-  // Default: 1'000'000.
-  std::size_t capacity = 1'000'000;
-
-  // The most bytes the held records may be charged (see "Bytes" above):
-  // claims and completes that would exceed it fail with kResourceExhausted.
-  // 256 MiB holds a million in-progress or small completed records, or 250
-  // responses of 1 MiB. Must be in [MemoryStore::kMinMaxBytes,
-  // MemoryStore::kMaxMaxBytes]; URI parameter `max_bytes` (a byte count).
-  // Default: 268'435'456 (256 MiB).
-  std::size_t max_bytes = kDefaultMaxBytes;
-
-  static constexpr std::size_t kDefaultMaxBytes = std::size_t{256} << 20;
-};
 
 // Counters for monitoring and tests; each field is read separately, so the
 // set is not one atomic snapshot.
@@ -106,7 +88,7 @@ struct MemoryStoreStats {
 };
 
 // Open() returns the implementation; the class itself holds no state.
-class MemoryStore : public Store {
+class MemoryStore : public StoreBoundary {
  public:
   // Largest accepted capacity (2^30 records).
   static constexpr std::size_t kMaxCapacity = std::size_t{1} << 30;
@@ -149,64 +131,6 @@ class MemoryStore : public Store {
   MemoryStore(const MemoryStore&) = delete;
   MemoryStore& operator=(const MemoryStore&) = delete;
 
-  // The claim table of store.h, atomically per id (a single CAS publishes the
-  // new record). A new record needs a free slot; when there is none the call
-  // reclaims expired records first.
-  // Errors: kInvalidArgument when ttl or lock_timeout is not positive;
-  // kResourceExhausted ("memory store full: ...") when the store holds
-  // `capacity` records, or a new record would take the bytes charged above
-  // max_bytes, and none of those examined had expired, or when memory
-  // allocation fails. Near capacity the answer is approximate in the safe
-  // direction, since a claim never waits for another: claims racing to
-  // insert new ids hold their slots for an instant before publishing, only
-  // one claim sweeps at a time, and free slots move between per-thread
-  // stripes and a shared count, so a claim may find the store full while a
-  // slot is about to be given back. The bound itself is exact.
-  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
-                            TimePoint now, Duration ttl,
-                            Duration lock_timeout) override = 0;
-
-  // Returns true after storing a copy of `response` and marking the record
-  // completed (same expires_at) if it is in_progress with `token`; false,
-  // changing nothing, otherwise. Concurrent calls with the same token: at
-  // most one returns true. Error: kResourceExhausted when out of memory, or
-  // ("memory store full: ...") when the response would take the bytes
-  // charged above max_bytes: the record is then left in progress, unchanged.
-  Result<bool> Complete(const RecordId& id, const Token& token,
-                        const Response& response) override = 0;
-  // As Complete, but keeps `response` itself (shared with the caller, never
-  // modified) instead of a copy. kInvalidArgument when it is null.
-  Result<bool> CompleteShared(
-      const RecordId& id, const Token& token,
-      std::shared_ptr<const Response> response) override = 0;
-
-  // Deletes the record and frees its slot if it is in_progress with `token`;
-  // returns whether it did. Concurrent Complete/Release calls with the same
-  // token: at most one returns true. Error: kResourceExhausted when out of
-  // memory.
-  Result<bool> Release(const RecordId& id, const Token& token) override = 0;
-
-  // Deletes the record of `id` whatever its state and frees its slot;
-  // returns whether there was one. One CAS publishes the removal, so a
-  // concurrent Complete or Release of the revoked claim returns false.
-  // Error: kResourceExhausted when out of memory.
-  Result<bool> Revoke(const RecordId& id) override = 0;
-
-  // A copy of the record of `id` (sharing its response), or nullopt when
-  // there is none or it has expired at `now`. The copy is one consistent
-  // version of the record, never a mix of two. Never fails except for
-  // kResourceExhausted when out of memory.
-  Result<std::optional<Record>> Inspect(const RecordId& id,
-                                        TimePoint now) override = 0;
-
-  // Deletes up to `limit` records with expires_at <= now, examining each
-  // bucket at most once per call (successive calls resume where the last
-  // one stopped); returns how many it deleted. Safe alongside claims: a
-  // record claimed again at the same moment is either purged first or
-  // replaced, never both. Error: kResourceExhausted when out of memory.
-  Result<std::size_t> PurgeExpired(TimePoint now,
-                                   std::size_t limit) override = 0;
-
   // {"memory", durable = false, shared_across_processes = false,
   // calls_may_block = false}.
   StoreInfo Info() const override = 0;
@@ -222,7 +146,68 @@ class MemoryStore : public Store {
   virtual MemoryStoreStats stats() const = 0;
 
  protected:
-  MemoryStore() = default;
+  MemoryStore() : StoreBoundary("memory store") {}
+
+  // The Store operations (store.h), each called through StoreBoundary
+  // (idem/store/store_boundary.h: argument checks, exceptions as errors:
+  // kResourceExhausted when out of memory).
+  // The claim table of store.h, atomically per id (a single CAS publishes the
+  // new record). A new record needs a free slot; when there is none the call
+  // reclaims expired records first.
+  // Errors: kInvalidArgument when ttl or lock_timeout is not positive;
+  // kResourceExhausted ("memory store full: ...") when the store holds
+  // `capacity` records, or a new record would take the bytes charged above
+  // max_bytes, and none of those examined had expired, or when memory
+  // allocation fails. Near capacity the answer is approximate in the safe
+  // direction, since a claim never waits for another: claims racing to
+  // insert new ids hold their slots for an instant before publishing, only
+  // one claim sweeps at a time, and free slots move between per-thread
+  // stripes and a shared count, so a claim may find the store full while a
+  // slot is about to be given back. The bound itself is exact.
+  Result<ClaimResult> DoClaim(const RecordId& id, const Fingerprint& fp,
+                              TimePoint now, Duration ttl,
+                              Duration lock_timeout) override = 0;
+
+  // Returns true after storing a copy of `response` and marking the record
+  // completed (same expires_at) if it is in_progress with `token`; false,
+  // changing nothing, otherwise. Concurrent calls with the same token: at
+  // most one returns true. Error: kResourceExhausted when out of memory, or
+  // ("memory store full: ...") when the response would take the bytes
+  // charged above max_bytes: the record is then left in progress, unchanged.
+  Result<bool> DoComplete(const RecordId& id, const Token& token,
+                          const Response& response) override = 0;
+  // As Complete, but keeps `response` itself (shared with the caller, never
+  // modified) instead of a copy. kInvalidArgument when it is null.
+  Result<bool> DoCompleteShared(
+      const RecordId& id, const Token& token,
+      std::shared_ptr<const Response> response) override = 0;
+
+  // Deletes the record and frees its slot if it is in_progress with `token`;
+  // returns whether it did. Concurrent Complete/Release calls with the same
+  // token: at most one returns true. Error: kResourceExhausted when out of
+  // memory.
+  Result<bool> DoRelease(const RecordId& id, const Token& token) override = 0;
+
+  // Deletes the record of `id` whatever its state and frees its slot;
+  // returns whether there was one. One CAS publishes the removal, so a
+  // concurrent Complete or Release of the revoked claim returns false.
+  // Error: kResourceExhausted when out of memory.
+  Result<bool> DoRevoke(const RecordId& id) override = 0;
+
+  // A copy of the record of `id` (sharing its response), or nullopt when
+  // there is none or it has expired at `now`. The copy is one consistent
+  // version of the record, never a mix of two. Never fails except for
+  // kResourceExhausted when out of memory.
+  Result<std::optional<Record>> DoInspect(const RecordId& id,
+                                          TimePoint now) override = 0;
+
+  // Deletes up to `limit` records with expires_at <= now, examining each
+  // bucket at most once per call (successive calls resume where the last
+  // one stopped); returns how many it deleted. Safe alongside claims: a
+  // record claimed again at the same moment is either purged first or
+  // replaced, never both. Error: kResourceExhausted when out of memory.
+  Result<std::size_t> DoPurgeExpired(TimePoint now,
+                                     std::size_t limit) override = 0;
 };
 
 }  // namespace idem

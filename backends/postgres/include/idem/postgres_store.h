@@ -53,10 +53,12 @@
 
 #include "idem/clock.h"
 #include "idem/error.h"
+#include "idem/postgres_store_options.h"
 #include "idem/record.h"
 #include "idem/response.h"
 #include "idem/sql_transaction.h"
 #include "idem/store.h"
+#include "idem/store/store_boundary.h"
 #include "idem/store_uri.h"
 #include "idem/types.h"
 
@@ -64,75 +66,7 @@ typedef struct pg_conn PGconn;
 
 namespace idem {
 
-// When a PostgreSQL store first connects (PostgresStoreOptions::connect).
-enum class PostgresConnect {
-  // In Open: Open fails when the server cannot be reached or refuses the
-  // table.
-  kEager,
-  // In the background: Open returns at once, without reaching the server;
-  // until the first connection and its table check succeed every call
-  // fails with kUnavailable (see PostgresStore::Open).
-  kLazy,
-};
-
-struct PostgresStoreOptions {
-  // Where the server is, as libpq connection parameters. Empty fields are
-  // left to libpq's defaults (environment variables PGHOST, PGPORT, PGUSER,
-  // PGPASSWORD, ~/.pgpass; a Unix socket when `host` is empty).
-  // URI: postgresql://user:password@host:port/dbname.
-  std::string host;
-  std::string port;
-  std::string dbname;
-  std::string user;
-  std::string password;
-  // libpq's sslmode (disable, allow, prefer, require, verify-ca,
-  // verify-full); empty leaves libpq's default (prefer). URI parameter
-  // `sslmode`.
-  std::string sslmode;
-
-  // The records' table: letters, digits and '_', starting with a letter or
-  // '_', at most 48 bytes (its index name adds a suffix within
-  // PostgreSQL's 63). Created if missing (unless `create` is false).
-  // Case-sensitive (it is quoted). URI parameter `table`.
-  // Default: "idempotency_keys".
-  std::string table = "idempotency_keys";
-
-  // Whether Open may create the table, its index and idem_schema_versions,
-  // and migrate an older table. false opens only a table that exists at
-  // kSchemaVersion, writing nothing (idemctl opens every store so): a
-  // missing table or version row, or an older version, is kUnavailable
-  // naming what is missing. URI parameter `create` (true/false).
-  // Default: true.
-  bool create = true;
-
-  // When the store first connects (PostgresConnect). URI parameter
-  // `connect` (eager, lazy).
-  // Default: kEager.
-  PostgresConnect connect = PostgresConnect::kEager;
-
-  // Most connections the store opens at once, each opened on first need.
-  // URI parameter `pool`, 1..1024.
-  // Default: 8.
-  std::size_t pool_size = 8;
-
-  // How long a call waits for a free pooled connection before failing with
-  // kUnavailable. URI parameter `acquire_timeout_ms`, 0..3600000.
-  // Default: 5 s.
-  std::chrono::milliseconds acquire_timeout{5000};
-
-  // libpq's connect_timeout for opening a connection. URI parameter
-  // `connect_timeout_s`, 1..3600 (libpq treats values under 2 s as 2 s).
-  // Default: 5 s.
-  std::chrono::seconds connect_timeout{5};
-
-  // The server's statement_timeout and lock_timeout for every statement,
-  // and (plus kClientGrace) the client-side deadline of each round trip.
-  // URI parameter `statement_timeout_ms`, 1..3600000.
-  // Default: 5 s.
-  std::chrono::milliseconds statement_timeout{5000};
-};
-
-class PostgresStore final : public Store {
+class PostgresStore final : public StoreBoundary {
  public:
   // The schema version this build creates (idem_schema_versions.version).
   static constexpr int kSchemaVersion = 1;
@@ -195,37 +129,6 @@ class PostgresStore final : public Store {
   PostgresStore(const PostgresStore&) = delete;
   PostgresStore& operator=(const PostgresStore&) = delete;
 
-  // The Store calls; store.h states what each does, the file comment how
-  // they fail. Claim: kInvalidArgument when ttl or lock_timeout is not
-  // positive; on kUnavailable the claim may or may not have been written
-  // (the connection broke after sending it), so a retry may get kInProgress
-  // until the lock times out. Revoke deletes a row even when its record does
-  // not decode. PurgeExpired deletes in statements of at most kPurgeBatch
-  // rows (each its own transaction; those committed before an error stay
-  // deleted), skips rows another call holds locked, so that instances
-  // sweeping one table never wait for each other, and deletes rows whose
-  // columns say expired even if their record is damaged.
-  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
-                            TimePoint now, Duration ttl,
-                            Duration lock_timeout) override;
-  Result<bool> Complete(const RecordId& id, const Token& token,
-                        const Response& response) override;
-  Result<bool> Release(const RecordId& id, const Token& token) override;
-  Result<bool> Revoke(const RecordId& id) override;
-  // A SELECT of the row (kDataLoss when it does not decode), then one
-  // conditional UPDATE of locked_until and record, WHERE the row still has
-  // the token, is in progress, not expired, and has the locked_until read
-  // (a renewal of the same claim on another connection in between makes
-  // it read again; kUnavailable after kClaimAttempts such races).
-  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
-                          Duration lock_timeout) override;
-  // One SELECT count(*) ... GROUP BY over the columns (a sequential scan of
-  // the table). Counts by the columns: a damaged record is counted by them,
-  // never as damaged.
-  Result<std::optional<StoreStats>> Stats(TimePoint now) override;
-  Result<std::optional<Record>> Inspect(const RecordId& id,
-                                        TimePoint now) override;
-  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
   // {"postgres", durable, shared_across_processes, max_concurrent_calls =
   // pool_size, acquire_timeout}: all from the options, so the same before a
   // lazy store connected. What is not known until then: whether the server
@@ -269,11 +172,46 @@ class PostgresStore final : public Store {
     std::string table;
     std::string prefix;
     // The record this store's own claim of `token` wrote, if it still
-    // remembers it (idem/claim_memo.h), so that the completion needs no
+    // remembers it (idem/store/claim_memo.h), so that the completion needs no
     // SELECT; nullopt otherwise.
     std::function<std::optional<Record>(const RecordId&, const Token&)> recall;
   };
   const TransactionTarget& transaction_target() const;
+
+ protected:
+  // The Store operations (store.h), each called through StoreBoundary
+  // (idem/store/store_boundary.h: argument checks, exceptions as errors).
+  // The Store calls; store.h states what each does, the file comment how
+  // they fail. Claim: kInvalidArgument when ttl or lock_timeout is not
+  // positive; on kUnavailable the claim may or may not have been written
+  // (the connection broke after sending it), so a retry may get kInProgress
+  // until the lock times out. Revoke deletes a row even when its record does
+  // not decode. PurgeExpired deletes in statements of at most kPurgeBatch
+  // rows (each its own transaction; those committed before an error stay
+  // deleted), skips rows another call holds locked, so that instances
+  // sweeping one table never wait for each other, and deletes rows whose
+  // columns say expired even if their record is damaged.
+  Result<ClaimResult> DoClaim(const RecordId& id, const Fingerprint& fp,
+                              TimePoint now, Duration ttl,
+                              Duration lock_timeout) override;
+  Result<bool> DoComplete(const RecordId& id, const Token& token,
+                          const Response& response) override;
+  Result<bool> DoRelease(const RecordId& id, const Token& token) override;
+  Result<bool> DoRevoke(const RecordId& id) override;
+  // A SELECT of the row (kDataLoss when it does not decode), then one
+  // conditional UPDATE of locked_until and record, WHERE the row still has
+  // the token, is in progress, not expired, and has the locked_until read
+  // (a renewal of the same claim on another connection in between makes
+  // it read again; kUnavailable after kClaimAttempts such races).
+  Result<bool> DoExtendLock(const RecordId& id, const Token& token,
+                            TimePoint now, Duration lock_timeout) override;
+  // One SELECT count(*) ... GROUP BY over the columns (a sequential scan of
+  // the table). Counts by the columns: a damaged record is counted by them,
+  // never as damaged.
+  Result<std::optional<StoreStats>> DoStats(TimePoint now) override;
+  Result<std::optional<Record>> DoInspect(const RecordId& id,
+                                          TimePoint now) override;
+  Result<std::size_t> DoPurgeExpired(TimePoint now, std::size_t limit) override;
 
  private:
   friend class PostgresTransaction;

@@ -155,65 +155,16 @@
 #include "idem/clock.h"
 #include "idem/error.h"
 #include "idem/record.h"
+#include "idem/redis_store_options.h"
 #include "idem/response.h"
 #include "idem/store.h"
+#include "idem/store/store_boundary.h"
 #include "idem/store_uri.h"
 #include "idem/types.h"
 
 namespace idem {
 
-struct RedisStoreOptions {
-  struct Node {
-    std::string host;
-    int port = 6379;
-  };
-  // The server (standalone) or the seed nodes (cluster): at least one.
-  // URI: the host:port list.
-  std::vector<Node> nodes;
-  // A Redis Cluster instead of one server. URI: scheme redis-cluster.
-  bool cluster = false;
-  // AUTH after connecting when `password` is not empty (with `user` when
-  // that is not empty either: an ACL user). URI: user:password@.
-  std::string user;
-  std::string password;
-  // SELECT after connecting; standalone only (a cluster has database 0).
-  // URI: the path, /0../15 or more. Default: 0.
-  int db = 0;
-  // Key prefix; no '{' or '}', at most 128 bytes. URI parameter `prefix`.
-  // Default: "idem:".
-  std::string prefix = "idem:";
-  // Most connections per server. URI parameter `pool`, 1..1024. Default: 8.
-  std::size_t pool_size = 8;
-  // Bound of connecting and of every command. URI parameter `timeout_ms`,
-  // 1..3600000. Default: 5 s.
-  std::chrono::milliseconds timeout{5000};
-  // How long a call waits for a free pooled connection. URI parameter
-  // `acquire_timeout_ms`, 0..3600000. Default: 5 s.
-  std::chrono::milliseconds acquire_timeout{5000};
-  // Open a server whose maxmemory-policy may evict keys, and keep serving
-  // when a check finds it evicting. URI parameter `allow_eviction`.
-  // Default: false.
-  bool allow_eviction = false;
-  // When the store first reaches its servers. kEager: Open connects and
-  // checks them, and fails with what it found. kLazy: Open succeeds without
-  // reaching them; every call is kUnavailable until a background connect
-  // (retried with a capped back-off) and its checks succeed. URI parameter
-  // `connect`, eager or lazy (as for postgresql:). Default: kEager.
-  enum class Connect { kEager, kLazy };
-  Connect connect = Connect::kEager;
-  // How often the servers are checked again once connected (eviction
-  // policy, persistence, version, authentication), and so how long an
-  // evicting policy set at run time goes unnoticed at most (an -OOM, an
-  // odd reply or a record that vanished asks for a check sooner). URI
-  // parameter `check_interval_ms`, 10..3600000. Default: 10 s.
-  std::chrono::milliseconds check_interval{10000};
-  // Replicas a claim and a complete wait for (WAIT), 0 = none. URI
-  // parameters `wait`, 0..64, and `wait_ms`, 1..3600000. Default: 0, 1 s.
-  int wait_replicas = 0;
-  std::chrono::milliseconds wait_timeout{1000};
-};
-
-class RedisStore final : public Store {
+class RedisStore final : public StoreBoundary {
  public:
   // Redirections (-MOVED, -ASK) one cluster call follows.
   static constexpr int kMaxRedirects = 5;
@@ -257,40 +208,6 @@ class RedisStore final : public Store {
   RedisStore(const RedisStore&) = delete;
   RedisStore& operator=(const RedisStore&) = delete;
 
-  // The claim table of store.h (see "Claim" above). On kUnavailable the
-  // claim may or may not have been written: a retry then gets kInProgress
-  // until the lock times out. Errors: kInvalidArgument (ttl or
-  // lock_timeout not positive), kDataLoss (a value that does not decode, a
-  // key of another type), kUnavailable, kResourceExhausted (-OOM, when the
-  // claim would write), kInternal.
-  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
-                            TimePoint now, Duration ttl,
-                            Duration lock_timeout) override;
-  // store.h's contract; errors as for Claim.
-  Result<bool> Complete(const RecordId& id, const Token& token,
-                        const Response& response) override;
-  Result<bool> Release(const RecordId& id, const Token& token) override;
-  Result<bool> Revoke(const RecordId& id) override;
-  // A GET of the record (kDataLoss when it does not decode), the decision
-  // (RenewedLockUntil) in C++, then the extend script, which writes the
-  // renewed record only if the header is still the one read (else, if the
-  // record is still in progress with the token, it reads again;
-  // kUnavailable after kExtendAttempts such races). The key's TTL is
-  // unchanged. Waits for replicas as Claim does.
-  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
-                          Duration lock_timeout) override;
-  // A SCAN of the prefix on every server (every master of a cluster) and a
-  // GETRANGE of each value's header: counted by its state and expires_at,
-  // so a record whose body is damaged is counted by its header; a value
-  // too short or with a bad magic or version is damaged. Keys of other
-  // types under the prefix (hashes of earlier builds too) are skipped.
-  Result<std::optional<StoreStats>> Stats(TimePoint now) override;
-  Result<std::optional<Record>> Inspect(const RecordId& id,
-                                        TimePoint now) override;
-  // See above: a SCAN of every master. Keys of other types and damaged
-  // headers are left alone.
-  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
-
   // {"redis" or "redis-cluster", durable per the servers' persistence at
   // the last check (false until a check passed: a lazy store not yet
   // connected), shared_across_processes, calls_may_block,
@@ -307,6 +224,48 @@ class RedisStore final : public Store {
   Result<bool> SetIfAbsentForBenchmark(std::string_view key,
                                        std::string_view value,
                                        std::chrono::milliseconds ttl);
+
+ protected:
+  // The Store operations (store.h), each called through StoreBoundary
+  // (idem/store/store_boundary.h: argument checks, exceptions as errors).
+  // The claim table of store.h (see "Claim" above). On kUnavailable the
+  // claim may or may not have been written: a retry then gets kInProgress
+  // until the lock times out. Errors: kInvalidArgument (ttl or
+  // lock_timeout not positive), kDataLoss (a value that does not decode, a
+  // key of another type), kUnavailable, kResourceExhausted (-OOM, when the
+  // claim would write), kInternal.
+  Result<ClaimResult> DoClaim(const RecordId& id, const Fingerprint& fp,
+                              TimePoint now, Duration ttl,
+                              Duration lock_timeout) override;
+  // store.h's contract; errors as for Claim.
+  Result<bool> DoComplete(const RecordId& id, const Token& token,
+                          const Response& response) override;
+  Result<bool> DoRelease(const RecordId& id, const Token& token) override;
+  Result<bool> DoRevoke(const RecordId& id) override;
+  // A GET of the record (kDataLoss when it does not decode), the decision
+  // (RenewedLockUntil) in C++, then the extend script, which writes the
+  // renewed record only if the header is still the one read (else, if the
+  // record is still in progress with the token, it reads again;
+  // kUnavailable after kExtendAttempts such races). The key's TTL is
+  // unchanged. Waits for replicas as Claim does.
+  Result<bool> DoExtendLock(const RecordId& id, const Token& token,
+                            TimePoint now, Duration lock_timeout) override;
+  // A SCAN of the prefix on every server (every master of a cluster) and a
+  // GETRANGE of each value's header: counted by its state and expires_at,
+  // so a record whose body is damaged is counted by its header; a value
+  // too short or with a bad magic or version is damaged. Keys of other
+  // types under the prefix (hashes of earlier builds too) are skipped.
+  Result<std::optional<StoreStats>> DoStats(TimePoint now) override;
+  Result<std::optional<Record>> DoInspect(const RecordId& id,
+                                          TimePoint now) override;
+  // See above: a SCAN of every master. Keys of other types and damaged
+  // headers are left alone.
+  Result<std::size_t> DoPurgeExpired(TimePoint now, std::size_t limit) override;
+  // Every call: kUnavailable until connected and while a check refuses the
+  // server (src/redis_server_watch.h); -OOM and odd replies
+  // (kResourceExhausted, kInternal) ask for a check.
+  Status BeforeCall(std::string_view op) override;
+  void AfterError(const Error& error) override;
 
  private:
   // Tests' access to the reclaim hook (src/redis_store_test_peer.h).

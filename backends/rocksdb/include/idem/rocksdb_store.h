@@ -82,48 +82,15 @@
 #include "idem/error.h"
 #include "idem/record.h"
 #include "idem/response.h"
+#include "idem/rocksdb_store_options.h"
 #include "idem/store.h"
+#include "idem/store/store_boundary.h"
 #include "idem/store_uri.h"
 #include "idem/types.h"
 
 namespace idem {
 
-struct RocksdbStoreOptions {
-  // The database directory. Created, with any missing parent directories, if
-  // it does not exist (unless `create` is false). A relative path is relative
-  // to the working directory. URI: the path of `rocksdb:/path/dir` (or
-  // `rocksdb:relative/dir`). Required.
-  std::string path;
-
-  // Whether every write is fsync'ed before the call returns (see the
-  // durability notes above: false survives process crashes, true also power
-  // loss). URI parameter `sync` (true/false/1/0/yes/no/on/off).
-  // Default: false.
-  bool sync = false;
-
-  // The LRU block cache of the record column family, in MiB (2^20 bytes),
-  // shared by all of its table files. 0 means no block cache at all: every
-  // read of a record that is not in the memtable reads its data block from
-  // the table file (from the OS page cache at best). Raise it to the working
-  // set of replayed records (docs/STORES.md). At most kMaxBlockCacheMb. URI
-  // parameter `block_cache_mb` (0 to 1048576). Default: 64.
-  std::size_t block_cache_mb = kDefaultBlockCacheMb;
-
-  // Whether Open may create the directory, the database and its column
-  // family. false opens only an existing idem RocksDB database: a missing
-  // directory, one without a database (no CURRENT file: an empty
-  // directory) or without the `idempotency` column family is kUnavailable
-  // naming what is missing, and no file is written into it (idemctl opens
-  // every store so). URI parameter `create` (true/false).
-  // Default: true.
-  bool create = true;
-
-  static constexpr std::size_t kDefaultBlockCacheMb = 64;
-  // 1 TiB: anything larger is a typo, not a cache.
-  static constexpr std::size_t kMaxBlockCacheMb = 1048576;
-};
-
-class RocksdbStore final : public Store {
+class RocksdbStore final : public StoreBoundary {
  public:
   // The column family that holds the records.
   static constexpr char kColumnFamily[] = "idempotency";
@@ -167,15 +134,30 @@ class RocksdbStore final : public Store {
   RocksdbStore(const RocksdbStore&) = delete;
   RocksdbStore& operator=(const RocksdbStore&) = delete;
 
+  // {"rocksdb", durable = true, shared_across_processes = false}.
+  StoreInfo Info() const override;
+
+  // Compacts the whole record column family now, so that the compaction
+  // filter drops every record expired as of the store's clock. Blocks until
+  // done; safe alongside other calls. For operators and tests.
+  // Errors: kUnavailable or kInternal when RocksDB fails.
+  Status Compact();
+
+  // The database directory, as given in the options.
+  const std::string& path() const;
+
+ protected:
+  // The Store operations (store.h), each called through StoreBoundary
+  // (idem/store/store_boundary.h: argument checks, exceptions as errors).
   // The claim table of store.h under the id's lock: one Get, and one Put
   // when the result is kAcquired. Errors: kInvalidArgument when ttl or
   // lock_timeout is not positive; kDataLoss when the stored value does not
   // decode; kUnavailable or kInternal when RocksDB fails (nothing was
   // written then, or the write's outcome is unknown only if RocksDB itself
   // says so).
-  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
-                            TimePoint now, Duration ttl,
-                            Duration lock_timeout) override;
+  Result<ClaimResult> DoClaim(const RecordId& id, const Fingerprint& fp,
+                              TimePoint now, Duration ttl,
+                              Duration lock_timeout) override;
 
   // Under the id's lock: if the record is in_progress with `token`, writes it
   // back completed with `response` (same expires_at) and returns true;
@@ -183,33 +165,33 @@ class RocksdbStore final : public Store {
   // holder may complete its claim until another claim replaces the record.
   // Errors: kDataLoss when the stored value does not decode; kUnavailable or
   // kInternal when RocksDB fails.
-  Result<bool> Complete(const RecordId& id, const Token& token,
-                        const Response& response) override;
+  Result<bool> DoComplete(const RecordId& id, const Token& token,
+                          const Response& response) override;
 
   // Under the id's lock: deletes the record if it is in_progress with
   // `token`; returns whether it did. Errors as for Complete.
-  Result<bool> Release(const RecordId& id, const Token& token) override;
+  Result<bool> DoRelease(const RecordId& id, const Token& token) override;
 
   // Under the id's lock: deletes the value of `id` whatever it holds, even
   // one that does not decode; returns whether there was one. Errors:
   // kUnavailable or kInternal when RocksDB fails.
-  Result<bool> Revoke(const RecordId& id) override;
+  Result<bool> DoRevoke(const RecordId& id) override;
   // A read-modify-write under the id's mutex like Complete: one Put of the
   // record with its new locked_until. kDataLoss when the value does not
   // decode.
-  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
-                          Duration lock_timeout) override;
+  Result<bool> DoExtendLock(const RecordId& id, const Token& token,
+                            TimePoint now, Duration lock_timeout) override;
   // One pass over every value (an iterator's snapshot, no lock held; the
   // block cache is not filled). A value whose header says expired counts
   // as expired; a live one that does not decode as damaged.
-  Result<std::optional<StoreStats>> Stats(TimePoint now) override;
+  Result<std::optional<StoreStats>> DoStats(TimePoint now) override;
 
   // The record of `id` unless absent or expired at `now`. One Get, no lock:
   // the value read is one complete version of the record. Errors: kDataLoss
   // when the stored value does not decode; kUnavailable or kInternal when
   // RocksDB fails.
-  Result<std::optional<Record>> Inspect(const RecordId& id,
-                                        TimePoint now) override;
+  Result<std::optional<Record>> DoInspect(const RecordId& id,
+                                          TimePoint now) override;
 
   // Deletes up to `limit` records with expires_at <= now, in batches of at
   // most 32 (one WriteBatch each, written with the ids' locks held so that
@@ -224,19 +206,7 @@ class RocksdbStore final : public Store {
   // whose header does not read are skipped. Errors: kUnavailable or kInternal
   // when RocksDB fails; records deleted by earlier batches of the call stay
   // deleted.
-  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
-
-  // {"rocksdb", durable = true, shared_across_processes = false}.
-  StoreInfo Info() const override;
-
-  // Compacts the whole record column family now, so that the compaction
-  // filter drops every record expired as of the store's clock. Blocks until
-  // done; safe alongside other calls. For operators and tests.
-  // Errors: kUnavailable or kInternal when RocksDB fails.
-  Status Compact();
-
-  // The database directory, as given in the options.
-  const std::string& path() const;
+  Result<std::size_t> DoPurgeExpired(TimePoint now, std::size_t limit) override;
 
  private:
   struct Impl;

@@ -52,7 +52,9 @@
 #include "idem/record.h"
 #include "idem/response.h"
 #include "idem/sql_transaction.h"
+#include "idem/sqlite_store_options.h"
 #include "idem/store.h"
+#include "idem/store/store_boundary.h"
 #include "idem/store_uri.h"
 #include "idem/types.h"
 
@@ -60,51 +62,7 @@ struct sqlite3;
 
 namespace idem {
 
-// SQLite's PRAGMA synchronous, in WAL mode (see Durability above).
-enum class SqliteSynchronous { kOff, kNormal, kFull, kExtra };
-
-struct SqliteStoreOptions {
-  // The database file. Created, with any missing parent directories, if it
-  // does not exist (unless `create` is false); SQLite keeps `<path>-wal` and
-  // `<path>-shm` beside it. A relative path is relative to the working
-  // directory. URI: the path of `sqlite:/path/file.db` (or
-  // `sqlite:relative/file.db`). Required.
-  std::string path;
-
-  // URI parameter `synchronous` (off, normal, full, extra).
-  // Default: kNormal.
-  SqliteSynchronous synchronous = SqliteSynchronous::kNormal;
-
-  // How long a write waits for another connection's (or process's) write
-  // lock before failing with kUnavailable. At most kMaxBusyTimeout (1 h).
-  // URI parameter `busy_timeout_ms`, 0..3600000.
-  // Default: 5 s.
-  std::chrono::milliseconds busy_timeout{5000};
-  static constexpr std::chrono::milliseconds kMaxBusyTimeout{3'600'000};
-
-  // The page cache of the writer connection, which makes every claim,
-  // completion and release, in MiB (PRAGMA cache_size); 0 keeps SQLite's
-  // default of 2 MiB. A bigger cache serves replays of a larger set of
-  // records from memory, but makes every write transaction slower once the
-  // table is large: raise it only for a read-mostly workload. Reader
-  // connections (Inspect) keep SQLite's default.
-  // At most kMaxCacheMb (1 TiB). URI parameter `cache_mb`, 0..1048576.
-  // Default: 0 (SQLite's 2 MiB).
-  std::size_t cache_mb = 0;
-  static constexpr std::size_t kMaxCacheMb = 1 << 20;
-
-  // Whether Open may create the file (and its directories), idem's table
-  // and index, switch a new file to WAL mode, and migrate an older schema.
-  // false opens only an idem store that exists at kSchemaVersion: a missing
-  // file, one without idem's table (an empty file, another application's
-  // database) or one that needs migrating is kUnavailable naming what is
-  // missing, and is left byte for byte as it was (idemctl opens every store
-  // so). URI parameter `create` (true/false).
-  // Default: true.
-  bool create = true;
-};
-
-class SqliteStore final : public Store {
+class SqliteStore final : public StoreBoundary {
  public:
   // The schema version this build creates (PRAGMA user_version).
   static constexpr int kSchemaVersion = 2;
@@ -146,44 +104,6 @@ class SqliteStore final : public Store {
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  // The Store operations, as store.h states them. Writes (all but Inspect
-  // and Stats) go through the store's one writer connection, each in one
-  // write transaction; Inspect reads on a connection of its own and takes no
-  // write lock. Errors as above; a write that fails wrote nothing. While a
-  // SqliteTransaction holds the writer, a write waits for it at most
-  // busy_timeout from the call (then kUnavailable: "the store's writer was
-  // held by an application transaction ...", nothing written), and one
-  // made from the thread holding it fails at once with kInvalidArgument.
-  //  - Claim: kInvalidArgument when ttl or lock_timeout is not positive; a
-  //    claim that loses kClaimAttempts races answers kInProgress with
-  //    locked_until = now.
-  //  - Complete: one UPDATE for a claim this store made and still remembers
-  //    (idem/claim_memo.h: the last ~16384 claims), a SELECT first for any
-  //    other (made by another store on the file, say).
-  //  - Revoke deletes the row even when its record does not decode.
-  //  - PurgeExpired deletes in transactions of at most 1000 rows (so other
-  //    writers wait for one batch at most), rows whose columns say expired
-  //    even if their record is damaged; batches committed before an error
-  //    stay deleted.
-  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
-                            TimePoint now, Duration ttl,
-                            Duration lock_timeout) override;
-  Result<bool> Complete(const RecordId& id, const Token& token,
-                        const Response& response) override;
-  Result<bool> Release(const RecordId& id, const Token& token) override;
-  Result<bool> Revoke(const RecordId& id) override;
-  // In the writer's transaction: a SELECT of the row (kDataLoss when it
-  // does not decode), then one UPDATE of its locked_until and record.
-  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
-                          Duration lock_timeout) override;
-  // One SELECT count(*) ... GROUP BY over the columns, on a reader
-  // connection (a snapshot of the file; the writer is not held). Counts by
-  // the columns: a damaged record is counted by them, never as damaged.
-  Result<std::optional<StoreStats>> Stats(TimePoint now) override;
-  Result<std::optional<Record>> Inspect(const RecordId& id,
-                                        TimePoint now) override;
-  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
-
   // {"sqlite", durable = true, shared_across_processes = true}.
   StoreInfo Info() const override;
 
@@ -215,6 +135,46 @@ class SqliteStore final : public Store {
                                                       const Token& token,
                                                       const Response& stored);
 
+ protected:
+  // The Store operations, as store.h states them, through StoreBoundary
+  // (idem/store/store_boundary.h: argument checks, exceptions as errors).
+  // Writes (all but Inspect and Stats) go through the store's one writer
+  // connection, each in one write transaction; Inspect reads on a connection of
+  // its own and takes no write lock. Errors as above; a write that fails wrote
+  // nothing. While a SqliteTransaction holds the writer, a write waits for it
+  // at most busy_timeout from the call (then kUnavailable: "the store's writer
+  // was held by an application transaction ...", nothing written), and one made
+  // from the thread holding it fails at once with kInvalidArgument.
+  //  - Claim: kInvalidArgument when ttl or lock_timeout is not positive; a
+  //    claim that loses kClaimAttempts races answers kInProgress with
+  //    locked_until = now.
+  //  - Complete: one UPDATE for a claim this store made and still remembers
+  //    (idem/store/claim_memo.h: the last ~16384 claims), a SELECT first for
+  //    any other (made by another store on the file, say).
+  //  - Revoke deletes the row even when its record does not decode.
+  //  - PurgeExpired deletes in transactions of at most 1000 rows (so other
+  //    writers wait for one batch at most), rows whose columns say expired
+  //    even if their record is damaged; batches committed before an error
+  //    stay deleted.
+  Result<ClaimResult> DoClaim(const RecordId& id, const Fingerprint& fp,
+                              TimePoint now, Duration ttl,
+                              Duration lock_timeout) override;
+  Result<bool> DoComplete(const RecordId& id, const Token& token,
+                          const Response& response) override;
+  Result<bool> DoRelease(const RecordId& id, const Token& token) override;
+  Result<bool> DoRevoke(const RecordId& id) override;
+  // In the writer's transaction: a SELECT of the row (kDataLoss when it
+  // does not decode), then one UPDATE of its locked_until and record.
+  Result<bool> DoExtendLock(const RecordId& id, const Token& token,
+                            TimePoint now, Duration lock_timeout) override;
+  // One SELECT count(*) ... GROUP BY over the columns, on a reader
+  // connection (a snapshot of the file; the writer is not held). Counts by
+  // the columns: a damaged record is counted by them, never as damaged.
+  Result<std::optional<StoreStats>> DoStats(TimePoint now) override;
+  Result<std::optional<Record>> DoInspect(const RecordId& id,
+                                          TimePoint now) override;
+  Result<std::size_t> DoPurgeExpired(TimePoint now, std::size_t limit) override;
+
  private:
   friend class SqliteTransaction;
   // Tests' access to hooks and the writer's queue
@@ -235,7 +195,7 @@ class SqliteStore final : public Store {
   // its connection.
   bool HoldsWriterOn(sqlite3* db);
   // The in_progress record the claim of `token` on `id` wrote, if this
-  // store made it and still remembers it (idem/claim_memo.h), so that a
+  // store made it and still remembers it (idem/store/claim_memo.h), so that a
   // completion needs no read; locked_until may be older than the row's.
   std::optional<Record> RememberedClaim(const RecordId& id, const Token& token);
 

@@ -1,0 +1,113 @@
+// ClaimMemo: the fields of the claims a store made, by token, for store
+// implementers whose Complete must write the whole completed record.
+//
+// Encoding a completed record needs the claim's fingerprint, locked_until
+// and expires_at. A token is fresh for every claim, so a record that still
+// holds it in progress has exactly the fields that claim wrote: a store that
+// remembers them can write the completed record without reading it first. A
+// claim it does not remember (made by another store instance, or evicted
+// from the memo) costs the store a read.
+//
+// A direct-mapped table indexed by the token's first bytes: a newer claim
+// whose token maps to an occupied slot overwrites it. Recall and Take match
+// the token exactly but return whatever record id was remembered with it:
+// the caller checks `id` against the record it completes.
+//
+// Success/failure: nothing fails; the constructor allocates the table once
+// (about 100 bytes a slot), so no other call allocates.
+// Thread-safety: every method may be called concurrently (striped locks: a
+// call waits only for calls on slots of its stripe).
+
+#ifndef IDEM_STORE_CLAIM_MEMO_H_
+#define IDEM_STORE_CLAIM_MEMO_H_
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "idem/clock.h"
+#include "idem/types.h"
+
+namespace idem {
+
+// The fields of a claim a store made: what its Complete needs.
+struct ClaimFields {
+  RecordId id;
+  Fingerprint fingerprint;
+  TimePoint locked_until;
+  TimePoint expires_at;
+};
+
+class ClaimMemo {
+ public:
+  // Slots of a memo constructed without a capacity.
+  static constexpr std::size_t kDefaultCapacity = 16384;
+
+  // A memo of `capacity` slots, rounded up to a power of two (at least 1).
+  // Default: kDefaultCapacity.
+  explicit ClaimMemo(std::size_t capacity = kDefaultCapacity)
+      : slots_(std::bit_ceil(capacity == 0 ? 1 : capacity)),
+        mask_(slots_.size() - 1) {}
+
+  ClaimMemo(const ClaimMemo&) = delete;
+  ClaimMemo& operator=(const ClaimMemo&) = delete;
+
+  // Slots of the table (the capacity, rounded).
+  std::size_t capacity() const { return slots_.size(); }
+
+  // Remembers the claim of `token`, overwriting the claim in its slot.
+  void Remember(const Token& token, const ClaimFields& fields) {
+    const std::size_t i = Index(token);
+    std::lock_guard<std::mutex> lock(Stripe(i));
+    slots_[i] = Slot{token, true, fields};
+  }
+
+  // The fields of the claim of `token`, if it is still remembered.
+  std::optional<ClaimFields> Recall(const Token& token) {
+    const std::size_t i = Index(token);
+    std::lock_guard<std::mutex> lock(Stripe(i));
+    const Slot& slot = slots_[i];
+    if (!slot.used || slot.token != token) return std::nullopt;
+    return slot.fields;
+  }
+
+  // Forgets the claim of `token` (completed or released), if remembered.
+  void Forget(const Token& token) { (void)Take(token); }
+
+  // Recall and Forget in one step: the fields of the claim of `token`, if
+  // still remembered, which is then forgotten.
+  std::optional<ClaimFields> Take(const Token& token) {
+    const std::size_t i = Index(token);
+    std::lock_guard<std::mutex> lock(Stripe(i));
+    Slot& slot = slots_[i];
+    if (!slot.used || slot.token != token) return std::nullopt;
+    slot.used = false;
+    return slot.fields;
+  }
+
+ private:
+  static constexpr std::size_t kStripes = 64;
+
+  struct Slot {
+    Token token;
+    bool used = false;
+    ClaimFields fields;
+  };
+
+  // A token is random, so its first bytes spread claims evenly.
+  std::size_t Index(const Token& token) const {
+    return static_cast<std::size_t>(token.Prefix64()) & mask_;
+  }
+  std::mutex& Stripe(std::size_t index) { return stripes_[index % kStripes]; }
+
+  std::vector<Slot> slots_;
+  const std::size_t mask_;
+  std::array<std::mutex, kStripes> stripes_;
+};
+
+}  // namespace idem
+
+#endif  // IDEM_STORE_CLAIM_MEMO_H_

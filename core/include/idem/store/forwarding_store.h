@@ -1,0 +1,66 @@
+// ForwardingStore: a Store that forwards every call to an inner store, for
+// decorators that override only what they change (metrics, fault injection,
+// ownership of background work such as a sweeper).
+//
+// Every Store operation, CompleteShared included, goes to the same operation
+// of the inner store with the same arguments, and its result comes back
+// unchanged; Info() is the inner store's. A decorator that overrides Complete
+// must also override CompleteShared if both are to pass through its change:
+// here CompleteShared forwards to the inner store directly, so the inner
+// store may keep the shared response without a copy.
+//
+// Ownership: the ForwardingStore shares ownership of the inner store, which
+// lives at least as long as it. A derived class's members are destroyed
+// before the inner store is released, so a decorator may own background work
+// that uses the inner store.
+//
+// Thread-safety: as the inner store's (every Store's is: store.h).
+
+#ifndef IDEM_STORE_FORWARDING_STORE_H_
+#define IDEM_STORE_FORWARDING_STORE_H_
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+
+#include "idem/store.h"
+
+namespace idem {
+
+class ForwardingStore : public Store {
+ public:
+  // `inner` must not be null.
+  explicit ForwardingStore(std::shared_ptr<Store> inner);
+  ~ForwardingStore() override;
+
+  ForwardingStore(const ForwardingStore&) = delete;
+  ForwardingStore& operator=(const ForwardingStore&) = delete;
+
+  Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
+                            TimePoint now, Duration ttl,
+                            Duration lock_timeout) override;
+  Result<bool> Complete(const RecordId& id, const Token& token,
+                        const Response& response) override;
+  Result<bool> CompleteShared(
+      const RecordId& id, const Token& token,
+      std::shared_ptr<const Response> response) override;
+  Result<bool> Release(const RecordId& id, const Token& token) override;
+  Result<bool> Revoke(const RecordId& id) override;
+  Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
+                          Duration lock_timeout) override;
+  Result<std::optional<StoreStats>> Stats(TimePoint now) override;
+  Result<std::optional<Record>> Inspect(const RecordId& id,
+                                        TimePoint now) override;
+  Result<std::size_t> PurgeExpired(TimePoint now, std::size_t limit) override;
+  StoreInfo Info() const override;
+
+ protected:
+  Store& inner() const { return *inner_; }
+
+ private:
+  std::shared_ptr<Store> inner_;
+};
+
+}  // namespace idem
+
+#endif  // IDEM_STORE_FORWARDING_STORE_H_

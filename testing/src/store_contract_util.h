@@ -1,0 +1,135 @@
+// Helpers the store contract's test files share (store_contract.cc,
+// store_contract_renewal.cc): deterministic ids, fingerprints and tokens,
+// the suite's durations, and readable descriptions for failures.
+
+#ifndef IDEM_TESTING_SRC_STORE_CONTRACT_UTIL_H_
+#define IDEM_TESTING_SRC_STORE_CONTRACT_UTIL_H_
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "idem/clock.h"
+#include "idem/record.h"
+#include "idem/response.h"
+#include "idem/store.h"
+#include "idem/types.h"
+
+namespace idem::testing::contract {
+
+inline constexpr Duration kTtl = std::chrono::hours(24);
+inline constexpr Duration kLock = std::chrono::seconds(60);
+// For tests in which nothing may expire or time out.
+inline constexpr Duration kForever = std::chrono::hours(24 * 365);
+
+inline std::uint64_t SplitMix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// Deterministic, well-spread bytes, so that ids hash and shard like the
+// SHA-256 outputs they stand for. `salt` keeps ids, fingerprints and tokens
+// made from the same n apart.
+template <typename Id>
+Id MakeBytes(std::uint64_t n, std::uint64_t salt) {
+  Id id;
+  std::uint64_t state = n * 0x100000001B3ULL ^ salt;
+  for (std::size_t i = 0; i < Id::kSize; i += 8) {
+    const std::uint64_t word = SplitMix64(state);
+    std::memcpy(id.bytes.data() + i, &word,
+                std::min<std::size_t>(8, Id::kSize - i));
+  }
+  return id;
+}
+
+inline RecordId TestId(std::uint64_t n) { return MakeBytes<RecordId>(n, 0x1d); }
+inline Fingerprint TestFp(std::uint64_t n) {
+  return MakeBytes<Fingerprint>(n, 0xf9);
+}
+// A token no store has issued.
+inline Token ForeignToken(std::uint64_t n) { return MakeBytes<Token>(n, 0x70); }
+
+inline std::int64_t Ns(TimePoint t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             t.time_since_epoch())
+      .count();
+}
+
+inline std::string Describe(const ClaimResult& r) {
+  std::ostringstream os;
+  os << ClaimOutcomeName(r.outcome);
+  if (r.outcome == ClaimOutcome::kAcquired) {
+    os << " token=" << r.token.ToHex() << " takeover=" << r.takeover;
+  }
+  if (r.outcome == ClaimOutcome::kAcquired ||
+      r.outcome == ClaimOutcome::kInProgress) {
+    os << " locked_until=" << Ns(r.locked_until);
+  }
+  return os.str();
+}
+
+inline std::string Describe(const Response& r) {
+  std::ostringstream os;
+  os << "{status=" << r.status << " headers=[";
+  for (const auto& [name, value] : r.headers)
+    os << name << ": " << value << "; ";
+  os << "] body=" << r.body.size() << " bytes}";
+  return os.str();
+}
+
+inline std::string Describe(const Record& r) {
+  std::ostringstream os;
+  os << "{" << RecordStateName(r.state) << " fp=" << r.fingerprint.ToHex()
+     << " token=" << r.token.ToHex() << " locked_until=" << Ns(r.locked_until)
+     << " expires_at=" << Ns(r.expires_at) << " response="
+     << (r.response ? Describe(*r.response) : std::string("none")) << "}";
+  return os.str();
+}
+
+// A response with what a byte-exact store must keep: header order, repeated
+// and case-varied names, a value with spaces and quotes, and a body with NUL,
+// high bytes and a trailing NUL.
+inline Response RichResponse() {
+  Response r;
+  r.status = 201;
+  r.headers = {{"Content-Type", "application/json; charset=utf-8"},
+               {"Location", "/orders/42"},
+               {"ETag", "\"v1, \\\"weak\\\"\""},
+               {"content-language", "en"},
+               {"Vary", "Accept"},
+               {"vary", "Accept-Encoding"},
+               {"X-Empty", ""}};
+  r.body = std::string("{\"id\":42}\0\x01\x7f\x80\xfe\xff\r\n", 16);
+  r.body.push_back('\0');
+  return r;
+}
+
+inline void ExpectSameResponse(const std::shared_ptr<const Response>& got,
+                               const Response& want) {
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(got->status, want.status);
+  EXPECT_EQ(got->headers, want.headers);
+  EXPECT_TRUE(got->body == want.body)
+      << "body differs: got " << got->body.size() << " bytes, want "
+      << want.body.size();
+}
+
+inline void ExpectSameRecord(const std::optional<Record>& got,
+                             const Record& want) {
+  ASSERT_TRUE(got.has_value()) << "want " << Describe(want);
+  EXPECT_TRUE(*got == want)
+      << "got  " << Describe(*got) << "\nwant " << Describe(want);
+}
+
+}  // namespace idem::testing::contract
+
+#endif  // IDEM_TESTING_SRC_STORE_CONTRACT_UTIL_H_
