@@ -36,7 +36,7 @@ endfunction()
 # Requires.private / Libs.private is needed by every link: it is in Requires
 # and Libs, and `pkg-config --libs idem-sqlite` is a complete link line.
 set(_idem_v "= ${PROJECT_VERSION}")
-set(IDEM_PC_REQUIRES_core "libcrypto >= 3, liburiparser >= 0.9")
+set(IDEM_PC_REQUIRES_core "libcrypto >= 3, liburiparser >= 0.9, libzstd >= 1.4")
 set(IDEM_PC_REQUIRES_memory "idem ${_idem_v}")
 set(IDEM_PC_REQUIRES_rocksdb "idem ${_idem_v}, rocksdb >= 7")
 set(IDEM_PC_REQUIRES_sqlite "idem ${_idem_v}, sqlite3 >= 3.35")
@@ -51,7 +51,7 @@ set(IDEM_PC_REQUIRES_restinio "idem ${_idem_v}, idem-asio ${_idem_v}, fmt")
 # the minimum versions are the ones the top-level find_package calls ask
 # for), besides libidem-dev itself.
 set(IDEM_DEB_DEPENDS_dev
-  "libssl-dev (>= 3), libexpected-dev, nlohmann-json3-dev (>= 3.10), liburiparser-dev (>= 0.9)")
+  "libssl-dev (>= 3), libexpected-dev, nlohmann-json3-dev (>= 3.10), liburiparser-dev (>= 0.9), libzstd-dev (>= 1.4), pkg-config")  # cmake/Findzstd.cmake
 set(IDEM_DEB_DEPENDS_rocksdb "librocksdb-dev (>= 7)")
 set(IDEM_DEB_DEPENDS_sqlite "libsqlite3-dev (>= 3.35)")
 set(IDEM_DEB_DEPENDS_postgres "libpq-dev (>= 12)")
@@ -138,6 +138,7 @@ function(idem_install_package_files)
   install(FILES
     ${PROJECT_BINARY_DIR}/idemConfig.cmake
     ${PROJECT_BINARY_DIR}/idemConfigVersion.cmake
+    ${PROJECT_SOURCE_DIR}/cmake/Findzstd.cmake
     DESTINATION ${cmake_dir}
     COMPONENT dev)
   if(IDEM_WITH_REDIS)
