@@ -370,11 +370,11 @@ TEST_F(GuardStoredResponseTest, TheHookSeesTheRecordsTimes) {
   std::vector<ReplayInfo> seen;
   o.on_replay = [&seen](const ReplayInfo& info, Headers& headers) {
     seen.push_back(info);
-    headers.emplace_back("X-Expires-In",
-                         std::to_string(std::chrono::duration_cast<
-                                            std::chrono::seconds>(
-                                            *info.expires_at - *info.created_at)
-                                            .count()));
+    headers.emplace_back(
+        "X-Expires-In",
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                           *info.expires_at - *info.created_at)
+                           .count()));
   };
   Start(o);
   const TimePoint claimed = clock_->Now();

@@ -23,10 +23,10 @@
 namespace idem {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::HasErrorCode;
+using ::testing::HasSubstr;
 using testing::IsOk;
+using ::testing::Not;
 
 constexpr std::string_view kMarker = "card-4111-1111-1111-1111";
 const std::string kKey1Hex(64, 'a');
@@ -45,10 +45,10 @@ Fingerprint Fp(char c) {
 }
 
 Response Secret() {
-  return Response{201,
-                  {{"Content-Type", "application/json"},
-                   {"Location", "/orders/7"}},
-                  "{\"card\":\"" + std::string(kMarker) + "\"}"};
+  return Response{
+      201,
+      {{"Content-Type", "application/json"}, {"Location", "/orders/7"}},
+      "{\"card\":\"" + std::string(kMarker) + "\"}"};
 }
 
 std::string JsonOf(std::size_t size) {
@@ -170,13 +170,12 @@ TEST_F(StoredResponseTest, LargeBodiesAreCompressedAndKeepTheirTimes) {
   const TimePoint t0{std::chrono::seconds(1'700'000'000)};
   s.times = StoredTimes{t0, t0 + std::chrono::seconds(2),
                         t0 + std::chrono::hours(24)};
-  ASSERT_OK_AND_ASSIGN(Response stored,
-                       EncodeStoredResponse(big, id_, fp_, s));
+  ASSERT_OK_AND_ASSIGN(Response stored, EncodeStoredResponse(big, id_, fp_, s));
   EXPECT_THAT(stored.headers[0].second, HasSubstr("; zstd"));
   EXPECT_LT(stored.body.size(), big.body.size() / 5);
   EXPECT_FALSE(SealingKeyId(stored).has_value());
-  ASSERT_OK_AND_ASSIGN(auto decoded,
-                       DecodeStoredResponse(stored, id_, fp_, nullptr, 1 << 20));
+  ASSERT_OK_AND_ASSIGN(
+      auto decoded, DecodeStoredResponse(stored, id_, fp_, nullptr, 1 << 20));
   EXPECT_EQ(decoded.response, big);
   ASSERT_TRUE(decoded.times.has_value());
   EXPECT_EQ(decoded.times->created_at, t0);
@@ -187,8 +186,8 @@ TEST_F(StoredResponseTest, LargeBodiesAreCompressedAndKeepTheirTimes) {
   ASSERT_OK_AND_ASSIGN(Response sealed, EncodeStoredResponse(big, id_, fp_, s));
   EXPECT_THAT(sealed.headers[0].second, HasSubstr("; zstd; key=k1"));
   EXPECT_EQ(sealed.body.size(), stored.body.size() + 12 + 16);
-  ASSERT_OK_AND_ASSIGN(
-      auto opened, DecodeStoredResponse(sealed, id_, fp_, ring_.get(), 1 << 20));
+  ASSERT_OK_AND_ASSIGN(auto opened, DecodeStoredResponse(sealed, id_, fp_,
+                                                         ring_.get(), 1 << 20));
   EXPECT_EQ(opened.response, big);
 }
 
@@ -204,8 +203,8 @@ TEST_F(StoredResponseTest, ABodyThatDoesNotShrinkIsStoredUncompressed) {
   ASSERT_OK_AND_ASSIGN(Response stored,
                        EncodeStoredResponse({200, {}, noise}, id_, fp_, s));
   EXPECT_EQ(stored.headers[0].second, "v1");
-  ASSERT_OK_AND_ASSIGN(auto decoded,
-                       DecodeStoredResponse(stored, id_, fp_, nullptr, 1 << 20));
+  ASSERT_OK_AND_ASSIGN(
+      auto decoded, DecodeStoredResponse(stored, id_, fp_, nullptr, 1 << 20));
   EXPECT_EQ(decoded.response.body, noise);
 }
 
@@ -214,19 +213,19 @@ TEST_F(StoredResponseTest, AFrameClaimingMoreThanTheLimitIsRefused) {
   // is allocated because its frame states its size.
   const std::string zeros(64 << 20, '\0');
   std::string frame(ZSTD_compressBound(zeros.size()), '\0');
-  frame.resize(ZSTD_compress(frame.data(), frame.size(), zeros.data(),
-                             zeros.size(), 1));
+  frame.resize(
+      ZSTD_compress(frame.data(), frame.size(), zeros.data(), zeros.size(), 1));
   ASSERT_LT(frame.size(), 64u << 10);
-  const Response bomb{200, {{std::string(kStoredResponseHeader), "v1; zstd"}},
-                      frame};
+  const Response bomb{
+      200, {{std::string(kStoredResponseHeader), "v1; zstd"}}, frame};
   auto decoded = DecodeStoredResponse(bomb, id_, fp_, nullptr, 1 << 20);
   ASSERT_THAT(decoded, HasErrorCode(ErrorCode::kDataLoss));
   EXPECT_THAT(decoded.error().message(), HasSubstr("states 67108864 bytes"));
 }
 
 TEST_F(StoredResponseTest, AMalformedEnvelopeIsDamage) {
-  for (const char* value : {"", "v2", "v1; gzip", "v1;", "v1; key=",
-                            "v1; times=1,2", "v1; times=a,b,c"}) {
+  for (const char* value : {"", "v2", "v1; gzip", "v1;",
+                            "v1; key=", "v1; times=1,2", "v1; times=a,b,c"}) {
     const Response r{200, {{std::string(kStoredResponseHeader), value}}, "x"};
     EXPECT_THAT(DecodeStoredResponse(r, id_, fp_, ring_.get(), 1 << 20),
                 HasErrorCode(ErrorCode::kDataLoss))
@@ -237,8 +236,8 @@ TEST_F(StoredResponseTest, AMalformedEnvelopeIsDamage) {
 // --- The key ring and its file ---------------------------------------------
 
 TEST(ResponseKeyRingTest, TheFirstKeySealsAndEveryKeyIsFound) {
-  auto ring = Ring("# rotated 2026-12\n\n  k2:" + kKey2Hex + "  \nk1:" +
-                   std::string(64, 'A') + "\n");
+  auto ring = Ring("# rotated 2026-12\n\n  k2:" + kKey2Hex +
+                   "  \nk1:" + std::string(64, 'A') + "\n");
   ASSERT_NE(ring, nullptr);
   EXPECT_EQ(ring->sealing_key().id, "k2");
   EXPECT_EQ(ring->ids(), (std::vector<std::string>{"k2", "k1"}));
