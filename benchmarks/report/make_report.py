@@ -13,7 +13,8 @@ scripts/bench.sh runs it twice:
       Reads OUT/machine.json, OUT/idem-bench.json (Google Benchmark JSON of
       idem-bench), OUT/http.json (benchmarks/http/bench.sh RESULTS_JSON) and
       OUT/scale-{memory,latency,disk}.txt (idem-scale's key=value lines),
-      OUT/idemctl.json (benchmarks/idemctl/bench.sh RESULTS_JSON);
+      OUT/idemctl.json (benchmarks/idemctl/bench.sh RESULTS_JSON),
+      OUT/stored.json (idem-bench-stored; section_stored.py);
       every input but machine.json may be missing, its section then says
       so. Writes the page: ratios to the baselines first (each store against
       its engine's raw write, memory against the sharded-mutex map, HTTP
@@ -52,6 +53,8 @@ import re
 import statistics
 import subprocess
 import sys
+
+import section_stored  # benchmarks/report/section_stored.py
 
 STORES = ["memory", "rocksdb", "sqlite", "postgresql", "redis",
           "redis-cluster"]
@@ -1101,6 +1104,10 @@ def report(args):
     doc += section_http(http, plots)
     doc += section_http_restinio(http)
     doc += section_idemctl(ctl)
+    stored_path = os.path.join(res, "stored.json")
+    doc += (section_stored.section_from_file(stored_path, m.get(
+        "command", "scripts/bench.sh")) if os.path.exists(stored_path)
+        else section_stored.section({}, {}))
     doc += section_transfers(transfers)
     doc += section_scale(mem, lat, disk)
     docs = os.path.dirname(os.path.abspath(args.markdown))
