@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -222,6 +223,42 @@ TEST_F(GuardStoredResponseTest, PlainRecordsFromBeforeSealingStillReplay) {
   Start(Sealing("old:" + kOldHex));
   EXPECT_EQ(Send("k", "{}", Secret()).body, Secret().body);
   EXPECT_EQ(runs_, 1);
+}
+
+TEST_F(GuardStoredResponseTest, ConcurrentSealedRequestsReplayTheirOwn) {
+  // Sealing and compression keep per-thread contexts: many threads at once,
+  // each replaying its own responses (and TSan watching).
+  GuardOptions o = Sealing("old:" + kOldHex);
+  o.compress_stored_above = 64;
+  auto memory = MemoryStore::Open({});
+  ASSERT_TRUE(memory.has_value());
+  store_ = std::shared_ptr<Store>(std::move(*memory));
+  Start(o);
+  constexpr int kThreads = 6, kKeys = 40;
+  std::vector<int> wrong(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kKeys; ++k) {
+        const std::string key = std::to_string(t) + "-" + std::to_string(k);
+        const Response answer{201, {}, std::string(200, 'a' + t) + key};
+        std::vector<HeaderView> headers{{"Idempotency-Key", key}};
+        RequestView view;
+        view.method = "POST";
+        view.target = "/orders";
+        view.headers = headers;
+        view.body = "{}";
+        for (int round = 0; round < 2; ++round) {
+          const Response got = guard_->Run(view, [&] { return answer; });
+          if (got.body != answer.body) ++wrong[t];
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_THAT(wrong, Each(0));
+  EXPECT_EQ(guard_->metrics().Get(Outcome::kReplayed),
+            static_cast<std::uint64_t>(kThreads * kKeys));
 }
 
 // --- Compression ------------------------------------------------------------
