@@ -100,6 +100,10 @@ std::vector<std::string> ResponseKeyRing::ids() const {
 Result<std::shared_ptr<const ResponseKeyRing>> ResponseKeyRing::Parse(
     std::string_view text) {
   std::vector<Key> keys;
+  // Room for every line up front: a reallocation would leave copies of the
+  // keys read so far in freed memory, unwiped.
+  keys.reserve(
+      static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1);
   auto fail = [&keys](std::string message) {
     for (Key& k : keys) OPENSSL_cleanse(k.bytes.data(), k.bytes.size());
     return tl::unexpected<Error>(Invalid(std::move(message)));
