@@ -66,7 +66,10 @@ def section(rows, errors, command="benchmarks/stored/bench.sh"):
         "(body and headers of the stored form). Modes: **plain** "
         "(compress_stored_above = 0), **zstd** (the default: above 1 KiB, "
         "level 3), **zstd+sealed** (and AES-256-GCM, response_keys). "
-        "Ratios are to plain on the same store and size in the same run. "
+        "Ratios are to plain on the same store and size in the same run "
+        "(medians when the run had repetitions). A 1 KiB body is at the "
+        "default threshold, which compresses only larger ones: its zstd "
+        "row shows what the option costs when it does nothing. "
         f"Measured by `{command}` (idem-bench-stored).", "",
         "| store | body | mode | µs/op | × plain time | stored | "
         "× plain size |",

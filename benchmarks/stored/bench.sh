@@ -10,7 +10,7 @@
 #
 # Environment: BUILD_DIR (default build/bench, configured Release when
 # missing), OUT (default $BUILD_DIR/results), MIN_TIME (default 0.3 s),
-# JOBS (default 2).
+# REPETITIONS (default 3: the section shows medians), JOBS (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${BUILD_DIR:-build/bench}
@@ -28,7 +28,8 @@ cmake --build "$build" -j "${JOBS:-2}" --target idem-bench-stored \
   >"$out/stored-build.log" 2>&1 || { tail -40 "$out/stored-build.log"; exit 1; }
 "$build/benchmarks/idem-bench-stored" \
   --idem_stored_uris="memory:?max_bytes=4294967296,rocksdb:$tmp/rocksdb" \
-  --benchmark_min_time="$min_time" \
+  --benchmark_min_time="$min_time" --benchmark_repetitions="${REPETITIONS:-3}" \
+  --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
   --benchmark_out="$out/stored.json" --benchmark_out_format=json \
   >"$out/stored.txt" 2>&1 || { tail -20 "$out/stored.txt"; exit 1; }
 python3 benchmarks/report/section_stored.py "$out/stored.json"
