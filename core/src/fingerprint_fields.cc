@@ -73,4 +73,13 @@ bool ProjectFingerprintFields(std::string_view body,
   return true;
 }
 
+void ApplyFingerprintFields(const std::vector<std::string>& fields,
+                            FingerprintInput& input, std::string& storage) {
+  if (fields.empty()) return;
+  input.body_mode = BodyFingerprint::kRaw;
+  if (ProjectFingerprintFields(input.body, fields, storage)) {
+    input.body = storage;
+  }
+}
+
 }  // namespace idem::internal

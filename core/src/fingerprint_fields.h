@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "idem/fingerprint.h"
+
 namespace idem::internal {
 
 // Why `pointer` is not an RFC 6901 JSON pointer, or nullopt when it is.
@@ -21,6 +23,13 @@ std::optional<std::string> FingerprintFieldError(const std::string& pointer);
 bool ProjectFingerprintFields(std::string_view body,
                               const std::vector<std::string>& fields,
                               std::string& out);
+
+// With `fields` (GuardOptions::fingerprint_fields) not empty: `input`'s body
+// becomes its projection, kept in `storage`, hashed raw; a body that is not
+// JSON stays as it is and is hashed raw too. Empty `fields`: nothing
+// changes.
+void ApplyFingerprintFields(const std::vector<std::string>& fields,
+                            FingerprintInput& input, std::string& storage);
 
 }  // namespace idem::internal
 

@@ -292,13 +292,7 @@ Decision Guard::BeginSteps(const RequestView& request,
   input.body = request.body;
   input.body_mode = opts.fingerprint_body;
   std::string fields;
-  if (!opts.fingerprint_fields.empty()) {
-    input.body_mode = BodyFingerprint::kRaw;
-    if (internal::ProjectFingerprintFields(request.body,
-                                           opts.fingerprint_fields, fields)) {
-      input.body = fields;
-    }
-  }
+  internal::ApplyFingerprintFields(opts.fingerprint_fields, input, fields);
 
   auto state = std::make_shared<detail::WaitState>();
   const std::string_view scope = request.scope.value_or(std::string_view());
@@ -361,13 +355,7 @@ Decision Guard::BeginWithKeySteps(std::string_view scope, std::string_view key,
   fp.body = input;
   fp.body_mode = opts.fingerprint_body;
   std::string fields;
-  if (!opts.fingerprint_fields.empty()) {
-    fp.body_mode = BodyFingerprint::kRaw;
-    if (internal::ProjectFingerprintFields(input, opts.fingerprint_fields,
-                                           fields)) {
-      fp.body = fields;
-    }
-  }
+  internal::ApplyFingerprintFields(opts.fingerprint_fields, fp, fields);
   auto state = std::make_shared<detail::WaitState>();
   // "CALL <operation>", so that idemctl --method CALL --path <operation>
   // names the record.
