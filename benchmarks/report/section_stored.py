@@ -75,7 +75,8 @@ def section(rows, errors, command="benchmarks/stored/bench.sh"):
         "× plain size |",
         "|---|---:|---|---:|---:|---:|---:|"]
     for store in sorted({k[0] for k in list(rows) + list(errors)}):
-        for kib in sorted({k[1] for k in rows if k[0] == store}):
+        for kib in sorted({k[1] for k in list(rows) + list(errors)
+                           if k[0] == store}):
             base = rows.get((store, kib, "plain"))
             for mode in MODES:
                 key = (store, kib, mode)
