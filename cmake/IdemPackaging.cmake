@@ -43,7 +43,7 @@ endfunction()
 # Requires.private / Libs.private is needed by every link: it is in Requires
 # and Libs, and `pkg-config --libs idem-sqlite` is a complete link line.
 set(_idem_v "= ${PROJECT_VERSION}")
-set(IDEM_PC_REQUIRES_core "libcrypto >= 3, liburiparser >= 0.9")
+set(IDEM_PC_REQUIRES_core "libcrypto >= 3, liburiparser >= 0.9, libzstd >= 1.4")
 set(IDEM_PC_REQUIRES_memory "idem ${_idem_v}")
 set(IDEM_PC_REQUIRES_asio "idem ${_idem_v}")  # Boost ships no .pc: headers only.
 set(IDEM_PC_REQUIRES_beast "idem ${_idem_v}, idem-asio ${_idem_v}")
@@ -58,7 +58,7 @@ set(IDEM_PC_REQUIRES_grpc
 # the minimum versions are the ones the top-level find_package calls ask
 # for), besides libidem-dev itself.
 set(IDEM_DEB_DEPENDS_dev
-  "libssl-dev (>= 3), libexpected-dev, nlohmann-json3-dev (>= 3.10), liburiparser-dev (>= 0.9)")
+  "libssl-dev (>= 3), libexpected-dev, nlohmann-json3-dev (>= 3.10), liburiparser-dev (>= 0.9), libzstd-dev (>= 1.4), pkg-config")  # cmake/Findzstd.cmake
 set(IDEM_DEB_DEPENDS_asio "libboost-dev (>= 1.74) | libboost1.74-dev")
 set(IDEM_DEB_DEPENDS_beast "libboost-dev (>= 1.74) | libboost1.74-dev")
 set(IDEM_DEB_DEPENDS_restinio "librestinio-dev, libfmt-dev")
@@ -195,6 +195,7 @@ function(idem_install_package_files)
   install(FILES
     ${PROJECT_BINARY_DIR}/idemConfig.cmake
     ${PROJECT_BINARY_DIR}/idemConfigVersion.cmake
+    ${PROJECT_SOURCE_DIR}/cmake/Findzstd.cmake
     DESTINATION ${cmake_dir}
     COMPONENT dev)
   # The license (Apache-2.0) with the headers: <prefix>/share/doc/idem/LICENSE.

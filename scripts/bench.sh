@@ -232,6 +232,15 @@ else
 fi
 
 # ---- idem-scale ----------------------------------------------------------------
+log "idem-bench-stored: compression and sealing of stored responses"
+step cmake --build "$build" -j "$jobs" --target idem-bench-stored >>"$out/build.log" 2>&1 ||
+  { tail -40 "$out/build.log"; exit 1; }
+step "$build/benchmarks/idem-bench-stored" \
+  --idem_stored_uris="memory:?max_bytes=4294967296,rocksdb:$tmp/stored-rocksdb" \
+  --benchmark_min_time="$min_time" --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true \
+  --benchmark_report_aggregates_only=true --benchmark_out="$out/stored.json" --benchmark_out_format=json \
+  >"$out/stored.txt" 2>&1 || { tail -20 "$out/stored.txt"; exit 1; }
+
 rm -f "$out"/scale-*.txt
 if want scale && [[ ${SCALE:-1} != 0 ]]; then
   log "idem-scale memory ${scale_memory[*]}"

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config ccache git python3
   g++ clang libclang-rt-14-dev clang-format
-  libssl-dev libexpected-dev nlohmann-json3-dev liburiparser-dev
+  libssl-dev libexpected-dev nlohmann-json3-dev liburiparser-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost1.74-dev libboost-program-options1.74-dev
   librocksdb-dev libsqlite3-dev sqlite3

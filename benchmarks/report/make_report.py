@@ -15,7 +15,9 @@ scripts/bench.sh runs it twice:
       OUT/scale-{memory,latency,disk}.txt (idem-scale's key=value lines),
       OUT/idemctl.json (benchmarks/idemctl/bench.sh RESULTS_JSON),
       OUT/grpc.json (benchmarks/grpc/bench.sh RESULTS_JSON; its section
-      is grpc_section.py);
+      is grpc_section.py),
+
+      OUT/stored.json (idem-bench-stored; section_stored.py);
       every input but machine.json may be missing, its section then says
       so. Writes the page: ratios to the baselines first (each store against
       its engine's raw write, memory against the sharded-mutex map, HTTP
@@ -55,6 +57,7 @@ import subprocess
 import sys
 
 from grpc_section import section_grpc
+import section_stored  # benchmarks/report/section_stored.py
 
 STORES = ["memory", "rocksdb", "sqlite", "postgresql", "redis",
           "redis-cluster"]
@@ -1110,6 +1113,10 @@ def report(args):
     doc += section_http_restinio(http)
     doc += section_grpc(grpc)
     doc += section_idemctl(ctl)
+    stored_path = os.path.join(res, "stored.json")
+    doc += (section_stored.section_from_file(stored_path, m.get(
+        "command", "scripts/bench.sh")) if os.path.exists(stored_path)
+        else section_stored.section({}, {}))
     doc += section_transfers(transfers)
     doc += section_scale(mem, lat, disk)
     docs = os.path.dirname(os.path.abspath(args.markdown))

@@ -72,6 +72,20 @@ class MakeReportTest(unittest.TestCase):
                       "keeps expiring"):
             self.assertIn("\n" + title, self.page)
 
+    def test_stored_responses_against_plain(self):
+        # testdata/stored.json: memory at 64 KiB in three modes (medians),
+        # and a RocksDB row that failed.
+        self.assertIn("\n## Stored responses: compression and sealing",
+                      self.page)
+        self.assertRegex(self.page, r"\| memory \| 64 KiB \| plain \| "
+                                    r"[0-9.]+ \| 1\.00 \| 64\.0 KiB \| "
+                                    r"1\.000 \|")
+        self.assertRegex(self.page, r"\| memory \| 64 KiB \| zstd \| "
+                                    r"[0-9.]+ \| [0-9.]+ \| 8\.[0-9] KiB \| "
+                                    r"0\.13[0-9] \|")
+        self.assertIn("| rocksdb | 64 KiB | plain | error: the claim was "
+                      "not acquired |", self.page)
+
     def test_restinio_rows_against_their_own_plain_server(self):
         section = self.page[self.page.index("## HTTP on RESTinio"):]
         section = section[:section.index("\n## ", 1)]

@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "idem/guard.h"
+#include "idem/stored_response.h"
+#include "response_seal.h"
 #include "timed_store_call.h"
 
 namespace idem {
@@ -22,7 +24,10 @@ bool NeverStored(std::string_view name) {
   return HeaderNameEquals(name, "Content-Length") ||
          HeaderNameEquals(name, "Transfer-Encoding") ||
          HeaderNameEquals(name, "Connection") ||
-         HeaderNameEquals(name, "Keep-Alive");
+         HeaderNameEquals(name, "Keep-Alive") ||
+         // The stored form's own header (stored_response.h): a handler's
+         // would make its response look like an envelope.
+         HeaderNameEquals(name, kStoredResponseHeader);
 }
 
 // What Finish stores of `response`: its status and body, and only the
@@ -113,7 +118,13 @@ std::optional<Response> ClaimHandle::StorableResponse(
       response.body.size() > opts.max_stored_response) {
     return std::nullopt;
   }
-  return StoredForm(opts, response);
+  // Never in clear what the route seals: a failure to seal is "not
+  // storable", and Finish then logs it and releases the key.
+  auto stored =
+      internal::ToStoredForm(options_, guard_->options(), id_,
+                             StoredForm(opts, response), guard_->clock().Now());
+  if (!stored) return std::nullopt;
+  return std::move(*stored);
 }
 
 FinishResult ClaimHandle::EndInTransaction(int status) {
@@ -160,7 +171,18 @@ FinishResult ClaimHandle::Finish(const Response& response) {
     return ended(FinishResult::kNotStored,
                  guard.ReleaseClaim(*this, Outcome::kNotStored));
   }
-  auto stored_ptr = std::make_shared<Response>(StoredForm(opts, response));
+  auto stored =
+      internal::ToStoredForm(options_, guard.options(), id_,
+                             StoredForm(opts, response), guard.clock().Now());
+  if (!stored) {
+    guard.Log(LogLevel::kError,
+              "the response could not be put in its stored form (" +
+                  stored.error().ToString() +
+                  "); sent unstored and key released, record " + id_.ToHex());
+    return ended(FinishResult::kNotStored,
+                 guard.ReleaseClaim(*this, Outcome::kNotStored));
+  }
+  auto stored_ptr = std::make_shared<const Response>(std::move(*stored));
   Duration latency{};
   auto done = Timed(guard.metrics(), StoreOperation::kComplete, latency, [&] {
     return guard.store().CompleteShared(id_, token_, std::move(stored_ptr));

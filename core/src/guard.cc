@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "fingerprint_fields.h"
 #include "guard_trace.h"
 #include "idem/fingerprint.h"
 #include "idem/idempotency_key.h"
@@ -254,6 +255,8 @@ Decision Guard::BeginSteps(const RequestView& request,
   input.headers = fp_headers;
   input.body = request.body;
   input.body_mode = opts.fingerprint_body;
+  std::string fields;
+  internal::ApplyFingerprintFields(opts.fingerprint_fields, input, fields);
 
   auto state = std::make_shared<detail::WaitState>();
   const std::string_view scope = request.scope.value_or(std::string_view());
@@ -315,6 +318,8 @@ Decision Guard::BeginWithKeySteps(std::string_view scope, std::string_view key,
   fp.target = operation;
   fp.body = input;
   fp.body_mode = opts.fingerprint_body;
+  std::string fields;
+  internal::ApplyFingerprintFields(opts.fingerprint_fields, fp, fields);
   auto state = std::make_shared<detail::WaitState>();
   // "CALL <operation>", so that idemctl --method CALL --path <operation>
   // names the record.

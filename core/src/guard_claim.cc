@@ -13,6 +13,7 @@
 
 #include "guard_trace.h"
 #include "idem/guard.h"
+#include "response_seal.h"
 #include "timed_store_call.h"
 
 namespace idem {
@@ -51,6 +52,18 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace) {
                              opts.lock_timeout);
       });
 
+  // One record's problem, not the store's: only this key is refused, and
+  // the full id lets an operator revoke the record, so each damaged record
+  // is a kind of its own in the rate limit.
+  const auto damaged = [&](const Error& error) {
+    Log(LogLevel::kError,
+        "damaged idempotency record " + state->id.ToHex() + " (" +
+            error.ToString() +
+            "); requests with its key get 500 until it is revoked "
+            "(idemctl revoke --record-id)",
+        "damaged record " + state->id.ToHex());
+    return Problem(Outcome::kRecordDamaged, opts, state->instance);
+  };
   if (!claimed) {
     const Error& error = claimed.error();
     switch (error.code()) {
@@ -58,16 +71,7 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace) {
         Log(LogLevel::kWarning, "idempotency store full: " + error.message());
         return Problem(Outcome::kStoreFull, opts, state->instance);
       case ErrorCode::kDataLoss:
-        // One record's problem, not the store's: only this key is refused,
-        // and the full id lets an operator revoke the record, so each
-        // damaged record is a kind of its own in the rate limit.
-        Log(LogLevel::kError,
-            "damaged idempotency record " + state->id.ToHex() + " (" +
-                error.ToString() +
-                "); requests with its key get 500 until it is revoked "
-                "(idemctl revoke --record-id)",
-            "damaged record " + state->id.ToHex());
-        return Problem(Outcome::kRecordDamaged, opts, state->instance);
+        return damaged(error);
       case ErrorCode::kUnavailable:
         // The one error that means "the store is unreachable": only a
         // fail-open route runs unprotected, and only fail-open routes skip
@@ -109,18 +113,32 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace) {
       d.claim.guard_ = this;
       d.claim.id_ = state->id;
       d.claim.Acquired(*claimed);
-      d.claim.options_ = std::move(state->options);
+      // The fingerprint and claim time ride with the options: the stored
+      // form needs them (response_seal.h).
+      d.claim.options_ = internal::WithClaimContext(std::move(state->options),
+                                                    state->fingerprint, now);
       d.claim.instance_ = std::move(state->instance);
       return d;
     }
     case ClaimOutcome::kMismatch:
       return Problem(Outcome::kMismatch, opts, state->instance);
     case ClaimOutcome::kCompleted: {
-      Response replay;
-      if (claimed->response) replay = *claimed->response;
-      replay.headers.emplace_back(opts.replay_header_name,
-                                  opts.replay_header_value);
-      return Respond(Outcome::kReplayed, std::move(replay));
+      // Opened (sealed), decompressed, the replay header added and the
+      // route's on_replay run; a response that cannot be opened is a
+      // damaged record, never a replay of its bytes nor a rerun.
+      std::optional<std::string> hook_error;
+      auto replay = internal::ToReplay(
+          opts, *options_, state->id, state->fingerprint,
+          claimed->response ? *claimed->response : Response(), &hook_error);
+      if (!replay) return damaged(replay.error());
+      if (hook_error) {
+        Log(LogLevel::kError,
+            "on_replay threw (" + *hook_error +
+                "); the replay was sent without its changes, record " +
+                state->id.ToHex(),
+            "on_replay threw");
+      }
+      return Respond(Outcome::kReplayed, std::move(*replay));
     }
     case ClaimOutcome::kInProgress:
       break;

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "fingerprint_fields.h"
+
 namespace idem {
 
 StatusSet StatusSet::Default() {
@@ -92,6 +94,16 @@ Status GuardOptions::Validate() const {
   }
   if (replay_header_name.empty()) {
     return bad("replay_header_name must not be empty");
+  }
+  if (compression_level < 1 || compression_level > 19) {
+    return bad("compression_level must be 1..19");
+  }
+  for (std::size_t i = 0; i < fingerprint_fields.size(); ++i) {
+    if (auto why = internal::FingerprintFieldError(fingerprint_fields[i])) {
+      return bad("fingerprint_fields[" + std::to_string(i) + "] \"" +
+                 fingerprint_fields[i] + "\" is not a JSON pointer (" + *why +
+                 ")");
+    }
   }
   return {};
 }

@@ -7,6 +7,7 @@
 
 #include "idem/beast/convert.h"
 #include "idem/open_store.h"
+#include "stored_responses.h"
 #if IDEM_DEMO_WITH_RESTINIO
 #include "http_server_restinio.h"
 #include "idem/restinio/idempotent_handler.h"
@@ -122,11 +123,26 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   setup.options.lock_renewal = options.lock_renewal;
   setup.options.lock_wait = options.lock_wait;
   setup.options.key_per_operation = options.key_per_operation;
+  setup.options.response_keys = options.response_keys;
+  // Every replay says until when its key replays.
+  setup.options.on_replay = AddReplayExpiresHeader;
   setup.log = log;
   setup.enabled = options.protection;
   auto guard = Guard::Create(std::move(setup));
   if (!guard) return tl::unexpected(guard.error());
   demo->guard_ = std::move(*guard);
+  // POST /orders with its own fingerprint fields, else the guard's options.
+  std::shared_ptr<const GuardOptions> orders_route;
+  if (!options.fingerprint_fields.empty()) {
+    GuardOptions route = demo->guard_->options();
+    route.fingerprint_fields = options.fingerprint_fields;
+    auto made = Guard::MakeRouteOptions(std::move(route));
+    if (!made) return tl::unexpected(made.error());
+    orders_route = std::move(*made);
+  }
+  const auto route_of = [&orders_route](std::string_view path) {
+    return path == "/orders" ? orders_route : nullptr;
+  };
 
   Guard* g = demo->guard_.get();
   demo->app_ = std::make_unique<DemoApp>(
@@ -181,7 +197,8 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
               ::restinio::http_method_post(), path,
               [app](restinio::RequestHandle r) {
                 return RestinioServer::Serve(app, std::move(r));
-              });
+              },
+              route_of(path));
           !ok) {
         return tl::unexpected(ok.error());
       }
@@ -224,7 +241,8 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
   // Both with the guard's options: the same protection, one id space.
   for (const char* path : {"/orders", "/payments", "/transfers"}) {
     if (std::string_view(path) == "/transfers" && !t->protect()) continue;
-    if (auto ok = demo->handler_->Protect(boost::beast::http::verb::post, path);
+    if (auto ok = demo->handler_->Protect(boost::beast::http::verb::post, path,
+                                          route_of(path));
         !ok) {
       return tl::unexpected(ok.error());
     }

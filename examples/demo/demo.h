@@ -14,12 +14,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "demo_app.h"
 #include "http_server.h"
 #include "idem/beast/idempotent_handler.h"
 #include "idem/error.h"
 #include "idem/guard.h"
+#include "idem/response_keys.h"
 #include "idem/store.h"
 #include "transfers.h"
 
@@ -88,6 +90,12 @@ struct DemoOptions {
   // (transfers.h); only with a SQL store. Flag --exactly-once.
   // Default: false.
   bool exactly_once = false;
+  // GuardOptions::response_keys for every route (flag --response-keys
+  // FILE). Default: null (stored responses are not sealed).
+  std::shared_ptr<const ResponseKeyRing> response_keys;
+  // GuardOptions::fingerprint_fields of POST /orders only (flag
+  // --fingerprint-fields /item,...). Default: none (the whole body).
+  std::vector<std::string> fingerprint_fields;
 };
 
 // The store default, in one place: RocksDB in ./var/idem, relative to the

@@ -10,6 +10,7 @@
 //             [--key-per-operation]
 //             [--exactly-once]
 //             [--http beast|restinio] [--protection on|off]
+//             [--response-keys FILE] [--fingerprint-fields /a,/b/c]
 //
 // Prints "listening on HOST:PORT" once it accepts connections and exits
 // cleanly (in-flight requests answered) on SIGINT or SIGTERM. The store is
@@ -34,6 +35,7 @@
 #include "demo.h"
 #include "flags.h"
 #include "idem/version.h"
+#include "stored_responses.h"
 
 namespace {
 
@@ -136,6 +138,14 @@ int main(int argc, char** argv) {
        "the start; off, every request runs its handler unprotected "
        "(counted as unprotected; GET /stats says \"protection\": \"off\") "
        "(default on)")
+      ("response-keys", po::value<std::string>()->value_name("FILE"),
+       "seal stored responses (AES-256-GCM) with these keys: one id:64-hex "
+       "per line, the first seals, every one opens; the file must be "
+       "readable by its owner only (chmod 600)")
+      ("fingerprint-fields", po::value<std::string>()->value_name("POINTERS"),
+       "POST /orders: only these JSON members (comma-separated RFC 6901 "
+       "pointers, e.g. /item,/customer/id) identify a request; a retry that "
+       "differs elsewhere replays (default: the whole body)")
       ("no-idem", "serve without idem (the benchmark baseline)");
   // clang-format on
   po::variables_map vm;
@@ -224,6 +234,18 @@ int main(int argc, char** argv) {
   if (vm.count("store")) store_flag = vm["store"].as<std::string>();
   options.store_uri = idem::demo::ResolveStoreUri(store_flag);
   options.exactly_once = vm.count("exactly-once") != 0;
+  if (vm.count("response-keys")) {
+    auto keys =
+        idem::demo::LoadResponseKeysFlag(vm["response-keys"].as<std::string>());
+    if (!keys) return BadFlags(keys.error().message());
+    options.response_keys = std::move(*keys);
+  }
+  if (vm.count("fingerprint-fields")) {
+    auto fields = idem::demo::ParseFingerprintFieldsFlag(
+        vm["fingerprint-fields"].as<std::string>());
+    if (!fields) return BadFlags(fields.error().message());
+    options.fingerprint_fields = std::move(*fields);
+  }
   if (options.exactly_once &&
       (!options.idem || !idem::demo::IsSqlStoreUri(options.store_uri))) {
     return BadFlags(

@@ -150,6 +150,11 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
   inspect->add_flag("--body", args.body,
                     "Also the body: escaped text (\\xNN for bytes that are "
                     "not printable ASCII), base64 with --json");
+  inspect->add_option("--response-keys", args.response_keys,
+                      "The application's response key file (id:64-hex per "
+                      "line, readable by its owner only): opens sealed "
+                      "responses; without it inspect says the headers and "
+                      "body are sealed");
 
   auto* revoke = app.add_subcommand(
       "revoke",

@@ -36,6 +36,8 @@ struct Args {
   std::size_t max_key_length = kDefaultMaxKeyLength;
   bool json = false;
   bool body = false;
+  // inspect --response-keys FILE: opens sealed responses.
+  std::string response_keys;
   std::uint64_t limit = 0;  // 0: no limit.
 };
 

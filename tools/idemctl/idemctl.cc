@@ -30,11 +30,13 @@
 #include "idem/idempotency_key.h"
 #include "idem/record.h"
 #include "idem/record_id.h"
+#include "idem/response_keys.h"
 #include "idem/store.h"
 #include "open_existing.h"
 #include "output.h"
 #include "render.h"
 #include "secrets.h"
+#include "stored_body.h"
 
 namespace idem::idemctl {
 namespace {
@@ -90,7 +92,7 @@ std::optional<RecordId> ResolveId(const Args& args, Output& output, int* code) {
 }
 
 int Inspect(const Args& args, const RecordId& id, Store& store,
-            Output& output) {
+            const ResponseKeyRing* keys, Output& output) {
   const TimePoint now = std::chrono::system_clock::now();
   auto record = store.Inspect(id, now);
   if (!record) {
@@ -107,6 +109,17 @@ int Inspect(const Args& args, const RecordId& id, Store& store,
   }
   const Record& r = **record;
   const bool completed = r.state == RecordState::kCompleted && r.response;
+  ShownResponse shown;
+  if (completed) {
+    auto opened = ShowStoredResponse(r, id, keys);
+    if (!opened) {
+      return output.Fail(
+          kStoreError,
+          "record " + id.ToHex() + " is damaged (" + opened.error().ToString() +
+              "); remove it with: idemctl revoke --record-id " + id.ToHex());
+    }
+    shown = std::move(*opened);
+  }
   std::ostream& out = output.out();
   if (args.json) {
     nlohmann::json j;
@@ -116,15 +129,21 @@ int Inspect(const Args& args, const RecordId& id, Store& store,
     j["locked_until"] = IsoUtc(r.locked_until);
     j["locked"] = r.state == RecordState::kInProgress && r.locked_until > now;
     if (completed) {
-      const Response& response = *r.response;
+      const Response& response = shown.response;
       j["status"] = response.status;
-      nlohmann::json headers = nlohmann::json::array();
-      for (const auto& [name, value] : response.headers) {
-        headers.push_back({name, value});
+      j["sealed"] = shown.key_id.has_value();
+      if (shown.key_id) j["key_id"] = *shown.key_id;
+      j["compressed"] = shown.compressed;
+      j["stored_bytes"] = shown.stored_bytes;
+      if (!shown.sealed_unread) {
+        nlohmann::json headers = nlohmann::json::array();
+        for (const auto& [name, value] : response.headers) {
+          headers.push_back({name, value});
+        }
+        j["headers"] = headers;
+        j["body_size"] = response.body.size();
+        if (args.body) j["body_base64"] = Base64(response.body);
       }
-      j["headers"] = headers;
-      j["body_size"] = response.body.size();
-      if (args.body) j["body_base64"] = Base64(response.body);
     }
     // A header that is not UTF-8 must not abort the dump; the exact bytes
     // are in the text output's escapes.
@@ -141,8 +160,18 @@ int Inspect(const Args& args, const RecordId& id, Store& store,
         << '\n';
   }
   if (completed) {
-    const Response& response = *r.response;
+    const Response& response = shown.response;
     out << "status: " << response.status << '\n';
+    if (shown.key_id) out << "sealed: key " << *shown.key_id << '\n';
+    if (shown.key_id || shown.compressed) {
+      out << "stored_bytes: " << shown.stored_bytes
+          << (shown.compressed ? " (zstd)" : "") << '\n';
+    }
+    if (shown.sealed_unread) {
+      out << "headers and body: sealed (pass --response-keys FILE to read "
+             "them)\n";
+      return kOk;
+    }
     for (const auto& [name, value] : response.headers) {
       out << "header: " << Escape(name) << ": " << Escape(value) << '\n';
     }
@@ -247,11 +276,22 @@ int Run(int argc, const char* const* argv, std::ostream& out,
       id = ResolveId(args, output, &code);
       if (!id) return code;
     }
+    // The key file is read before the store is opened: a bad one is a usage
+    // error (exit 2), named by its flag and line, never echoing a key.
+    std::shared_ptr<const ResponseKeyRing> keys;
+    if (!args.response_keys.empty()) {
+      auto loaded = ResponseKeyRing::LoadFile(args.response_keys);
+      if (!loaded) {
+        return output.Fail(kUsage,
+                           "--response-keys: " + loaded.error().message());
+      }
+      keys = std::move(*loaded);
+    }
     auto store = OpenExisting(args.store, output, &code);
     if (!store) return code;
     switch (args.command) {
       case Command::kInspect:
-        return Inspect(args, *id, **store, output);
+        return Inspect(args, *id, **store, keys.get(), output);
       case Command::kRevoke:
         return Revoke(args, *id, **store, output);
       case Command::kPurge:

@@ -12,14 +12,22 @@
 #include <bitset>
 #include <chrono>
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "idem/clock.h"
 #include "idem/error.h"
 #include "idem/fingerprint.h"
+#include "idem/response.h"
 
 namespace idem {
+
+// idem/response_keys.h: the keys that seal stored responses.
+class ResponseKeyRing;
+// idem/replay_info.h: what GuardOptions::on_replay is told of a replay.
+struct ReplayInfo;
 
 // A set of HTTP status codes 100..999.
 class StatusSet {
@@ -147,6 +155,42 @@ struct GuardOptions {
   std::vector<std::string> fingerprint_headers;
   // Default: kRaw.
   BodyFingerprint fingerprint_body = BodyFingerprint::kRaw;
+  // The JSON members that identify a request, as RFC 6901 JSON pointers
+  // ("/amount", "/customer/id", "/items/0/sku"; "~0" and "~1" escape "~"
+  // and "/"). When not empty, only these members of the body, canonicalized
+  // (RFC 8785), take part in the fingerprint instead of the whole body (and
+  // fingerprint_body is not used): a retry whose body differs elsewhere (a
+  // client timestamp, a trace id) replays. A member that is absent hashes
+  // as absent, distinct from null. A body that is not JSON hashes raw, as
+  // with fingerprint_body = kJson. The method, target and
+  // fingerprint_headers still take part. Validate refuses a pointer that is
+  // not one (named). Default: none (the whole body).
+  std::vector<std::string> fingerprint_fields;
+  // The keys that seal stored responses (AES-256-GCM, response_keys.h):
+  // when set, every response this route stores is sealed with the ring's
+  // first key and opened with any of its keys, with the record id and the
+  // fingerprint as associated data; a stored response that cannot be opened
+  // answers 500 idempotency_record_damaged. A route whose own options leave
+  // it null uses the guard's (GuardSetup::options), so setting it there
+  // seals on every route of the guard, whatever the store. Default: null
+  // (responses are stored as the handler gave them).
+  std::shared_ptr<const ResponseKeyRing> response_keys;
+  // Stored responses whose body is larger than this many bytes are stored
+  // zstd-compressed (before sealing); replays decompress them. 0 turns
+  // compression off. max_stored_response applies to the uncompressed body.
+  // Default: 1 KiB.
+  std::size_t compress_stored_above = 1024;
+  // The zstd level, 1..19. Default: 3.
+  int compression_level = 3;
+  // Called with every replay of a stored response before it is sent, on the
+  // thread that made the decision: may add, change or remove the replay's
+  // headers (the replay header is already among them), e.g. an expiry
+  // header from the record's times (ReplayInfo). If it throws, the replay
+  // is sent as it was before the call and the error is logged. A record
+  // stored plain (no sealing, no compression and no hook on its route at
+  // the time) carries no times: ReplayInfo says which are known. Default:
+  // none.
+  std::function<void(const ReplayInfo&, Headers&)> on_replay;
   // Added to every replay. Default: "Idempotent-Replayed: true".
   std::string replay_header_name = "Idempotent-Replayed";
   std::string replay_header_value = "true";
@@ -176,7 +220,9 @@ struct GuardOptions {
   // below lock_timeout, a lock_renewal_retry that is not positive, a
   // duration over its maximum (above),
   // a zero max_key_length, max_request_body or
-  // max_stored_response, an empty replay header name. Guard::Create and
+  // max_stored_response, an empty replay header name, a fingerprint field
+  // that is not a JSON pointer, a compression_level outside 1..19.
+  // Guard::Create and
   // Guard::MakeRouteOptions call it; Begin refuses a route that fails it.
   Status Validate() const;
 };

@@ -1,0 +1,36 @@
+// Private to core: GuardOptions::fingerprint_fields, the JSON members that
+// identify a request (RFC 6901 pointers, parsed by nlohmann::json_pointer).
+#ifndef IDEM_CORE_SRC_FINGERPRINT_FIELDS_H_
+#define IDEM_CORE_SRC_FINGERPRINT_FIELDS_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/fingerprint.h"
+
+namespace idem::internal {
+
+// Why `pointer` is not an RFC 6901 JSON pointer, or nullopt when it is.
+std::optional<std::string> FingerprintFieldError(const std::string& pointer);
+
+// The bytes that stand for `body` in the fingerprint when only `fields`
+// identify it: a tag, then per field, in the configured order, the pointer
+// and either "absent" or the member's RFC 8785 canonical form (null is a
+// value like any other), each length-prefixed. Returns false (and leaves
+// `out` alone) when `body` is not JSON: the caller then hashes it raw.
+bool ProjectFingerprintFields(std::string_view body,
+                              const std::vector<std::string>& fields,
+                              std::string& out);
+
+// With `fields` (GuardOptions::fingerprint_fields) not empty: `input`'s body
+// becomes its projection, kept in `storage`, hashed raw; a body that is not
+// JSON stays as it is and is hashed raw too. Empty `fields`: nothing
+// changes.
+void ApplyFingerprintFields(const std::vector<std::string>& fields,
+                            FingerprintInput& input, std::string& storage);
+
+}  // namespace idem::internal
+
+#endif  // IDEM_CORE_SRC_FINGERPRINT_FIELDS_H_
