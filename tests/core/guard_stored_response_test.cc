@@ -22,7 +22,7 @@
 #include "idem/response_keys.h"
 #include "idem/stored_response.h"
 #include "support/log_capture.h"
-#include "support/sharded_mutex_store.h"
+#include "baseline/sharded_mutex_store.h"
 
 namespace idem {
 namespace {
@@ -46,7 +46,7 @@ class GuardStoredResponseTest : public ::testing::Test {
  protected:
   void SetUp() override {
     clock_ = std::make_shared<ManualClock>();
-    store_ = std::make_shared<testing::ShardedMutexStore>();
+    store_ = std::make_shared<bench::ShardedMutexStore>();
   }
 
   // A guard over the same store (and clock) as before: a restart.

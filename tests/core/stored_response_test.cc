@@ -17,7 +17,7 @@
 
 #include "idem/record_id.h"
 #include "idem/response_keys.h"
-#include "support/status_matchers.h"
+#include "idem/testing/status_matchers.h"
 #include "support/temp_dir.h"
 
 namespace idem {
