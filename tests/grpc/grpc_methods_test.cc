@@ -14,7 +14,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "grpc_test_server.h"
-#include "idem/forwarding_store.h"
+#include "idem/store/forwarding_store.h"
 #include "idem/memory_store.h"
 #include "idem/open_store.h"
 #include "support/faulty_store.h"
