@@ -6,11 +6,11 @@
 // parsed on one and read on another, an arena freed on a third) looks like
 // a race, in gRPC's own frames or in grpcpp's inline header code compiled
 // into this binary (whose frames are then the only ones a report shows of
-// gRPC's side, beside libstdc++'s). Reports with a frame of those libraries
-// or of grpcpp's headers on either side are suppressed; races between idem's own accesses (the adapter's
-// executor, its store-call pool, the test's threads) are still reported.
-// RocksDB's lines repeat backends/rocksdb's weak list, which this strong
-// definition replaces.
+// gRPC's side, beside libstdc++'s). Reports with a frame of those
+// libraries or of grpcpp's headers on either side are suppressed; races
+// between idem's own accesses (the adapter's executor, its store-call
+// pool, the test's threads) are still reported. RocksDB's lines repeat
+// backends/rocksdb's weak list, which this strong definition replaces.
 
 #if defined(__SANITIZE_THREAD__)
 extern "C" const char* __tsan_default_suppressions() {
