@@ -1,6 +1,7 @@
 // The gRPC adapter's set-up (what Create and Protect refuse), the callback
 // API's handler forms and threads, and a burst on a durable store.
 
+#include <future>
 #include <memory>
 #include <set>
 #include <string>
@@ -188,11 +189,12 @@ TEST(GrpcMethodsTest, CoroutineAndSynchronousFormsWorkOnTheCallbackApi) {
 TEST(GrpcMethodsTest, CallsRunOnAnExecutorTheApplicationGives) {
   net::io_context io;
   auto work = net::make_work_guard(io);
-  std::thread::id io_thread;
+  std::promise<std::thread::id> io_thread_id;
   std::thread runner([&] {
-    io_thread = std::this_thread::get_id();
+    io_thread_id.set_value(std::this_thread::get_id());
     io.run();
   });
+  const std::thread::id io_thread = io_thread_id.get_future().get();
   {
     ServerSetup setup;
     setup.form = Form::kCoroutine;
