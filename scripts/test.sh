@@ -21,25 +21,24 @@
 # takes 9 s of wall time and 0.3 s of CPU (test binary and demo processes
 # together, measured). Run two at a time they kept a core busy doing
 # nothing; several at a time they overlap their waits.
-#   Figures of a main-stage run on 2 cores (per-test ctest times, 1531
-#   tests, -j2): 357 s of wall time for 680 s of test time, of which the
-#   crash tests are 494 s (CrashTest 8 x ~40 s + 2 x 8.5 s at 20 rounds,
+#   Figures on 2 cores. Main stage (per-test ctest times, 1531 tests,
+#   -j2): 357 s of wall time for 680 s of test time, of which the crash
+#   tests are 494 s (CrashTest 8 x ~40 s + 2 x 8.5 s at 20 rounds,
 #   TransfersCrashTest 12 cases, 86 s, one at a time by its RESOURCE_LOCK,
-#   ServerCrashTest 71 s) and everything else 186 s. The crash pass alone,
-#   measured on the main build with 2 cores and a load average of 9-11
-#   from other builds: 140 s at -j6, 110 s at -j10 (bound by the
-#   TransfersCrashTest chain, which starts once a CrashTest slot frees);
-#   the rest at -j2 takes about 186 / 2 = 93 s plus a tail of its longest
-#   test (12 s): about 215 s in all, some 140 s less.
-#   The sanitizer stages (ctest 330 s ASan, 316 s TSan) run the crash tests
-#   at IDEM_SANITIZER_CRASH_ROUNDS rounds (3) instead of 20: CrashTest
-#   about 10 x 10 s, TransfersCrashTest 12 x 3 s, ServerCrashTest (3 rounds
-#   in every stage) about 1.5 x 71 s: about 250 s of test time, 125 s of
-#   wall at -j2, about 40 s in the crash pass (its longest case): some
-#   80 s less per stage.
-#   Estimate for the whole run: about 140 + 80 + 80 = 300 s less than the
-#   1377 s measured before. Every test still runs in every stage: the
-#   concurrency tests under TSan, the memory-handling code under ASan.
+#   ServerCrashTest 71 s), everything else 186 s. At -j2 the crash tests
+#   held the two slots for at least 494 / 2 = 247 s; their pass alone,
+#   measured on the main build at a load average of 9-11 from other builds,
+#   takes 110 s at -j10 (140 s at -j6; bound by the TransfersCrashTest
+#   chain, which starts once a CrashTest slot frees): about 137 s less.
+#   Sanitizer stages (ctest 330 s ASan, 316 s TSan before), crash tests at
+#   IDEM_SANITIZER_CRASH_ROUNDS (3) rounds, measured: ASan 238 s of test
+#   time, 42 s of wall at -j10 (at least 119 s at -j2): about 77 s less;
+#   TSan 165 s of test time, 31 s at -j10 (at least 83 s at -j2): about
+#   52 s less.
+#   Estimate for the whole run: about 137 + 77 + 52 = 266 s less than the
+#   1377 s measured before, about 1110 s. Every test still runs in every
+#   stage: the concurrency tests under TSan, the memory-handling code under
+#   ASan.
 #
 # Environment: IDEM_TEST_JOBS (default: nproc), IDEM_TEST_CRASH_JOBS (the
 # crash tests run at once, default 5 x IDEM_TEST_JOBS), IDEM_FUZZ_SECONDS (default 30),
