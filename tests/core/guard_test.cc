@@ -1,6 +1,6 @@
 // The Guard against SEMANTICS.md: one test per row of "What a protected
 // request gets" and "What happens to the handler's response", over the
-// test baseline store (baseline/sharded_mutex_store.h) and a FaultyStore
+// baseline store (benchmarks/baseline/sharded_mutex_store.h) and a FaultyStore
 // around it for the failure rows.
 
 #include "idem/guard.h"
