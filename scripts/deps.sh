@@ -13,6 +13,7 @@ packages=(
   libpq-dev postgresql
   libhiredis-dev redis-server redis-tools
   librestinio-dev libasio-dev libfmt-dev libhttp-parser-dev libcli11-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   curl wrk
 )
 

@@ -248,7 +248,7 @@ TEST_F(GrpcDemoTest, KeysNeverReachTheProcesssOutput) {
   client.CreateOrder(OrderRequest("d", 1, 1200), {.key = secret + "3"});
   client.CreateOrder(OrderRequest("d", 1, 0), {.key = secret + "3"});
   demo_->Signal(SIGTERM);
-  EXPECT_EQ(demo_->Wait(), 0);
+  EXPECT_EQ(demo_->Wait(), 0) << Log();
   const std::string output = Log() + demo_->RestOfStdout();
   EXPECT_EQ(output.find(secret), std::string::npos) << output;
   EXPECT_EQ(output.find("Sekr1t"), std::string::npos) << output;
@@ -272,7 +272,7 @@ TEST_F(GrpcDemoTest, KeysNeverReachTheLogOfAStoreThatIsDown) {
   }
   EXPECT_EQ(client.HandlerRuns(), 0);
   demo_->Signal(SIGTERM);
-  EXPECT_EQ(demo_->Wait(), 0);
+  EXPECT_EQ(demo_->Wait(), 0) << Log();
   const std::string output = Log() + demo_->RestOfStdout();
   EXPECT_NE(output.find("idempotency store failed"), std::string::npos)
       << output;
