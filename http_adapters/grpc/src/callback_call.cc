@@ -185,6 +185,7 @@ void StartInline(const std::shared_ptr<const MethodCore>& method,
     } else if (d->action != Action::kWait && method->handler.synchronous()) {
       status = RunSynchronous(*method, *d, *context, *request, *reply);
     } else {
+      method->adapter->executor_used.store(true, std::memory_order_relaxed);
       net::co_spawn(
           method->adapter->executor,
           RunCall(method,
@@ -216,6 +217,7 @@ void StartInline(const std::shared_ptr<const MethodCore>& method,
   if (core_->adapter->calls->store_calls_inline()) {
     StartInline(core_, context, request, response, reactor);
   } else {
+    core_->adapter->executor_used.store(true, std::memory_order_relaxed);
     net::co_spawn(
         core_->adapter->executor,
         RunCall(core_, Serve(*core_, *context, *request, *response), reactor),

@@ -133,10 +133,14 @@ IdempotentMethods::~IdempotentMethods() {
   // (gRPC is not instrumented as packaged). A round trip through the
   // executor orders those threads' last work before what follows (the
   // destruction of the store-call pool, the Guard), for it as it already
-  // is; the executor's context keeps running until this returns.
-  std::promise<void> drained;
-  net::post(state_->executor, [&drained] { drained.set_value(); });
-  drained.get_future().wait();
+  // is. Only when calls ran there: its context ran then and keeps running
+  // until this returns (IdempotentMethodsOptions::executor), whereas one
+  // that never served a call may never have been run.
+  if (state_->executor_used.load(std::memory_order_relaxed)) {
+    std::promise<void> drained;
+    net::post(state_->executor, [&drained] { drained.set_value(); });
+    drained.get_future().wait();
+  }
   // Every coroutine has finished its reactor; join the pool so that none of
   // its threads is still unwinding a call's frame.
   if (state_->pool) state_->pool->join();
