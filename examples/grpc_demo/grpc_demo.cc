@@ -2,11 +2,9 @@
 
 #include <unistd.h>
 
-#include <future>
 #include <utility>
 
 #include <grpcpp/grpcpp.h>
-#include <boost/asio/post.hpp>
 
 #include "idem/open_store.h"
 #include "idem/store_uri.h"
@@ -89,15 +87,6 @@ GrpcDemo::~GrpcDemo() {
   if (server_) {
     Shutdown();
     Wait();
-  }
-  // The calls ended on the timers' threads and gRPC told this thread so
-  // through its own locks, which ThreadSanitizer cannot see (Debian's gRPC
-  // is not instrumented). A round trip through the io_context orders those
-  // threads' last work before what follows, for it as it already is.
-  if (!threads_.empty()) {
-    std::promise<void> idle;
-    boost::asio::post(timers_, [&idle] { idle.set_value(); });
-    idle.get_future().wait();
   }
   // The adapter (in the service) waits for its coroutines on the timers'
   // threads, which must still run: it goes first, then they stop.

@@ -15,9 +15,9 @@
 #include <boost/asio/io_context.hpp>
 
 #include "grpc_test_server.h"
-#include "idem/store/forwarding_store.h"
 #include "idem/memory_store.h"
 #include "idem/open_store.h"
+#include "idem/store/forwarding_store.h"
 #include "support/faulty_store.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
@@ -45,11 +45,16 @@ std::shared_ptr<Guard> MemoryGuard() {
   return std::shared_ptr<Guard>(std::move(*Guard::Create(std::move(setup))));
 }
 
-// Records the threads the store is called on; its Info says calls may
-// block, so the callback API must call it from the store-call pool.
+// Records the threads the store is called on, and how many of its calls
+// were made inside the callback API's CreateOrder (on the gRPC thread that
+// started the call, before it returned). Its Info says calls may block
+// unless told otherwise: the callback API must then call it from the
+// store-call pool.
 class ThreadRecordingStore final : public ForwardingStore {
  public:
-  using ForwardingStore::ForwardingStore;
+  explicit ThreadRecordingStore(std::shared_ptr<Store> inner,
+                                bool may_block = true)
+      : ForwardingStore(std::move(inner)), may_block_(may_block) {}
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) override {
@@ -69,21 +74,33 @@ class ThreadRecordingStore final : public ForwardingStore {
   }
   StoreInfo Info() const override {
     StoreInfo info = ForwardingStore::Info();
-    info.calls_may_block = true;
+    info.calls_may_block = may_block_;
     return info;
   }
   std::set<std::thread::id> threads() {
     std::lock_guard lock(mu_);
     return threads_;
   }
+  int calls_in_create_order() {
+    std::lock_guard lock(mu_);
+    return in_create_order_;
+  }
+  int calls_elsewhere() {
+    std::lock_guard lock(mu_);
+    return elsewhere_;
+  }
 
  private:
   void Record() {
     std::lock_guard lock(mu_);
     threads_.insert(std::this_thread::get_id());
+    ++(TestServer::InCreateOrder() ? in_create_order_ : elsewhere_);
   }
+  const bool may_block_;
   std::mutex mu_;
   std::set<std::thread::id> threads_;
+  int in_create_order_ = 0;
+  int elsewhere_ = 0;
 };
 
 TEST(GrpcMethodsTest, CreateRefusesToStartWithoutAScopeChoice) {
@@ -224,6 +241,43 @@ TEST(GrpcMethodsTest, BlockingStoreCallsNeverRunOnAGrpcThread) {
   const std::set<std::thread::id> grpc = server.grpc_threads();
   ASSERT_FALSE(grpc.empty());
   for (std::thread::id id : store->threads()) EXPECT_EQ(grpc.count(id), 0u);
+  EXPECT_EQ(store->calls_in_create_order(), 0);
+  EXPECT_EQ(server.runs_in_create_order(), 0);
+}
+
+// A store whose calls never block: no hop. The decision and a synchronous
+// handler run inside the call gRPC made to start the call (on its thread,
+// before it returned), for a fresh call and a replay; a coroutine handler
+// still runs on the executor, after a decision made there too.
+TEST(GrpcMethodsTest, AnInlineStoreServesTheCallOnTheGrpcThreadThatStartedIt) {
+  for (Form form : {Form::kSync, Form::kCoroutine}) {
+    auto store = std::make_shared<ThreadRecordingStore>(
+        std::shared_ptr<Store>(std::move(*MemoryStore::Open({}))),
+        /*may_block=*/false);
+    ServerSetup setup;
+    setup.form = form;
+    setup.store = store;
+    TestServer server(std::move(setup));
+    ASSERT_TRUE(server.ok()) << server.error();
+    EXPECT_FALSE(server.methods().store_calls_on_pool());
+    const Reply first = server.Call(Req(), "k1");
+    ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+    const Reply replay = server.Call(Req(), "k1");
+    EXPECT_EQ(replay.order.id(), "order-1");
+    EXPECT_EQ(replay.Trailing("idempotent-replayed"), "true");
+    EXPECT_EQ(server.runs(), 1);
+    // Two claims (the replay's found the record).
+    EXPECT_GE(store->calls_in_create_order(), 2);
+    if (form == Form::kSync) {
+      // The claim, the handler and the completion: all inside.
+      EXPECT_EQ(store->calls_elsewhere(), 0);
+      EXPECT_EQ(server.runs_in_create_order(), 1);
+    } else {
+      // The handler went to the executor, and the completion with it.
+      EXPECT_EQ(server.runs_in_create_order(), 0);
+      EXPECT_GE(store->calls_elsewhere(), 1);
+    }
+  }
 }
 
 // Callback API: a timer renews while the handler holds no thread; sync

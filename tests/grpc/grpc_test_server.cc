@@ -22,6 +22,9 @@ namespace {
 
 constexpr auto kBound = std::chrono::seconds(120);
 
+// Depth of CallbackService::CreateOrder calls on this thread.
+thread_local int create_order_depth = 0;
+
 std::multimap<std::string, std::string> Copy(
     const std::multimap<::grpc::string_ref, ::grpc::string_ref>& in) {
   std::multimap<std::string, std::string> out;
@@ -134,7 +137,10 @@ class TestServer::CallbackService final
       std::lock_guard lock(server_.threads_mu_);
       server_.grpc_threads_.insert(std::this_thread::get_id());
     }
-    return create_(context, request, response);
+    ++create_order_depth;
+    ::grpc::ServerUnaryReactor* reactor = create_(context, request, response);
+    --create_order_depth;
+    return reactor;
   }
   ::grpc::ServerUnaryReactor* GetStats(::grpc::CallbackServerContext* context,
                                        const idem::test::v1::GetStatsRequest*,
@@ -171,6 +177,7 @@ class TestServer::SyncService final : public idem::test::v1::Orders::Service {
     std::lock_guard lock(threads_mu_);
     handler_threads_.insert(std::this_thread::get_id());
   }
+  if (InCreateOrder()) ++runs_in_create_order_;
   const int n = ++runs_;
   order.set_id("order-" + std::to_string(n));
   order.set_item(request.item());
@@ -189,6 +196,8 @@ std::set<std::thread::id> TestServer::grpc_threads() {
   std::lock_guard lock(threads_mu_);
   return grpc_threads_;
 }
+
+bool TestServer::InCreateOrder() { return create_order_depth > 0; }
 
 std::set<std::thread::id> TestServer::handler_threads() {
   std::lock_guard lock(threads_mu_);

@@ -150,6 +150,11 @@ class TestServer {
   std::set<std::thread::id> grpc_threads();
   // The threads the handler ran on.
   std::set<std::thread::id> handler_threads();
+  // Whether this thread is inside the callback API's CreateOrder, i.e. in
+  // the call gRPC made to start a call, at this moment.
+  static bool InCreateOrder();
+  // Handler runs made inside that call (InCreateOrder), on its thread.
+  int runs_in_create_order() const { return runs_in_create_order_.load(); }
 
  private:
   class CallbackService;
@@ -165,6 +170,7 @@ class TestServer {
       idem::grpc::ReplyMetadata& metadata);
 
   std::atomic<int> runs_{0};
+  std::atomic<int> runs_in_create_order_{0};
   std::mutex threads_mu_;
   std::set<std::thread::id> grpc_threads_;
   std::set<std::thread::id> handler_threads_;

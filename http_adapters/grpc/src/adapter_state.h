@@ -6,6 +6,7 @@
 #ifndef IDEM_GRPC_SRC_ADAPTER_STATE_H_
 #define IDEM_GRPC_SRC_ADAPTER_STATE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <memory>
@@ -30,6 +31,9 @@ class AdapterState {
   // The adapter's own pool when no executor was given.
   std::unique_ptr<net::thread_pool> pool;
   net::any_io_executor executor;
+  // Whether a call ever continued on `executor` (the destructor's round
+  // trip through it is needed only then, and its context ran then).
+  std::atomic<bool> executor_used{false};
   LogSink log;
 
   void Log(LogLevel level, std::string_view message) const {

@@ -1,7 +1,10 @@
 #include "idem/grpc/idempotent_methods.h"
 
 #include <algorithm>
+#include <future>
 #include <string>
+
+#include <boost/asio/post.hpp>
 
 #include <google/protobuf/descriptor.h>
 
@@ -125,6 +128,19 @@ IdempotentMethods::IdempotentMethods(std::shared_ptr<AdapterState> state)
 
 IdempotentMethods::~IdempotentMethods() {
   state_->WaitIdle();
+  // The last calls may have ended on the executor's threads, and their
+  // owners learnt so through gRPC's locks, which ThreadSanitizer cannot see
+  // (gRPC is not instrumented as packaged). A round trip through the
+  // executor orders those threads' last work before what follows (the
+  // destruction of the store-call pool, the Guard), for it as it already
+  // is. Only when calls ran there: its context ran then and keeps running
+  // until this returns (IdempotentMethodsOptions::executor), whereas one
+  // that never served a call may never have been run.
+  if (state_->executor_used.load(std::memory_order_relaxed)) {
+    std::promise<void> drained;
+    net::post(state_->executor, [&drained] { drained.set_value(); });
+    drained.get_future().wait();
+  }
   // Every coroutine has finished its reactor; join the pool so that none of
   // its threads is still unwinding a call's frame.
   if (state_->pool) state_->pool->join();

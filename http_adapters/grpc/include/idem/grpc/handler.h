@@ -18,9 +18,12 @@
 // called) and must not be touched afterwards.
 //
 // Where they run: with the callback API (IdempotentMethods::ProtectCallback)
-// on the adapter's executor (IdempotentMethodsOptions::executor), never on
-// a gRPC thread; a synchronous handler there must not block, so anything
-// slow (a wait, an RPC, a database) is a coroutine or a completion handler.
+// forms 2 and 3 on the adapter's executor (IdempotentMethodsOptions::
+// executor); form 1 there too when the store's calls may block, and on the
+// gRPC thread that started the call when they never block (memory:, no
+// hop; idempotent_methods.h, "Threads"). Either way a synchronous handler
+// must not block, so anything slow (a wait, an RPC, a database) is a
+// coroutine or a completion handler.
 // With the synchronous API (ProtectSync) only form 1 is accepted, and it
 // runs on the gRPC thread that serves the call, as any sync method does.
 //

@@ -23,19 +23,24 @@
 // value's subject, or auth_context()'s peer identity with mTLS), or
 // idem::asio::SharedScope() when every caller may share one key namespace
 // (idem/asio/shared_scope.h says when that is safe). The resolver runs
-// where the call is served (the adapter's executor, or the synchronous
-// API's gRPC thread) and must not block; an exception from it fails the
-// call INTERNAL without running the handler.
+// where the call is decided (see Threads: a gRPC thread or the adapter's
+// executor) and must not block; an exception from it fails the call
+// INTERNAL without running the handler.
 //
-// Threads: with the callback API, each protected call runs as a coroutine
-// on the adapter's executor (given, or a pool it owns), never blocking a
-// gRPC callback thread: the Guard's store calls go to idem::asio's
-// store-call pool when the store's calls may block
-// (StoreInfo::calls_may_block; GuardCalls, idem/asio/guard_calls.h), a
-// lock_wait waits on a timer, and lock renewal is a timer too. With the
-// synchronous API the call runs on the gRPC thread that serves it (as any
-// sync method does): store calls inline, lock_wait sleeping on the Guard's
-// clock, lock renewal on the Guard's renewal thread.
+// Threads: with the callback API, no protected call ever blocks a gRPC
+// callback thread. When the store's calls may block
+// (StoreInfo::calls_may_block; GuardCalls, idem/asio/guard_calls.h), each
+// call runs as a coroutine on the adapter's executor (given, or a pool it
+// owns), its store calls on idem::asio's store-call pool. When they never
+// block (memory), the call is decided on the gRPC thread that started it,
+// and a replay, idem's own answers and a synchronous handler (store calls
+// inline, lock renewal on the Guard's renewal thread) end there, the
+// reactor finished on that thread: no thread switch. A lock_wait (a timer)
+// and a coroutine or completion handler (lock renewal a timer) continue
+// on the executor from that decision. With the synchronous API the call
+// runs on the gRPC thread that serves it (as any sync method does): store
+// calls inline, lock_wait sleeping on the Guard's clock, lock renewal on
+// the Guard's renewal thread.
 //
 // Metrics and logs are the Guard's (idem/metrics.h, GuardSetup::log); the
 // adapter logs through IdempotentMethodsOptions::calls.log only what the
@@ -82,7 +87,9 @@ struct IdempotentMethodsOptions {
   // Required: a resolver or SharedScope() (see above).
   ScopeResolver scope;
   // Where the callback API's protected calls run: their coroutines, the
-  // lock_wait and renewal timers, and the handlers. Unset: a pool of
+  // lock_wait and renewal timers, and the coroutine and completion
+  // handlers (all of each call when the store's calls may block; see
+  // Threads). Unset: a pool of
   // `threads` threads the adapter owns. A given executor's context must
   // outlive the IdempotentMethods and keep running until its destructor
   // returns. Default: unset.
@@ -106,7 +113,10 @@ class IdempotentMethods {
   IdempotentMethods(const IdempotentMethods&) = delete;
   IdempotentMethods& operator=(const IdempotentMethods&) = delete;
   // Waits for the protected calls and store calls still running (see the
-  // shutdown order above).
+  // shutdown order above), then, when calls ran on the executor, for a
+  // round trip through it: their threads' last work is then ordered before
+  // what follows for ThreadSanitizer too, which cannot see gRPC's own
+  // locks.
   ~IdempotentMethods();
 
   // The unary method `full_name` ("/package.Service/Method") of the

@@ -66,9 +66,11 @@ class ProtectedMethod {
   // A default-constructed method answers every call INTERNAL without
   // running anything (never unprotected).
 
-  // Callback API: starts the call on the adapter's executor and returns the
-  // reactor it finishes when the call is answered. The context, request
-  // and response are gRPC's, valid until then.
+  // Callback API: starts the call and returns the reactor it finishes when
+  // the call is answered: on the adapter's executor, or, with a store whose
+  // calls never block, on this thread first, often finished before this
+  // returns (idempotent_methods.h, "Threads"). The context, request and
+  // response are gRPC's, valid until then.
   ::grpc::ServerUnaryReactor* StartCallback(
       ::grpc::CallbackServerContext* context,
       const google::protobuf::Message* request,
