@@ -7,8 +7,8 @@
 //
 // Why mutexes and not RocksDB's TransactionDB with GetForUpdate: one process
 // owns the directory, so in-process locks give the same guarantee. Both were
-// built and measured on the same workload
-// (docs/design/notes/PERFORMANCE_NOTES.md): the
+// built and measured on the same workload (the lab notebook of that
+// measurement, docs/design/notes/PERFORMANCE_NOTES.md, is in git history): the
 // transaction's lock manager, per-transaction allocation and commit
 // bookkeeping cost more with one thread and bought nothing a mutex does not.
 // Contention on one id serializes on its mutex, as it would on the
