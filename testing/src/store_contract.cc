@@ -30,8 +30,8 @@
 #include "idem/record.h"
 #include "idem/response.h"
 #include "idem/sweeper.h"
-#include "idem/token.h"
 #include "idem/testing/status_matchers.h"
+#include "idem/token.h"
 #include "idem/types.h"
 #include "store_contract_util.h"
 

@@ -15,6 +15,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "baseline/sharded_mutex_store.h"
 #include "idem/guard.h"
 #include "idem/memory_store.h"
 #include "idem/record_id.h"
@@ -22,7 +23,6 @@
 #include "idem/response_keys.h"
 #include "idem/stored_response.h"
 #include "support/log_capture.h"
-#include "baseline/sharded_mutex_store.h"
 
 namespace idem {
 namespace {

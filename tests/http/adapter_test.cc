@@ -26,9 +26,9 @@
 
 #include "http_test_util.h"
 #include "idem/beast/route.h"
+#include "idem/testing/status_matchers.h"
 #include "support/down_store.h"
 #include "support/faulty_store.h"
-#include "idem/testing/status_matchers.h"
 
 namespace idem::testing {
 namespace {

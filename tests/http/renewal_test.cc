@@ -18,9 +18,9 @@
 #include "demo_process_suite.h"
 #include "flags.h"
 #include "http_test_util.h"
+#include "idem/testing/status_matchers.h"
 #include "support/demo_process.h"
 #include "support/renewal_test_store.h"
-#include "idem/testing/status_matchers.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
 

@@ -31,11 +31,10 @@ class MapStore final : public idem::StoreBoundary {
   }
 
  protected:
-  idem::Result<idem::ClaimResult> DoClaim(const idem::RecordId& id,
-                                          const idem::Fingerprint& fp,
-                                          idem::TimePoint now,
-                                          idem::Duration ttl,
-                                          idem::Duration lock_timeout) override {
+  idem::Result<idem::ClaimResult> DoClaim(
+      const idem::RecordId& id, const idem::Fingerprint& fp,
+      idem::TimePoint now, idem::Duration ttl,
+      idem::Duration lock_timeout) override {
     std::lock_guard lock(mu_);
     bool takeover = false;
     if (auto it = records_.find(id); it != records_.end()) {
@@ -45,8 +44,7 @@ class MapStore final : public idem::StoreBoundary {
       }
       takeover = !it->second.Expired(now);  // A timed-out lock.
     }
-    const idem::Record fresh =
-        idem::NewClaimRecord(fp, now, ttl, lock_timeout);
+    const idem::Record fresh = idem::NewClaimRecord(fp, now, ttl, lock_timeout);
     records_.insert_or_assign(id, fresh);
     return idem::ClaimAcquired(fresh, takeover);
   }
@@ -77,8 +75,7 @@ class MapStore final : public idem::StoreBoundary {
   }
 
   idem::Result<bool> DoExtendLock(const idem::RecordId& id,
-                                  const idem::Token& token,
-                                  idem::TimePoint now,
+                                  const idem::Token& token, idem::TimePoint now,
                                   idem::Duration lock_timeout) override {
     std::lock_guard lock(mu_);
     auto it = records_.find(id);

@@ -38,9 +38,8 @@ const StoreDescriptor& PostgresStoreDescriptor() {
   static const StoreDescriptor descriptor{
       .name = "postgres",
       .schemes = {"postgresql", "postgres"},
-      .parameters = {"table", "pool", "acquire_timeout_ms",
-                     "connect_timeout_s", "statement_timeout_ms", "sslmode",
-                     "create", "connect"},
+      .parameters = {"table", "pool", "acquire_timeout_ms", "connect_timeout_s",
+                     "statement_timeout_ms", "sslmode", "create", "connect"},
       .open = &PostgresStore::OpenFromUri,
       .capabilities = {.name = "postgres",
                        .durable = true,

@@ -35,9 +35,8 @@ const StoreDescriptor& SqliteStoreDescriptor() {
             const std::size_t at =
                 dot != std::string::npos && dot > slash ? dot : head.size();
             head.insert(at, "-" + std::string(name));
-            return head + std::string(q == std::string_view::npos
-                                          ? ""
-                                          : uri.substr(q));
+            return head + std::string(
+                              q == std::string_view::npos ? "" : uri.substr(q));
           },
       .remove =
           [](std::string_view uri) {

@@ -57,8 +57,7 @@ struct StoreDescriptor {
   // Opens the store a parsed URI of one of its schemes names (the backend's
   // OpenFromUri), starting no sweeper: OpenStore adds it.
   Result<std::unique_ptr<Store>> (*open)(StoreUri& uri,
-                                         const StoreOptions& options) =
-      nullptr;
+                                         const StoreOptions& options) = nullptr;
   // What every store of this backend is (StoreInfo's name, durable,
   // shared_across_processes, calls_may_block); the pool-sized fields are an
   // opened store's own (Store::Info()).
@@ -72,8 +71,8 @@ struct StoreDescriptor {
   // by `name` (a lowercase letter, then lowercase letters, digits and '_'):
   // a subdirectory, a sibling file, table=<name>, prefix=<name>:. Keeps
   // `uri`'s other parameters.
-  std::string (*fresh_uri)(std::string_view uri, std::string_view name) =
-      nullptr;
+  std::string (*fresh_uri)(std::string_view uri,
+                           std::string_view name) = nullptr;
   // Deletes what the store of a fresh_uri(…, name) URI left (its files,
   // its table, its keys); best effort, errors ignored. Must not run while
   // that store is open. nullptr when nothing outlives the store (memory).

@@ -5,7 +5,8 @@
 // GTest::gtest_main:
 //
 //   #include <idem/testing/store_contract.h>
-//   IDEM_STORE_CONTRACT_TEST(MyStore, [] { return MyStore::Open(MyOptions{}); });
+//   IDEM_STORE_CONTRACT_TEST(MyStore, [] { return MyStore::Open(MyOptions{});
+//   });
 //
 // The factory is called once per test and must return a fresh, empty store:
 // an idem::Result of a smart pointer to it (or the pointer itself). A
@@ -175,14 +176,14 @@ inline std::vector<StoreFactory> ContractSetups(
 // rest is the factory (see ContractSetups). Use at namespace scope (any
 // namespace), once per name per binary. Tests are named
 // <name>/StoreContractTest.<Row>/<setup name>.
-#define IDEM_STORE_CONTRACT_TEST(name, ...)                                  \
-  using ::idem::testing::StoreContractTest;                                  \
-  INSTANTIATE_TEST_SUITE_P(                                                  \
-      name, StoreContractTest,                                               \
-      ::testing::ValuesIn(::idem::testing::ContractSetups(#name,             \
-                                                          __VA_ARGS__)),     \
-      ::idem::testing::StoreFactoryName);                                    \
-  [[maybe_unused]] static const int idem_store_contract_anchor_##name =      \
+#define IDEM_STORE_CONTRACT_TEST(name, ...)                             \
+  using ::idem::testing::StoreContractTest;                             \
+  INSTANTIATE_TEST_SUITE_P(                                             \
+      name, StoreContractTest,                                          \
+      ::testing::ValuesIn(                                              \
+          ::idem::testing::ContractSetups(#name, __VA_ARGS__)),         \
+      ::idem::testing::StoreFactoryName);                               \
+  [[maybe_unused]] static const int idem_store_contract_anchor_##name = \
       ::idem::testing::internal::StoreContractAnchor()
 
 #endif  // IDEM_TESTING_STORE_CONTRACT_H_
