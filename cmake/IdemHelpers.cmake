@@ -70,11 +70,12 @@ endfunction()
 
 # idem_add_test(<name> SOURCES ... LIBS ... [LABEL <label>] [TIMEOUT <s>]
 #               [RUN_SERIAL] [RESOURCE_LOCK <name>] [RUNS_DEMO]): one
-# GoogleTest binary whose cases are registered with CTest one by one, the
-# only way a test binary is registered. LABEL: the store a test is about, so that `ctest -L sqlite`
-# runs that store's own tests and its contract suite (one label:
-# gtest_discover_tests passes each property a single value). TIMEOUT per
-# case, default 300 s. RUN_SERIAL: the cases run alone (they start and stop
+# GoogleTest binary whose cases are registered with CTest in groups of one
+# suite (idem_add_test_groups, cmake/IdemTestGroups.cmake), the only way a
+# test binary is registered; the crash tests (LABEL crash) one case each.
+# LABEL: the store a test is about, so that `ctest -L sqlite` runs that
+# store's own tests and its contract suite (one label). TIMEOUT per case,
+# default 300 s. RUN_SERIAL: the cases run alone (they start and stop
 # servers of their own). RESOURCE_LOCK: the cases never run beside each
 # other or beside other tests that name the same lock (they share something
 # in a test server), but may run beside the rest. RUNS_DEMO: the binary
@@ -100,7 +101,11 @@ function(idem_add_test name)
     target_compile_definitions(${name} PRIVATE IDEM_DEMO_PATH="$<TARGET_FILE:idem-demo>")
     add_dependencies(${name} idem-demo)
   endif()
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${properties})
+  set(per_case)
+  if(ARG_LABEL STREQUAL "crash")
+    set(per_case PER_CASE)
+  endif()
+  idem_add_test_groups(${name} ${per_case} PROPERTIES ${properties})
 endfunction()
 
 # idem_option(<var> <doc> [PACKAGE <find_package arguments>...]): a part

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config ccache git python3
+  build-essential cmake pkg-config ccache git python3 lld
   g++ clang libclang-rt-14-dev clang-format
   libssl-dev libexpected-dev nlohmann-json3-dev liburiparser-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev

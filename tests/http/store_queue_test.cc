@@ -98,13 +98,20 @@ class GateStore final : public ForwardingStore {
   std::atomic<int> waiting_{0};
 };
 
-beast::Handler CountingHandler(std::atomic<int>& runs) {
-  return [&runs](Request req) -> asio::awaitable<Response> {
+// Counts its runs. On /slow it waits, without a thread, until `release` is
+// set (polling every 5 ms, at most a minute): a test orders what happens
+// meanwhile by events, not by how long a handler takes on a loaded machine.
+beast::Handler CountingHandler(std::atomic<int>& runs,
+                               const std::atomic<bool>* release = nullptr) {
+  return [&runs, release](Request req) -> asio::awaitable<Response> {
     const int run = ++runs;
-    if (req.target().find("slow") != boost::beast::string_view::npos) {
+    if (release != nullptr &&
+        req.target().find("slow") != boost::beast::string_view::npos) {
       asio::steady_timer timer(co_await asio::this_coro::executor);
-      timer.expires_after(std::chrono::milliseconds(300));
-      co_await timer.async_wait(asio::use_awaitable);
+      for (int polls = 0; !release->load() && polls < 12000; ++polls) {
+        timer.expires_after(std::chrono::milliseconds(5));
+        co_await timer.async_wait(asio::use_awaitable);
+      }
     }
     Response res(http::status::ok, req.version());
     res.body() = "run " + std::to_string(run);
@@ -175,19 +182,22 @@ TEST_P(StoreQueueTest, AClaimNotStartedInTimeAnswers503WithoutTheStore) {
 
 TEST_P(StoreQueueTest, AFinishNotStartedInTimeIsSentAndLeavesTheRecordLocked) {
   std::atomic<int> runs{0};
+  std::atomic<bool> release{false};
   auto store = std::make_shared<GateStore>();
-  AdapterServer server(GetParam(), CountingHandler(runs), OneThread(store));
+  AdapterServer server(GetParam(), CountingHandler(runs, &release),
+                       OneThread(store));
   std::optional<Response> slow;
   std::thread a(
       [&] { slow = SendOnce(server.port(), Post("/slow", kBody, "a")); });
-  // Claimed; its handler runs for 300 ms. Meanwhile another claim takes the
-  // pool's only thread and hangs in the store.
+  // Claimed; its handler waits for `release`. Meanwhile another claim takes
+  // the pool's only thread and hangs in the store.
   ASSERT_TRUE(WaitFor([&] { return runs.load() == 1; }));
   store->Hold();
   std::optional<Response> blocked;
   std::thread b(
       [&] { blocked = SendOnce(server.port(), Post("/x", kBody, "b")); });
   ASSERT_TRUE(WaitFor([&] { return store->waiting() == 1; }));
+  release = true;  // Now "a" finishes, and its Finish waits behind "b".
   a.join();
   ASSERT_TRUE(slow);
   EXPECT_EQ(slow->result_int(), 200u);
