@@ -10,10 +10,12 @@
 namespace idem {
 
 LocalCacheStore::Table::Table(std::size_t max_records, std::size_t max_bytes) {
-  // A power of two of shards, never more than the records (each shard holds
-  // at least one): a small cache stays one exact LRU.
+  // A power of two of shards of at least kMinShardRecords each: a small
+  // cache stays one exact LRU, and no shard is so small that two hot ids
+  // evict each other.
   const std::size_t shard_count = std::min(
-      kMaxShards, std::bit_floor(std::max<std::size_t>(max_records, 1)));
+      kMaxShards,
+      std::bit_floor(std::max<std::size_t>(max_records / kMinShardRecords, 1)));
   shards_ = std::vector<Shard>(shard_count);
   shard_mask_ = shard_count - 1;
   for (std::size_t i = 0; i < shard_count; ++i) {

@@ -67,6 +67,7 @@ class LocalCacheStore::Table {
 
  private:
   static constexpr std::size_t kMaxShards = 64;
+  static constexpr std::size_t kMinShardRecords = 16;
   static constexpr std::size_t kEpochSlotsPerShard = 64;
 
   struct Entry {

@@ -13,6 +13,7 @@
 
 #include "idem/beast/transaction.h"
 #include "idem/sql_transaction.h"
+#include "idem/store/local_cache.h"
 #include "idem/store_uri.h"
 #include "idem/sweeper.h"
 #ifdef IDEM_HAVE_SQLITE
@@ -310,6 +311,11 @@ Result<std::unique_ptr<Store>> OpenTypedSqlStore(std::string_view store_uri,
   IDEM_RETURN_IF_ERROR(uri.ReadDuration(
       "sweep_interval_s", sweep, std::chrono::seconds(0),
       std::chrono::duration_cast<std::chrono::seconds>(kMaxSweepInterval)));
+  // The local cache's parameters (idem/store/local_cache.h) are for the
+  // Guard's store, which OpenStore opens; the transfers' own instance of
+  // the store completes records in the transfer's transaction, uncached.
+  LocalCacheOptions uncached;
+  IDEM_RETURN_IF_ERROR(ReadLocalCacheOptions(uri, uncached));
 #ifdef IDEM_HAVE_SQLITE
   if (uri.scheme() == "sqlite") return SqliteStore::OpenFromUri(uri, {});
 #endif
