@@ -305,22 +305,24 @@ class PostgresDatabase final
 }  // namespace
 
 Result<std::unique_ptr<Store>> OpenTypedSqlStore(std::string_view store_uri,
-                                                 Duration& sweep) {
+                                                 Duration& sweep,
+                                                 LocalCacheOptions* cache) {
   IDEM_ASSIGN_OR_RETURN(StoreUri uri, StoreUri::Parse(store_uri));
   // OpenStore's own parameter, which the typed calls refuse.
   IDEM_RETURN_IF_ERROR(uri.ReadDuration(
       "sweep_interval_s", sweep, std::chrono::seconds(0),
       std::chrono::duration_cast<std::chrono::seconds>(kMaxSweepInterval)));
-  // The local cache's parameters (idem/store/local_cache.h) are for the
-  // Guard's store, which OpenStore opens; the transfers' own instance of
-  // the store completes records in the transfer's transaction, uncached.
-  LocalCacheOptions uncached;
-  IDEM_RETURN_IF_ERROR(ReadLocalCacheOptions(uri, uncached));
 #ifdef IDEM_HAVE_SQLITE
   if (uri.scheme() == "sqlite") return SqliteStore::OpenFromUri(uri, {});
 #endif
 #ifdef IDEM_HAVE_POSTGRES
   if (uri.scheme() == "postgresql" || uri.scheme() == "postgres") {
+    // The local cache (idem/store/local_cache.h) goes in front of the
+    // Guard's store (Transfers::OpenSqlStore); an instance of the store's
+    // own completes records in the transfer's transaction, uncached.
+    LocalCacheOptions uncached;
+    IDEM_RETURN_IF_ERROR(
+        ReadLocalCacheOptions(uri, cache != nullptr ? *cache : uncached));
     return PostgresStore::OpenFromUri(uri, {});
   }
 #endif
