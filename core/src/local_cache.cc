@@ -104,8 +104,8 @@ Result<ClaimResult> LocalCacheStore::DoClaim(const RecordId& id,
       Record& r = **record;
       if (r.state == RecordState::kCompleted && r.fingerprint == fp &&
           !r.Expired(now) && r.response != nullptr) {
-        table_->Insert(id, std::move(r), AddSaturated(clock_now, options_.ttl),
-                       found.epoch);
+        Keep(id, std::move(r), AddSaturated(clock_now, options_.ttl),
+             found.epoch);
       }
     }
   }
@@ -120,15 +120,20 @@ Result<bool> LocalCacheStore::DoComplete(const RecordId& id, const Token& token,
   const TimePoint clock_now = options_.clock->Now();
   IDEM_ASSIGN_OR_RETURN(bool completed, inner_->Complete(id, token, response));
   if (completed) {
-    table_->Insert(
-        id,
-        Record{.state = RecordState::kCompleted,
-               .fingerprint = fields->fingerprint,
-               .token = token,
-               .locked_until = fields->locked_until,
-               .expires_at = fields->expires_at,
-               .response = std::make_shared<const Response>(response)},
-        AddSaturated(clock_now, options_.ttl), epoch);
+    std::shared_ptr<const Response> copy;
+    try {
+      copy = std::make_shared<const Response>(response);
+    } catch (...) {
+      return completed;  // No memory for the copy: stored, not cached.
+    }
+    Keep(id,
+         Record{.state = RecordState::kCompleted,
+                .fingerprint = fields->fingerprint,
+                .token = token,
+                .locked_until = fields->locked_until,
+                .expires_at = fields->expires_at,
+                .response = std::move(copy)},
+         AddSaturated(clock_now, options_.ttl), epoch);
   }
   return completed;
 }
@@ -147,16 +152,27 @@ Result<bool> LocalCacheStore::DoCompleteShared(
   IDEM_ASSIGN_OR_RETURN(bool completed,
                         inner_->CompleteShared(id, token, response));
   if (completed) {
-    table_->Insert(id,
-                   Record{.state = RecordState::kCompleted,
-                          .fingerprint = fields->fingerprint,
-                          .token = token,
-                          .locked_until = fields->locked_until,
-                          .expires_at = fields->expires_at,
-                          .response = std::move(response)},
-                   AddSaturated(clock_now, options_.ttl), epoch);
+    Keep(id,
+         Record{.state = RecordState::kCompleted,
+                .fingerprint = fields->fingerprint,
+                .token = token,
+                .locked_until = fields->locked_until,
+                .expires_at = fields->expires_at,
+                .response = std::move(response)},
+         AddSaturated(clock_now, options_.ttl), epoch);
   }
   return completed;
+}
+
+void LocalCacheStore::Keep(const RecordId& id, Record record,
+                           TimePoint fresh_until,
+                           std::uint64_t epoch) noexcept {
+  // Best effort: the store has answered, and a failure to cache (no
+  // memory) must not turn its answer into an error.
+  try {
+    table_->Insert(id, std::move(record), fresh_until, epoch);
+  } catch (...) {
+  }
 }
 
 Result<bool> LocalCacheStore::DoRelease(const RecordId& id,

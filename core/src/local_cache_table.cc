@@ -105,7 +105,12 @@ void LocalCacheStore::Table::Insert(const RecordId& id, Record record,
                                .record = std::move(record),
                                .fresh_until = fresh_until,
                                .bytes = bytes});
-    shard.map.emplace(id, shard.lru.begin());
+    try {
+      shard.map.emplace(id, shard.lru.begin());
+    } catch (...) {
+      shard.lru.pop_front();  // The list and the map stay one table.
+      throw;
+    }
     shard.bytes += bytes;
   }
   fills_.fetch_add(1, std::memory_order_relaxed);

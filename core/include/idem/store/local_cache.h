@@ -79,9 +79,9 @@ struct LocalCacheOptions {
 // The URI parameters of the cache, read from (and removed from) `uri`:
 // `local_cache`, `local_cache_ttl_s`, `local_cache_mb`, with the ranges
 // above. `out.clock` is left as it is. Errors: kInvalidArgument naming the
-// parameter, its range and the value (StoreUri's readers), or "local_cache_
-// ttl_s and local_cache_mb need local_cache > 0" when one of them is given
-// with the cache off, so that a cache the operator thinks is on is never
+// parameter, its range and the value (StoreUri's readers), or
+// "local_cache_ttl_s and local_cache_mb need local_cache > 0" when one of
+// them is given with the cache off, so that a cache the operator thinks is on is never
 // silently off.
 Status ReadLocalCacheOptions(StoreUri& uri, LocalCacheOptions& out);
 
@@ -131,6 +131,10 @@ class LocalCacheStore final : public StoreBoundary {
   class Table;
 
   LocalCacheStore(std::unique_ptr<Store> inner, LocalCacheOptions options);
+  // Puts `record` in the table (Table::Insert); an exception (no memory)
+  // leaves it uncached.
+  void Keep(const RecordId& id, Record record, TimePoint fresh_until,
+            std::uint64_t epoch) noexcept;
 
   std::unique_ptr<Store> inner_;
   LocalCacheOptions options_;
