@@ -81,8 +81,8 @@ struct LocalCacheOptions {
 // above. `out.clock` is left as it is. Errors: kInvalidArgument naming the
 // parameter, its range and the value (StoreUri's readers), or
 // "local_cache_ttl_s and local_cache_mb need local_cache > 0" when one of
-// them is given with the cache off, so that a cache the operator thinks is on is never
-// silently off.
+// them is given with the cache off, so that a cache the operator thinks is on
+// is never silently off.
 Status ReadLocalCacheOptions(StoreUri& uri, LocalCacheOptions& out);
 
 // Counters of a cache, for tests, benchmarks and the report (metrics.h
