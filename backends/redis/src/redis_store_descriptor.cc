@@ -22,6 +22,10 @@ void PurgePrefix(std::string_view uri) {
   if (!parsed || !parsed->TakeString("prefix")) return;  // Never the default.
   parsed = StoreUri::Parse(RedisStore::ClusterUriForParsing(uri));
   if (!parsed) return;
+  // The store itself, without the local cache a setup may ask for (the
+  // typed Open does not take its parameters).
+  LocalCacheOptions uncached;
+  if (!ReadLocalCacheOptions(*parsed, uncached)) return;
   auto store = RedisStore::OpenFromUri(*parsed, {});
   if (!store) return;
   (void)(*store)->PurgeExpired(TimePoint::max(),
