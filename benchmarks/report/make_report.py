@@ -615,7 +615,9 @@ def local_cache_lines(loads):
                      f"({verdict})")
     return ["Local cache (`local_cache=N`, docs/STORES.md): " +
             "; ".join(parts) + f". Target: >= {100 * LOCAL_CACHE_TARGET:.0f}% "
-            "of `replay:memory`.", ""]
+            "of `replay:memory`. (A cached store's replays still run on the "
+            "adapter's store-call pool, memory's inline on the I/O threads.)",
+            ""]
 
 
 # --- RESTinio: idem-demo --http restinio against its own plain server
