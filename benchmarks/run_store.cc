@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -71,7 +72,12 @@ std::vector<std::string> DefaultStoreUris(const std::filesystem::path& dir) {
     }
     for (const StoreTestSetup& setup : store->setups) {
       const char* server = std::getenv(std::string(setup.server_env).c_str());
-      if (server != nullptr && *server != '\0') out.emplace_back(server);
+      // Several setups share a server (a store with and without its local
+      // cache): run it once.
+      if (server != nullptr && *server != '\0' &&
+          std::find(out.begin(), out.end(), server) == out.end()) {
+        out.emplace_back(server);
+      }
     }
   }
   return out;

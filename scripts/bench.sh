@@ -261,12 +261,17 @@ if want http; then
   # A longer connect timeout than the default 5 s for the demo's pool.
   [[ -n $pg_url ]] && stores+=" $pg_url?connect_timeout_s=30"
   [[ -n $redis_url ]] && stores+=" $redis_url"
+  # Replays on the remote stores without and with their local cache
+  # (docs/STORES.md, "Local cache"), beside replay:memory.
+  replay_stores=
+  [[ -n $pg_url ]] && replay_stores+=" $pg_url?connect_timeout_s=30 $pg_url?connect_timeout_s=30&local_cache=10000"
+  [[ -n $redis_url ]] && replay_stores+=" $redis_url $redis_url?local_cache=10000"
   log "HTTP: wrk, $rounds x $duration per load"
   # A server that does not start (say, PostgreSQL paused past the connect
   # timeout by another job on the machine) fails the step: once more, then
   # give up.
   for attempt in 1 2; do
-    step env STORES="$stores" ROUNDS="$rounds" DURATION="$duration" RESULTS_JSON="$out/http.json" \
+    step env STORES="$stores" REPLAY_STORES="$replay_stores" ROUNDS="$rounds" DURATION="$duration" RESULTS_JSON="$out/http.json" \
       benchmarks/http/bench.sh "$build" >"$out/http.md" 2>&1 && break
     if ((attempt == 2)); then cat "$out/http.md"; exit 1; fi
     log "HTTP run failed: $(tail -1 "$out/http.md"); once more"

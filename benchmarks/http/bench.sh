@@ -16,7 +16,11 @@
 # to as JSON, for benchmarks/report/make_report.py: the configuration, the
 # medians per load and every round's raw figures; the Markdown is printed
 # as well), RESTINIO (1: also the same loads on idem-demo --http restinio,
-# see below; default 1 when idem-demo has --http restinio, else 0).
+# see below; default 1 when idem-demo has --http restinio, else 0),
+# REPLAY_STORES (space-separated store URIs on which only the replay load
+# runs, each on a server of its own, beside replay on the first store of
+# STORES: the remote stores with and without their local cache; a URI with
+# local_cache=N is labelled <scheme>+cache).
 # shellcheck disable=SC2154  # port_<name> are set by start(), by printf -v.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,6 +40,19 @@ for i in "${!stores[@]}"; do
   start "s$i" --store "${stores[$i]//\{tmp\}/$tmp}" ${DEMO_FLAGS:-}
 done
 start plain --no-idem
+
+# Replays only: a label per store (<scheme>, <scheme>+cache with the local
+# cache on), a server each.
+read -r -a replay_stores <<<"${REPLAY_STORES:-}"
+replay_labels=()
+for i in "${!replay_stores[@]}"; do
+  label=${replay_stores[$i]%%:*}
+  [[ ${replay_stores[$i]} =~ [?\&]local_cache=[1-9] ]] && label=$label+cache
+  [[ " ${labels[*]} ${replay_labels[*]} " == *" $label "* ]] && label=$label$i
+  replay_labels+=("$label")
+  # shellcheck disable=SC2086  # DEMO_FLAGS is a list of flags.
+  start "p$i" --store "${replay_stores[$i]}" ${DEMO_FLAGS:-}
+done
 
 # --- RESTinio: the same handler on idem-demo --http restinio, against its
 # own plain server (--http restinio --no-idem), on the memory and RocksDB
@@ -64,6 +81,11 @@ fi
 key="bench-replay-$$"
 curl -fsS -o /dev/null -X POST "http://127.0.0.1:$port_s0/orders" \
   -H "Idempotency-Key: $key" -H 'Content-Type: application/json' -d '{"item":"book","qty":1}'
+for i in "${!replay_stores[@]}"; do
+  port_var=port_p$i
+  curl -fsS -o /dev/null -X POST "http://127.0.0.1:${!port_var}/orders" \
+    -H "Idempotency-Key: $key" -H 'Content-Type: application/json' -d '{"item":"book","qty":1}'
+done
 if ((restinio)) && ((${#restinio_stores[@]})); then
   port_var=port_r${restinio_stores[0]}
   curl -fsS -o /dev/null -X POST "http://127.0.0.1:${!port_var}/orders" \
@@ -81,6 +103,10 @@ for round in $(seq "$rounds"); do
     run "fresh:${labels[$i]}" "${!port_var}" fresh_keys.lua "$round"
   done
   run "replay:${labels[0]}" "$port_s0" replays.lua "$round"
+  for i in "${!replay_stores[@]}"; do
+    port_var=port_p$i
+    run "replay:${replay_labels[$i]}" "${!port_var}" replays.lua "$round"
+  done
   if ((restinio)); then
     run restinio:plain "$port_rplain" fresh_keys.lua "$round"
     for i in "${restinio_stores[@]}"; do
@@ -102,6 +128,7 @@ echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 names=(plain)
 for label in "${labels[@]}"; do names+=("fresh:$label"); done
 names+=("replay:${labels[0]}")
+for label in "${replay_labels[@]}"; do names+=("replay:$label"); done
 for name in "${names[@]}"; do
   rps=$(median "$name" 2); p50=$(median "$name" 3); p99=$(median "$name" 4)
   errors=$(non2xx "$name")
@@ -128,6 +155,7 @@ fi
 echo
 echo "wrk -t$threads -c$connections -d$duration --latency, $rounds rounds (medians), idem-demo --threads $server_threads, $(nproc) cores"
 for i in "${!stores[@]}"; do echo "${labels[$i]}: ${stores[$i]}"; done
+for i in "${!replay_stores[@]}"; do echo "${replay_labels[$i]}: ${replay_stores[$i]}"; done
 echo "raw:"
 sort "$tmp/results" | sed 's/^/  /'
 
@@ -144,6 +172,9 @@ if [[ -n ${RESULTS_JSON:-} ]]; then
     for i in "${!stores[@]}"; do
       ((i == 0)) || printf ', '
       printf '%s: %s' "$(json_str "${labels[$i]}")" "$(json_str "${stores[$i]}")"
+    done
+    for i in "${!replay_stores[@]}"; do
+      printf ', %s: %s' "$(json_str "${replay_labels[$i]}")" "$(json_str "${replay_stores[$i]}")"
     done
     printf '},\n  "loads": [\n'
     json_loads "${names[@]}"

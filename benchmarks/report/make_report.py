@@ -587,9 +587,37 @@ def section_http(http, plots):
     lines += ["", "Stores: " + ", ".join(
         f"`{k}` = `{v}`" for k, v in http["stores"].items())
         + " (`{tmp}`: a fresh directory).", ""]
+    lines += local_cache_lines(loads)
     if plots:
         lines += ["![HTTP requests/s and p99 per store](bench/http.png)", ""]
     return lines
+
+
+# Replays on a remote store with its local cache (`replay:<scheme>+cache`)
+# against replay:memory: the cache's target is >= 90%.
+LOCAL_CACHE_TARGET = 0.90
+
+
+def local_cache_lines(loads):
+    memory = loads.get("replay:memory")
+    cached = [n for n in loads if n.startswith("replay:") and
+              n.endswith("+cache")]
+    if not memory or not cached:
+        return []
+    parts = []
+    for name in cached:
+        share = loads[name]["requests_per_s"] / memory["requests_per_s"]
+        without = loads.get(name[:-len("+cache")])
+        gain = (f", {loads[name]['requests_per_s'] / without['requests_per_s']:.2f}x "
+                f"`{without['name']}`" if without else "")
+        verdict = "met" if share >= LOCAL_CACHE_TARGET else "missed"
+        parts.append(f"`{name}` {100 * share:.0f}% of `replay:memory`{gain} "
+                     f"({verdict})")
+    return ["Local cache (`local_cache=N`, docs/STORES.md): " +
+            "; ".join(parts) + f". Target: >= {100 * LOCAL_CACHE_TARGET:.0f}% "
+            "of `replay:memory`. (A cached store's replays still run on the "
+            "adapter's store-call pool, memory's inline on the I/O threads.)",
+            ""]
 
 
 # --- RESTinio: idem-demo --http restinio against its own plain server

@@ -283,5 +283,31 @@ class WhichStoreTest(unittest.TestCase):
         self.assertIsNone(mod.replace_block("no markers\n", ["y"]))
 
 
+class LocalCacheLinesTest(unittest.TestCase):
+    """The local cache's line under the HTTP table: each cached store's
+    replays against replay:memory (target 90%) and against itself
+    uncached; nothing without cached loads."""
+
+    def test_shares_and_verdicts(self):
+        spec = importlib.util.spec_from_file_location(
+            "make_report", os.path.join(HERE, "make_report.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+
+        def load(name, rps):
+            return name, {"name": name, "requests_per_s": rps}
+        loads = dict([load("replay:memory", 30000),
+                      load("replay:redis", 20000),
+                      load("replay:redis+cache", 28000),
+                      load("replay:postgresql+cache", 26000)])
+        line = "".join(mod.local_cache_lines(loads))
+        self.assertIn("`replay:redis+cache` 93% of `replay:memory`, 1.40x "
+                      "`replay:redis` (met)", line)
+        self.assertIn("`replay:postgresql+cache` 87% of `replay:memory` "
+                      "(missed)", line)
+        del loads["replay:redis+cache"], loads["replay:postgresql+cache"]
+        self.assertEqual(mod.local_cache_lines(loads), [])
+
+
 if __name__ == "__main__":
     unittest.main()

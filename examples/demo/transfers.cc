@@ -65,8 +65,10 @@ bool IsSqlStoreUri(std::string_view store_uri) {
 Result<Transfers::SqlStore> Transfers::OpenSqlStore(
     std::string_view store_uri, const StoreOptions& options) {
   Duration sweep = options.sweep_interval;
+  LocalCacheOptions cache;
+  cache.clock = options.clock;
   IDEM_ASSIGN_OR_RETURN(std::unique_ptr<Store> typed,
-                        OpenTypedSqlStore(store_uri, sweep));
+                        OpenTypedSqlStore(store_uri, sweep, &cache));
   if (!typed) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "not a SQL store: " +
@@ -78,8 +80,12 @@ Result<Transfers::SqlStore> Transfers::OpenSqlStore(
   sweeper.interval = sweep;
   sweeper.clock = options.clock;
   sweeper.log = options.log;
+  // The Guard's store: the local cache in front when the URI asks for one
+  // (the typed store itself otherwise); `typed` stays the store's own.
+  IDEM_ASSIGN_OR_RETURN(auto cached,
+                        LocalCacheStore::Wrap(std::move(typed), cache));
   IDEM_ASSIGN_OR_RETURN(auto swept,
-                        WithSweeper(std::move(typed), std::move(sweeper)));
+                        WithSweeper(std::move(cached), std::move(sweeper)));
   opened.store = std::move(swept);
   return opened;
 }

@@ -13,6 +13,7 @@
 
 #include "idem/beast/transaction.h"
 #include "idem/sql_transaction.h"
+#include "idem/store/local_cache.h"
 #include "idem/store_uri.h"
 #include "idem/sweeper.h"
 #ifdef IDEM_HAVE_SQLITE
@@ -304,7 +305,8 @@ class PostgresDatabase final
 }  // namespace
 
 Result<std::unique_ptr<Store>> OpenTypedSqlStore(std::string_view store_uri,
-                                                 Duration& sweep) {
+                                                 Duration& sweep,
+                                                 LocalCacheOptions* cache) {
   IDEM_ASSIGN_OR_RETURN(StoreUri uri, StoreUri::Parse(store_uri));
   // OpenStore's own parameter, which the typed calls refuse.
   IDEM_RETURN_IF_ERROR(uri.ReadDuration(
@@ -315,6 +317,12 @@ Result<std::unique_ptr<Store>> OpenTypedSqlStore(std::string_view store_uri,
 #endif
 #ifdef IDEM_HAVE_POSTGRES
   if (uri.scheme() == "postgresql" || uri.scheme() == "postgres") {
+    // The local cache (idem/store/local_cache.h) goes in front of the
+    // Guard's store (Transfers::OpenSqlStore); an instance of the store's
+    // own completes records in the transfer's transaction, uncached.
+    LocalCacheOptions uncached;
+    IDEM_RETURN_IF_ERROR(
+        ReadLocalCacheOptions(uri, cache != nullptr ? *cache : uncached));
     return PostgresStore::OpenFromUri(uri, {});
   }
 #endif

@@ -17,6 +17,7 @@
 #include "idem/error.h"
 #include "idem/guard.h"
 #include "idem/store.h"
+#include "idem/store/local_cache.h"
 #include "transfers.h"
 
 namespace idem::demo {
@@ -40,9 +41,12 @@ class Transfers::Database {
 
 // The typed SQLite or PostgreSQL store `store_uri` names, and its sweep
 // interval (the URI's sweep_interval_s, else `sweep` unchanged), or nullptr
-// for another scheme. Errors: the URI's, the store's.
-Result<std::unique_ptr<Store>> OpenTypedSqlStore(std::string_view store_uri,
-                                                 Duration& sweep);
+// for another scheme. A postgresql: URI's local cache parameters go to
+// `*cache` (ignored when it is null: an instance of the store's own).
+// Errors: the URI's, the store's.
+Result<std::unique_ptr<Store>> OpenTypedSqlStore(
+    std::string_view store_uri, Duration& sweep,
+    LocalCacheOptions* cache = nullptr);
 
 // The transfers of `store` (a typed store OpenTypedSqlStore opened, or
 // another: nullptr), with the `transfers` table created; a PostgreSQL

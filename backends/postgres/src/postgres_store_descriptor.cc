@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "idem/postgres_store.h"
+#include "idem/store/local_cache.h"
 #include "idem/store/store_descriptor.h"
 #include "idem/store_uri.h"
 
@@ -39,8 +40,15 @@ const StoreDescriptor& PostgresStoreDescriptor() {
       .name = "postgres",
       .schemes = {"postgresql", "postgres"},
       .parameters = {"table", "pool", "acquire_timeout_ms", "connect_timeout_s",
-                     "statement_timeout_ms", "sslmode", "create", "connect"},
-      .open = &PostgresStore::OpenFromUri,
+                     "statement_timeout_ms", "sslmode", "create", "connect",
+                     "local_cache", "local_cache_ttl_s", "local_cache_mb"},
+      // The local cache (idem/store/local_cache.h) in front when the URI
+      // asks for one.
+      .open =
+          [](StoreUri& uri, const StoreOptions& options) {
+            return OpenWithLocalCache(uri, options,
+                                      &PostgresStore::OpenFromUri);
+          },
       .capabilities = {.name = "postgres",
                        .durable = true,
                        .shared_across_processes = true},
@@ -51,10 +59,16 @@ const StoreDescriptor& PostgresStoreDescriptor() {
       .remove = &DropTable,
       // A long acquire timeout: the concurrency tests put 32 threads on a
       // pool of 8 on a loaded (or sanitized) machine.
+      // The cached setup runs the suite with the local cache in front: it
+      // must answer every row as the store does.
       .setups = {{.label = "postgres",
                   .server_env = "IDEM_TEST_POSTGRES_URI",
                   .params = "acquire_timeout_ms=120000"
-                            "&statement_timeout_ms=60000"}},
+                            "&statement_timeout_ms=60000"},
+                 {.label = "postgres_local_cache",
+                  .server_env = "IDEM_TEST_POSTGRES_URI",
+                  .params = "acquire_timeout_ms=120000"
+                            "&statement_timeout_ms=60000&local_cache=1000"}},
   };
   return descriptor;
 }

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "idem/redis_store.h"
+#include "idem/store/local_cache.h"
 #include "idem/store/store_descriptor.h"
 #include "idem/store_uri.h"
 
@@ -21,6 +22,10 @@ void PurgePrefix(std::string_view uri) {
   if (!parsed || !parsed->TakeString("prefix")) return;  // Never the default.
   parsed = StoreUri::Parse(RedisStore::ClusterUriForParsing(uri));
   if (!parsed) return;
+  // The store itself, without the local cache a setup may ask for (the
+  // typed Open does not take its parameters).
+  LocalCacheOptions uncached;
+  if (!ReadLocalCacheOptions(*parsed, uncached)) return;
   auto store = RedisStore::OpenFromUri(*parsed, {});
   if (!store) return;
   (void)(*store)->PurgeExpired(TimePoint::max(),
@@ -35,9 +40,15 @@ const StoreDescriptor& RedisStoreDescriptor() {
       .schemes = {"redis", "redis-cluster"},
       .parameters = {"prefix", "pool", "timeout_ms", "acquire_timeout_ms",
                      "allow_eviction", "connect", "check_interval_ms", "wait",
-                     "wait_ms", "nodes"},
+                     "wait_ms", "nodes", "local_cache", "local_cache_ttl_s",
+                     "local_cache_mb"},
       .rewrite_uri = &RedisStore::ClusterUriForParsing,
-      .open = &RedisStore::OpenFromUri,
+      // The local cache (idem/store/local_cache.h) in front when the URI
+      // asks for one.
+      .open =
+          [](StoreUri& uri, const StoreOptions& options) {
+            return OpenWithLocalCache(uri, options, &RedisStore::OpenFromUri);
+          },
       // durable: as the server is configured (RedisStore::Info()).
       .capabilities = {.name = "redis",
                        .durable = false,
@@ -54,7 +65,17 @@ const StoreDescriptor& RedisStoreDescriptor() {
                   .params = "acquire_timeout_ms=120000&timeout_ms=60000"},
                  {.label = "redis_cluster",
                   .server_env = "IDEM_TEST_REDIS_CLUSTER_URI",
-                  .params = "acquire_timeout_ms=120000&timeout_ms=60000"}},
+                  .params = "acquire_timeout_ms=120000&timeout_ms=60000"},
+                 // The suite with the local cache in front: it must answer
+                 // every row as the store does.
+                 {.label = "redis_local_cache",
+                  .server_env = "IDEM_TEST_REDIS_URI",
+                  .params = "acquire_timeout_ms=120000&timeout_ms=60000"
+                            "&local_cache=1000"},
+                 {.label = "redis_cluster_local_cache",
+                  .server_env = "IDEM_TEST_REDIS_CLUSTER_URI",
+                  .params = "acquire_timeout_ms=120000&timeout_ms=60000"
+                            "&local_cache=1000"}},
   };
   return descriptor;
 }

@@ -1,0 +1,105 @@
+// The Guard over the local cache: a sealed response replays from memory,
+// still sealed in the cache (the cache keeps the stored form, opaque); a
+// retry with another body on a cached key is 422 without a store call; a
+// revoke through the store lets the next retry run the handler.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "counting_store.h"
+#include "idem/clock.h"
+#include "idem/guard.h"
+#include "idem/record_id.h"
+#include "idem/response_keys.h"
+#include "idem/store/local_cache.h"
+
+namespace idem {
+namespace {
+
+constexpr std::string_view kScope = "tenant-a";
+constexpr std::string_view kMarker = "secret-card-token-4111";
+
+class LocalCacheGuardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto inner = std::make_unique<testing::CountingStore>();
+    inner_ = inner.get();
+    auto cache = LocalCacheStore::Wrap(std::move(inner),
+                                       {.max_records = 100, .clock = clock_});
+    ASSERT_TRUE(cache.has_value());
+    store_ = std::shared_ptr<Store>(std::move(*cache));
+    auto ring = ResponseKeyRing::Parse("k1:" + std::string(64, 'c'));
+    ASSERT_TRUE(ring.has_value());
+    GuardSetup setup;
+    setup.store = store_;
+    setup.clock = clock_;
+    setup.options.response_keys = *ring;
+    auto guard = Guard::Create(std::move(setup));
+    ASSERT_TRUE(guard.has_value()) << guard.error().ToString();
+    guard_ = std::move(*guard);
+  }
+
+  Response Send(const std::string& key, const std::string& body) {
+    std::vector<HeaderView> headers{{"Idempotency-Key", key}};
+    RequestView view;
+    view.method = "POST";
+    view.target = "/orders";
+    view.headers = headers;
+    view.body = body;
+    view.scope = kScope;
+    return guard_->Run(view, [&] {
+      ++runs_;
+      return Response{201,
+                      {{"Content-Type", "application/json"}},
+                      "{\"token\":\"" + std::string(kMarker) + "\"}"};
+    });
+  }
+
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  testing::CountingStore* inner_ = nullptr;
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<Guard> guard_;
+  int runs_ = 0;
+};
+
+TEST_F(LocalCacheGuardTest, ASealedResponseReplaysFromMemoryStillSealed) {
+  const Response first = Send("k", "{}");
+  ASSERT_EQ(first.status, 201);
+  const int claims = inner_->claims;
+  const Response replay = Send("k", "{}");
+  EXPECT_EQ(replay.status, 201);
+  EXPECT_EQ(replay.body, first.body);
+  EXPECT_EQ(runs_, 1);
+  EXPECT_EQ(inner_->claims, claims);  // From memory.
+  // The cache holds what the store holds: the sealed form.
+  const LocalCacheCounters counters =
+      static_cast<LocalCacheStore&>(*store_).counters();
+  EXPECT_EQ(counters.hits, 1u);
+  auto record = inner_->Inspect(MakeRecordId(kScope, "k"), clock_->Now());
+  ASSERT_TRUE(record.has_value() && record->has_value());
+  EXPECT_EQ((*record)->response->body.find(kMarker), std::string::npos);
+}
+
+TEST_F(LocalCacheGuardTest, AnotherBodyOnACachedKeyIs422WithoutAStoreCall) {
+  ASSERT_EQ(Send("k", "{}").status, 201);
+  const int claims = inner_->claims;
+  EXPECT_EQ(Send("k", "{\"amount\":2}").status, 422);
+  EXPECT_EQ(runs_, 1);
+  EXPECT_EQ(inner_->claims, claims);
+}
+
+TEST_F(LocalCacheGuardTest, ARevokeThroughTheStoreRunsTheHandlerAgain) {
+  ASSERT_EQ(Send("k", "{}").status, 201);
+  ASSERT_EQ(Send("k", "{}").status, 201);
+  ASSERT_EQ(runs_, 1);
+  ASSERT_TRUE(*store_->Revoke(MakeRecordId(kScope, "k")));
+  EXPECT_EQ(Send("k", "{}").status, 201);
+  EXPECT_EQ(runs_, 2);
+}
+
+}  // namespace
+}  // namespace idem
