@@ -590,7 +590,21 @@ def section_http(http, plots):
     lines += local_cache_lines(loads)
     if plots:
         lines += ["![HTTP requests/s and p99 per store](bench/http.png)", ""]
-    return lines
+    return lines + http_notes()
+
+
+# Hand-written notes on the HTTP figures (where a request's time goes, per
+# hop), kept in benchmarks/http/NOTES.md so that a regenerated page keeps
+# them; none when the file is missing.
+HTTP_NOTES = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          os.pardir, "http", "NOTES.md")
+
+
+def http_notes():
+    if not os.path.exists(HTTP_NOTES):
+        return []
+    with open(HTTP_NOTES) as f:
+        return f.read().rstrip("\n").split("\n") + [""]
 
 
 # Replays on a remote store with its local cache (`replay:<scheme>+cache`)

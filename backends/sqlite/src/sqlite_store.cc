@@ -1,8 +1,9 @@
 // The SQLite store; sqlite_store.h has its contract. The parts: the SQL text
 // (sqlite_sql.h), a connection and its statement cache (sqlite_connection),
 // the readers' pool (sqlite_pool), the schema and its migration
-// (sqlite_schema), the one writer with its group commit (sqlite_writer) and
-// the background checkpointer (sqlite_checkpointer). This file makes the
+// (sqlite_schema), the one writer with its group commit (sqlite_writer),
+// the background checkpointer (sqlite_checkpointer) and the SQL of one
+// record (sqlite_record_ops: the statements below). This file makes the
 // store operations of them.
 //
 // Claim is one statement:
@@ -52,6 +53,7 @@
 #include "sqlite_checkpointer.h"
 #include "sqlite_connection.h"
 #include "sqlite_pool.h"
+#include "sqlite_record_ops.h"
 #include "sqlite_schema.h"
 #include "sqlite_sql.h"
 #include "sqlite_stats.h"
@@ -60,46 +62,19 @@
 namespace idem {
 
 using sqlite_internal::BindBlob;
+using sqlite_internal::Change;
 using sqlite_internal::Checkpointer;
-using sqlite_internal::ColumnBlob;
+using sqlite_internal::CompleteOn;
 using sqlite_internal::Connection;
 using sqlite_internal::ConnectionPool;
 using sqlite_internal::Prefix;
-using sqlite_internal::StatementScope;
+using sqlite_internal::SelectRecord;
 using sqlite_internal::Writer;
 
 namespace {
 
 // Rows one PurgeExpired transaction deletes.
 constexpr std::size_t kPurgeBatch = 1000;
-
-// The row of `id` (nullopt when absent), decoded and checked against its
-// columns.
-Result<std::optional<Record>> SelectRecord(Connection& conn,
-                                           const RecordId& id) {
-  using sqlite_internal::kSelect;
-  IDEM_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, conn.Prepared(kSelect, "select"));
-  StatementScope scope(stmt);
-  BindBlob(stmt, 1, id.view());
-  const int rc = sqlite3_step(stmt);
-  if (rc == SQLITE_DONE) return std::optional<Record>();
-  if (rc != SQLITE_ROW) return tl::unexpected(conn.SqlError("select", rc));
-  IDEM_ASSIGN_OR_RETURN(Record record, sqlite_internal::DecodeSelectedRow(
-                                           stmt, id, conn.options().path));
-  return std::optional<Record>(std::move(record));
-}
-
-// Runs the cached statement `id` with `bind`'s bindings to its end; the rows
-// it changed.
-template <typename Bind>
-Result<int> Change(Connection& conn, sqlite_internal::StatementId id,
-                   std::string_view op, Bind&& bind) {
-  IDEM_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, conn.Prepared(id, op));
-  StatementScope scope(stmt);
-  bind(stmt);
-  IDEM_RETURN_IF_ERROR(conn.StepDone(stmt, op));
-  return conn.changes();
-}
 
 }  // namespace
 
@@ -126,7 +101,9 @@ class SqliteStore::Impl {
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) {
     return writer_->Write<ClaimResult>("claim", [&](Connection& conn) {
-      return ClaimOn(conn, id, fp, now, ttl, lock_timeout);
+      return sqlite_internal::ClaimOn(conn, claims_, claim_hook_,
+                                      SqliteStore::kClaimAttempts, id, fp, now,
+                                      ttl, lock_timeout);
     });
   }
 
@@ -135,7 +112,7 @@ class SqliteStore::Impl {
     return writer_->Write<bool>(
         "complete", [&](Connection& conn) -> Result<bool> {
           IDEM_ASSIGN_OR_RETURN(bool completed,
-                                CompleteOn(conn, id, token, response));
+                                CompleteOn(conn, claims_, id, token, response));
           claims_.Forget(token);
           return completed;
         });
@@ -237,14 +214,7 @@ class SqliteStore::Impl {
   // the in_progress record it wrote, but for a renewal's locked_until.
   std::optional<Record> RememberedClaim(const RecordId& id,
                                         const Token& token) {
-    std::optional<ClaimFields> fields = claims_.Recall(token);
-    if (!fields || fields->id != id) return std::nullopt;
-    Record record;
-    record.fingerprint = fields->fingerprint;
-    record.token = token;
-    record.locked_until = fields->locked_until;
-    record.expires_at = fields->expires_at;
-    return record;
+    return sqlite_internal::RememberedClaim(claims_, id, token);
   }
 
   // SqliteTransaction on the writer (SqliteStore::HoldWriter and after).
@@ -265,7 +235,8 @@ class SqliteStore::Impl {
     }
     // Not forgotten: if the transaction rolls back, the claim is still
     // held, and its Finish or Release needs no read either.
-    IDEM_ASSIGN_OR_RETURN(bool stored_now, CompleteOn(conn, id, token, stored));
+    IDEM_ASSIGN_OR_RETURN(bool stored_now,
+                          CompleteOn(conn, claims_, id, token, stored));
     return stored_now ? TransactionCompletion::kStored
                       : TransactionCompletion::kClaimLost;
   }
@@ -274,89 +245,6 @@ class SqliteStore::Impl {
   std::size_t QueuedWrites() { return writer_->queued(); }
 
  private:
-  Result<ClaimResult> ClaimOn(Connection& conn, const RecordId& id,
-                              const Fingerprint& fp, TimePoint now,
-                              Duration ttl, Duration lock_timeout) {
-    const Record fresh = NewClaimRecord(fp, now, ttl, lock_timeout);
-    const std::string blob = EncodeRecord(fresh);
-    for (int attempt = 0; attempt < SqliteStore::kClaimAttempts; ++attempt) {
-      if (claim_hook_) claim_hook_(ClaimAttemptPoint::kBeforeWrite, attempt);
-      {
-        IDEM_ASSIGN_OR_RETURN(
-            sqlite3_stmt * stmt,
-            conn.Prepared(sqlite_internal::kClaimUpsert, "claim"));
-        StatementScope scope(stmt);
-        BindBlob(stmt, 1, id.view());
-        BindBlob(stmt, 2, fp.view());
-        BindBlob(stmt, 3, fresh.token.view());
-        sqlite3_bind_int64(stmt, 4, ToUnixNanos(fresh.locked_until));
-        sqlite3_bind_int64(stmt, 5, ToUnixNanos(fresh.expires_at));
-        BindBlob(stmt, 6, blob);
-        sqlite3_bind_int64(stmt, 7, ToUnixNanos(now));
-        const int rc = sqlite3_step(stmt);
-        if (rc == SQLITE_ROW) {
-          const bool takeover = sqlite3_column_int64(stmt, 0) > 0;
-          // Step to the end: in autocommit mode the transaction commits
-          // there, and a commit can still fail (I/O).
-          IDEM_RETURN_IF_ERROR(conn.StepDone(stmt, "claim"));
-          claims_.Remember(fresh.token,
-                           {id, fp, fresh.locked_until, fresh.expires_at});
-          return ClaimAcquired(fresh, takeover);
-        }
-        if (rc != SQLITE_DONE)
-          return tl::unexpected(conn.SqlError("claim", rc));
-      }
-      // A live record stood in the way: read it for the outcome. If it went
-      // away in between (another process released, revoked or purged it; in
-      // a batch's transaction nothing can) or became claimable, try again.
-      if (claim_hook_) claim_hook_(ClaimAttemptPoint::kBeforeRead, attempt);
-      IDEM_ASSIGN_OR_RETURN(std::optional<Record> existing,
-                            SelectRecord(conn, id));
-      if (!existing.has_value()) continue;
-      if (auto blocked = ClaimBlockedBy(*existing, fp, now)) return *blocked;
-    }
-    // Lost every race (store.h): in progress elsewhere, retry later.
-    ClaimResult busy;
-    busy.outcome = ClaimOutcome::kInProgress;
-    busy.locked_until = now;
-    return busy;
-  }
-
-  // The record of the claim of `token` on `id` as its Complete writes it:
-  // from the memo when this store made the claim and remembers it, else
-  // read in the caller's transaction (nullopt when the claim is not held).
-  Result<std::optional<Record>> HeldRecord(Connection& conn, const RecordId& id,
-                                           const Token& token) {
-    if (std::optional<Record> remembered = RememberedClaim(id, token)) {
-      return remembered;
-    }
-    IDEM_ASSIGN_OR_RETURN(std::optional<Record> record, SelectRecord(conn, id));
-    if (!record.has_value() || !record->HeldBy(token)) return std::nullopt;
-    return record;
-  }
-
-  // Completes the claim of `token` in the transaction open on `conn`; false
-  // when it is not held (nothing written).
-  Result<bool> CompleteOn(Connection& conn, const RecordId& id,
-                          const Token& token, const Response& response) {
-    IDEM_ASSIGN_OR_RETURN(std::optional<Record> record,
-                          HeldRecord(conn, id, token));
-    if (!record.has_value()) return false;
-    const std::string blob = EncodeCompleted(*record, response);
-    IDEM_ASSIGN_OR_RETURN(
-        int changed, Change(conn, sqlite_internal::kComplete, "complete",
-                            [&](sqlite3_stmt* stmt) {
-                              BindBlob(stmt, 1, id.view());
-                              BindBlob(stmt, 2, token.view());
-                              BindBlob(stmt, 3, blob);
-                              sqlite3_bind_int64(
-                                  stmt, 4, ToUnixNanos(record->locked_until));
-                            }));
-    // The token is new for every claim: if the row still has it, and is
-    // still in progress, it holds the fields of the record written.
-    return changed == 1;
-  }
-
   // Declared in this order so that they are destroyed writer first, then
   // the checkpointer (its thread stopped), then the readers; options_ last.
   const SqliteStoreOptions options_;

@@ -66,6 +66,18 @@
 // reported written is lost, and a full disk never aborts the process. A
 // fatal background error (not a full disk) needs a reopen.
 //
+// Blocking (Info().calls_may_block = true): the adapters call the store on
+// their store-call pool. Without sync a call waits for no network, no fsync
+// and no other process, and inline on the I/O threads it costs about a
+// third less CPU per HTTP request (no hop to a pool thread and back); but
+// an inline call still waits for RocksDB's write group (a write joins the
+// one in flight and waits for its leader), for the id's stripe mutex, for
+// a table-file read of an old record and for a write stall, and on a
+// 2-core machine under load that cost more requests/s and p99 than the hop
+// saved (docs/BENCHMARKS.md, "Where a fresh-key request's time goes").
+// Adapters may still choose inline calls (StoreCalls::kInline, idem-demo
+// --store-calls inline).
+//
 // Thread-safety: every method may be called concurrently from any number of
 // threads, except the destructor, which must not run concurrently with any
 // other call on the same store.
