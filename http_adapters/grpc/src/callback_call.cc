@@ -11,9 +11,12 @@
 // no executor is served there to the end, reactor finished on that thread
 // (a replay, idem's own answers, a synchronous handler with its store calls
 // inline and lock renewal on the Guard's renewal thread, as Guard::Run).
-// Only a lock_wait (a timer) or a coroutine or completion handler continues
-// as a coroutine on the executor, from the decision already made. The hop
-// saved is a thread switch and gRPC's write path run from a foreign thread.
+// A coroutine or completion handler, and a lock_wait, run as one coroutine
+// started in place on that thread (LaunchHere): a handler that completes
+// without suspending is stored and finished there too; whatever suspends
+// (the handler's own waits, the lock_wait timer) resumes on the executor,
+// and the call ends there. The hop saved is a thread switch, a post, and
+// gRPC's write path run from a foreign thread.
 
 // Boost 1.74's Asio coroutine headers use std::exchange without including
 // <utility>; GCC 12's standard library no longer includes it transitively.

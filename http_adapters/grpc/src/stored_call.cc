@@ -183,7 +183,9 @@ std::optional<::grpc::Status> ApplyReplay(const Response& replay,
       context.AddTrailingMetadata(name, value);
       continue;
     }
-    std::string key = name;
+    // Reused by this thread's replays (gRPC copies what it is given).
+    thread_local std::string key;
+    key.assign(name);
     std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) {
       return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
     });
