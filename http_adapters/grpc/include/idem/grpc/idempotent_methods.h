@@ -39,9 +39,9 @@
 // completion handler (lock renewal a timer on the executor) is started on
 // that thread too, and a call whose handler completes without suspending
 // ends there; once the handler suspends (or a lock_wait waits on its
-// timer), the call continues and ends on the executor. With the synchronous API the call
-// runs on the gRPC thread that serves it (as any sync method does): store
-// calls inline, lock_wait sleeping on the Guard's clock, lock renewal on
+// timer), the call continues and ends on the executor. With the synchronous API
+// the call runs on the gRPC thread that serves it (as any sync method does):
+// store calls inline, lock_wait sleeping on the Guard's clock, lock renewal on
 // the Guard's renewal thread.
 //
 // Metrics and logs are the Guard's (idem/metrics.h, GuardSetup::log); the
