@@ -70,9 +70,10 @@ Result<std::unique_ptr<::grpc::Service>> MakeIdemOrders(
                                           .executor = std::move(executor),
                                           .calls = std::move(calls),
                                       }));
-  // The coroutine form: it runs on the adapter's executor and waits
-  // delay_ms on a timer there, holding no thread meanwhile; without a
-  // delay it completes without suspending.
+  // The coroutine form: it waits delay_ms on a timer of the adapter's
+  // executor, holding no thread meanwhile, and resumes there; without a
+  // delay it completes without suspending, and on the memory store the
+  // whole call is then served on the gRPC thread that started it.
   IDEM_ASSIGN_OR_RETURN(
       auto create_order,
       (methods->ProtectCallback<v1::CreateOrderRequest, v1::Order>(

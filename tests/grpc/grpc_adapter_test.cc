@@ -194,6 +194,8 @@ TEST_P(GrpcAdapterTest, ACallInProgressIsAbortedWithRetryAfter) {
   EXPECT_EQ(second.status.error_code(), StatusCode::ABORTED);
   EXPECT_EQ(second.Trailing("idem-problem"), "idempotency_request_in_progress");
   EXPECT_EQ(second.Trailing("retry-after"), "1");
+  // The same wait as gRPC's retry policy reads it (server pushback).
+  EXPECT_EQ(second.Trailing("grpc-retry-pushback-ms"), "1000");
   EXPECT_THAT(second.status.error_message(), HasSubstr("retry"));
   server->gate().Open();
   a.join();
@@ -426,6 +428,7 @@ TEST_P(GrpcAdapterTest, AnUnreachableStoreFailsClosedWithUnavailable) {
   EXPECT_EQ(reply.status.error_code(), StatusCode::UNAVAILABLE);
   EXPECT_EQ(reply.Trailing("idem-problem"), "idempotency_store_unavailable");
   EXPECT_EQ(reply.Trailing("retry-after"), "1");
+  EXPECT_EQ(reply.Trailing("grpc-retry-pushback-ms"), "1000");
   EXPECT_EQ(server->runs(), 0);
 }
 
@@ -439,6 +442,8 @@ TEST_P(GrpcAdapterTest, AFullStoreIsResourceExhausted) {
   EXPECT_EQ(reply.status.error_code(), StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(reply.Trailing("idem-problem"), "idempotency_store_full");
   EXPECT_EQ(reply.Trailing("retry-after"), "1");
+  // Not a status a retry policy retries: no pushback.
+  EXPECT_EQ(reply.Trailing("grpc-retry-pushback-ms"), "");
   EXPECT_EQ(server->runs(), 0);
 }
 

@@ -186,7 +186,7 @@ TEST(GrpcMethodsTest, AMethodNeverSetUpRefusesCallsRatherThanRunUnprotected) {
 }
 
 TEST(GrpcMethodsTest, CoroutineAndSynchronousFormsWorkOnTheCallbackApi) {
-  for (Form form : {Form::kCoroutine, Form::kSync}) {
+  for (Form form : {Form::kCoroutine, Form::kReadyCoroutine, Form::kSync}) {
     ServerSetup setup;
     setup.form = form;
     TestServer server(std::move(setup));
@@ -245,12 +245,14 @@ TEST(GrpcMethodsTest, BlockingStoreCallsNeverRunOnAGrpcThread) {
   EXPECT_EQ(server.runs_in_create_order(), 0);
 }
 
-// A store whose calls never block: no hop. The decision and a synchronous
-// handler run inside the call gRPC made to start the call (on its thread,
-// before it returned), for a fresh call and a replay; a coroutine handler
-// still runs on the executor, after a decision made there too.
+// A store whose calls never block: no hop. The decision, and a handler
+// that never suspends (synchronous, or a coroutine ready at once), run
+// inside the call gRPC made to start the call (on its thread, before it
+// returned), stored and answered there, for a fresh call and a replay; a
+// coroutine that suspends starts there and continues on the executor, its
+// result stored there.
 TEST(GrpcMethodsTest, AnInlineStoreServesTheCallOnTheGrpcThreadThatStartedIt) {
-  for (Form form : {Form::kSync, Form::kCoroutine}) {
+  for (Form form : {Form::kSync, Form::kReadyCoroutine, Form::kCoroutine}) {
     auto store = std::make_shared<ThreadRecordingStore>(
         std::shared_ptr<Store>(std::move(*MemoryStore::Open({}))),
         /*may_block=*/false);
@@ -268,12 +270,12 @@ TEST(GrpcMethodsTest, AnInlineStoreServesTheCallOnTheGrpcThreadThatStartedIt) {
     EXPECT_EQ(server.runs(), 1);
     // Two claims (the replay's found the record).
     EXPECT_GE(store->calls_in_create_order(), 2);
-    if (form == Form::kSync) {
+    if (form != Form::kCoroutine) {
       // The claim, the handler and the completion: all inside.
       EXPECT_EQ(store->calls_elsewhere(), 0);
       EXPECT_EQ(server.runs_in_create_order(), 1);
     } else {
-      // The handler went to the executor, and the completion with it.
+      // The handler resumed on the executor, and the completion with it.
       EXPECT_EQ(server.runs_in_create_order(), 0);
       EXPECT_GE(store->calls_elsewhere(), 1);
     }

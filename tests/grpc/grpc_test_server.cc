@@ -215,6 +215,13 @@ net::awaitable<::grpc::Status> TestServer::HandleLater(
   co_return server->Handle(request, order, metadata);
 }
 
+net::awaitable<::grpc::Status> TestServer::HandleNow(
+    TestServer* server, const CreateOrderRequest& request, Order& order,
+    ReplyMetadata& metadata) {
+  if (request.item() == "throw") throw std::runtime_error("the handler threw");
+  co_return server->Handle(request, order, metadata);
+}
+
 TestServer::TestServer(ServerSetup setup) {
   store_ = setup.store;
   if (!store_) {
@@ -281,6 +288,14 @@ TestServer::TestServer(ServerSetup setup) {
           [this](::grpc::ServerContextBase&, const CreateOrderRequest& request,
                  Order& order, ReplyMetadata& metadata) {
             return HandleLater(this, request, order, metadata);
+          },
+          setup.method);
+    } else if (setup.form == Form::kReadyCoroutine) {
+      create = methods_->ProtectCallback<CreateOrderRequest, Order>(
+          kCreateOrder,
+          [this](::grpc::ServerContextBase&, const CreateOrderRequest& request,
+                 Order& order, ReplyMetadata& metadata) {
+            return HandleNow(this, request, order, metadata);
           },
           setup.method);
     } else if (setup.form == Form::kSync) {

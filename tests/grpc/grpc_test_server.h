@@ -79,7 +79,9 @@ class LogLines {
 
 // The callback API's handler form (idem/grpc/handler.h). The coroutine and
 // synchronous forms ignore the Gate.
-enum class Form { kCompletion, kCoroutine, kSync };
+// kCoroutine suspends on a timer before it answers; kReadyCoroutine answers
+// without suspending.
+enum class Form { kCompletion, kCoroutine, kReadyCoroutine, kSync };
 
 struct ServerSetup {
   bool sync_api = false;
@@ -166,6 +168,10 @@ class TestServer {
                         idem::grpc::ReplyMetadata& metadata);
 
   static net::awaitable<::grpc::Status> HandleLater(
+      TestServer* server, const CreateOrderRequest& request, Order& order,
+      idem::grpc::ReplyMetadata& metadata);
+  // The coroutine form answering at once (no suspension).
+  static net::awaitable<::grpc::Status> HandleNow(
       TestServer* server, const CreateOrderRequest& request, Order& order,
       idem::grpc::ReplyMetadata& metadata);
 

@@ -9,6 +9,8 @@
 #ifndef IDEM_GRPC_SRC_CALL_VIEW_H_
 #define IDEM_GRPC_SRC_CALL_VIEW_H_
 
+#include <array>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,7 +38,20 @@ class CallView {
   const RequestView& view() const { return view_; }
 
  private:
+  // A call's metadata and request mostly fit in place: the view then costs
+  // no allocation (one each when they do not).
+  static constexpr std::size_t kInlineHeaders = 16;
+  static constexpr std::size_t kInlineBody = 256;
+
+  // `request`, of ByteSizeLong() `size` <= kInlineBody, serialized
+  // deterministically into inline_body_; false when it did not come out at
+  // that size.
+  bool SerializeInPlace(const google::protobuf::Message& request,
+                        std::size_t size);
+
+  std::array<HeaderView, kInlineHeaders> inline_headers_;
   std::vector<HeaderView> headers_;
+  char inline_body_[kInlineBody];
   std::string body_;
   std::optional<std::string> scope_;
   RequestView view_;

@@ -11,9 +11,12 @@
 // no executor is served there to the end, reactor finished on that thread
 // (a replay, idem's own answers, a synchronous handler with its store calls
 // inline and lock renewal on the Guard's renewal thread, as Guard::Run).
-// Only a lock_wait (a timer) or a coroutine or completion handler continues
-// as a coroutine on the executor, from the decision already made. The hop
-// saved is a thread switch and gRPC's write path run from a foreign thread.
+// A coroutine or completion handler, and a lock_wait, run as one coroutine
+// started in place on that thread (LaunchHere): a handler that completes
+// without suspending is stored and finished there too; whatever suspends
+// (the handler's own waits, the lock_wait timer) resumes on the executor,
+// and the call ends there. The hop saved is a thread switch, a post, and
+// gRPC's write path run from a foreign thread.
 
 // Boost 1.74's Asio coroutine headers use std::exchange without including
 // <utility>; GCC 12's standard library no longer includes it transitively.
@@ -30,6 +33,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/version.hpp>
 
 #include "answer.h"
 #include "call_view.h"
@@ -42,71 +46,15 @@ namespace {
 
 using google::protobuf::Message;
 
-// The call's status from a final decision (not kWait). The handler's
-// exceptions end here (its key released by Execute); anything else thrown
-// is the adapter's, answered INTERNAL by the caller.
-net::awaitable<::grpc::Status> Proceed(const MethodCore& method, Decision d,
-                                       ::grpc::CallbackServerContext& context,
-                                       const Message& request, Message& reply) {
-  if (d.action == Action::kRespond) {
-    co_return AnswerFromGuard(method, d.outcome, d.response, context, reply);
-  }
-  idem::asio::GuardCalls& calls = *method.adapter->calls;
-  ReplyMetadata metadata;
-  CallArgs args{&context, &request, &reply, &metadata};
-  ::grpc::Status status;
-  bool failed = false;
-  std::string failure;
+// An exception's text, for the log.
+std::string What(const std::exception_ptr& error) {
   try {
-    if (d.action == Action::kExecute) {
-      status = co_await calls.Execute(d, method.handler(args));
-    } else {  // kPassThrough: unprotected, nothing to store.
-      status = co_await method.handler(args);
-    }
+    std::rethrow_exception(error);
   } catch (const std::exception& e) {
-    failed = true;
-    failure = e.what();
+    return e.what();
   } catch (...) {
-    failed = true;
-    failure = "an exception that is not a std::exception";
+    return "an exception that is not a std::exception";
   }
-  if (failed) co_return HandlerFailed(method, failure);
-  if (d.action == Action::kExecute) {
-    // Before anything is sent, whatever became of the client meanwhile.
-    co_await calls.Finish(d.claim, EncodeCall(status, reply, metadata, method));
-  }
-  SendMetadata(metadata, context);
-  co_return status;
-}
-
-// The whole call on the executor (store calls on the pool when they may
-// block).
-net::awaitable<::grpc::Status> Serve(const MethodCore& method,
-                                     ::grpc::CallbackServerContext& context,
-                                     const Message& request, Message& reply) {
-  CallView call(context, request, method);
-  Decision d =
-      co_await method.adapter->calls->Decide(call.view(), method.route);
-  co_return co_await Proceed(method, std::move(d), context, request, reply);
-}
-
-// A decision made on the gRPC thread, continued on the executor: the
-// lock_wait on a timer (store calls inline: Resume never blocks), then the
-// rest as Serve.
-net::awaitable<::grpc::Status> Continue(const MethodCore& method, Decision d,
-                                        ::grpc::CallbackServerContext& context,
-                                        const Message& request,
-                                        Message& reply) {
-  if (d.action == Action::kWait) {
-    net::steady_timer timer(co_await net::this_coro::executor);
-    while (d.action == Action::kWait) {
-      timer.expires_after(
-          std::chrono::duration_cast<net::steady_timer::duration>(d.retry_in));
-      co_await timer.async_wait(net::use_awaitable);
-      d = method.adapter->guard->Resume(std::move(d));
-    }
-  }
-  co_return co_await Proceed(method, std::move(d), context, request, reply);
 }
 
 // The last use of gRPC's objects: after Finish they may be gone.
@@ -116,21 +64,123 @@ void Complete(const MethodCore& method, ::grpc::ServerUnaryReactor* reactor,
   method.adapter->CallEnded();
 }
 
-// `serve` on the executor, the reactor finished whatever it throws: a call
-// never hangs.
-net::awaitable<void> RunCall(std::shared_ptr<const MethodCore> method,
-                             net::awaitable<::grpc::Status> serve,
+// Everything after a final decision (not kWait), to the reactor's Finish:
+// the Guard's answer, or the handler, its result stored (before anything
+// is sent, whatever became of the client meanwhile) and its metadata
+// added. One frame: with a store that never blocks and a handler that
+// never suspends, the adapter allocates no other (GuardCalls::Execute's
+// aside). The handler's exceptions end here (its key released by
+// Execute), answered UNKNOWN; anything else thrown is the adapter's,
+// answered INTERNAL: a call never hangs.
+net::awaitable<void> Proceed(std::shared_ptr<const MethodCore> method,
+                             Decision d, ::grpc::CallbackServerContext* context,
+                             const Message* request, Message* reply,
                              ::grpc::ServerUnaryReactor* reactor) {
+  const MethodCore& m = *method;
+  idem::asio::GuardCalls& calls = *m.adapter->calls;
   ::grpc::Status status;
+  std::exception_ptr adapter_error;
   try {
-    status = co_await std::move(serve);
-  } catch (const std::exception& e) {
-    status = AdapterFailed(*method, e.what());
+    if (d.action == Action::kRespond) {
+      status = AnswerFromGuard(m, d.outcome, d.response, *context, *reply);
+    } else {
+      ReplyMetadata metadata;
+      CallArgs args{context, request, reply, &metadata};
+      std::exception_ptr handler_error;
+      try {
+        if (d.action == Action::kExecute) {
+          status = co_await calls.Execute(d, m.handler(args));
+        } else {  // kPassThrough: unprotected, nothing to store.
+          status = co_await m.handler(args);
+        }
+      } catch (...) {
+        handler_error = std::current_exception();
+      }
+      if (handler_error) {
+        status = HandlerFailed(m, What(handler_error));
+      } else {
+        if (d.action == Action::kExecute) {
+          const Response stored = EncodeCall(status, *reply, metadata, m);
+          if (calls.store_calls_inline()) {
+            d.claim.Finish(stored);  // Never blocks: no frame, no hop.
+          } else {
+            co_await calls.Finish(d.claim, stored);
+          }
+        }
+        SendMetadata(metadata, *context);
+      }
+    }
   } catch (...) {
-    status =
-        AdapterFailed(*method, "an exception that is not a std::exception");
+    adapter_error = std::current_exception();
   }
-  Complete(*method, reactor, status);
+  if (adapter_error) status = AdapterFailed(m, What(adapter_error));
+  Complete(m, reactor, status);
+}
+
+// The whole call on the executor (store calls on the pool when they may
+// block).
+net::awaitable<void> Serve(std::shared_ptr<const MethodCore> method,
+                           ::grpc::CallbackServerContext* context,
+                           const Message* request, Message* reply,
+                           ::grpc::ServerUnaryReactor* reactor) {
+  std::optional<Decision> d;
+  std::exception_ptr error;
+  try {
+    CallView call(*context, *request, *method);
+    d = co_await method->adapter->calls->Decide(call.view(), method->route);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) {
+    Complete(*method, reactor, AdapterFailed(*method, What(error)));
+    co_return;
+  }
+  co_await Proceed(std::move(method), std::move(*d), context, request, reply,
+                   reactor);
+}
+
+// A kWait decision made on the gRPC thread, continued on the executor: the
+// lock_wait on a timer (store calls inline: Resume never blocks), then
+// Proceed.
+net::awaitable<void> Continue(std::shared_ptr<const MethodCore> method,
+                              Decision d,
+                              ::grpc::CallbackServerContext* context,
+                              const Message* request, Message* reply,
+                              ::grpc::ServerUnaryReactor* reactor) {
+  std::exception_ptr error;
+  try {
+    net::steady_timer timer(co_await net::this_coro::executor);
+    while (d.action == Action::kWait) {
+      timer.expires_after(
+          std::chrono::duration_cast<net::steady_timer::duration>(d.retry_in));
+      co_await timer.async_wait(net::use_awaitable);
+      d = method->adapter->guard->Resume(std::move(d));
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) {
+    Complete(*method, reactor, AdapterFailed(*method, What(error)));
+    co_return;
+  }
+  co_await Proceed(std::move(method), std::move(d), context, request, reply,
+                   reactor);
+}
+
+// Runs `call` on this thread until it first suspends, then on `executor`
+// (where what it awaits completes): co_spawn minus its first step, a post
+// to the executor, i.e. minus a thread switch for a call whose handler
+// never suspends. Asio has no public way to start a coroutine in place;
+// the awaitable_thread that co_spawn itself launches does it, with this
+// constructor, in Boost 1.74 to 1.76. Other versions take co_spawn's hop.
+void LaunchHere(const net::any_io_executor& executor,
+                net::awaitable<void> call) {
+#if BOOST_VERSION >= 107400 && BOOST_VERSION < 107700
+  net::detail::awaitable_thread<net::any_io_executor>(std::move(call), executor)
+      .launch();
+#else
+  net::co_spawn(executor, std::move(call), net::detached);
+#endif
 }
 
 // A synchronous handler under a final decision (kExecute or kPassThrough),
@@ -173,8 +223,8 @@ void StartInline(const std::shared_ptr<const MethodCore>& method,
                  ::grpc::CallbackServerContext* context, const Message* request,
                  Message* reply, ::grpc::ServerUnaryReactor* reactor) {
   ::grpc::Status status;
+  std::optional<Decision> d;
   try {
-    std::optional<Decision> d;
     {
       CallView call(*context, *request, *method);
       d = method->adapter->guard->Begin(call.view(), method->route);
@@ -182,25 +232,31 @@ void StartInline(const std::shared_ptr<const MethodCore>& method,
     if (d->action == Action::kRespond) {
       status =
           AnswerFromGuard(*method, d->outcome, d->response, *context, *reply);
+      d.reset();
     } else if (d->action != Action::kWait && method->handler.synchronous()) {
       status = RunSynchronous(*method, *d, *context, *request, *reply);
-    } else {
-      method->adapter->executor_used.store(true, std::memory_order_relaxed);
-      net::co_spawn(
-          method->adapter->executor,
-          RunCall(method,
-                  Continue(*method, std::move(*d), *context, *request, *reply),
-                  reactor),
-          net::detached);
-      return;
+      d.reset();
     }
   } catch (const std::exception& e) {
+    d.reset();
     status = AdapterFailed(*method, e.what());
   } catch (...) {
+    d.reset();
     status =
         AdapterFailed(*method, "an exception that is not a std::exception");
   }
-  Complete(*method, reactor, status);
+  if (!d) {
+    Complete(*method, reactor, status);
+    return;
+  }
+  // A coroutine or completion handler, or a lock_wait: a coroutine that
+  // starts here and finishes here too unless it suspends.
+  method->adapter->executor_used.store(true, std::memory_order_relaxed);
+  const bool wait = d->action == Action::kWait;
+  LaunchHere(
+      method->adapter->executor,
+      wait ? Continue(method, std::move(*d), context, request, reply, reactor)
+           : Proceed(method, std::move(*d), context, request, reply, reactor));
 }
 
 }  // namespace
@@ -218,10 +274,9 @@ void StartInline(const std::shared_ptr<const MethodCore>& method,
     StartInline(core_, context, request, response, reactor);
   } else {
     core_->adapter->executor_used.store(true, std::memory_order_relaxed);
-    net::co_spawn(
-        core_->adapter->executor,
-        RunCall(core_, Serve(*core_, *context, *request, *response), reactor),
-        net::detached);
+    net::co_spawn(core_->adapter->executor,
+                  Serve(core_, context, request, response, reactor),
+                  net::detached);
   }
   return reactor;
 }

@@ -1,5 +1,8 @@
 #include "problem_status.h"
 
+#include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -66,6 +69,21 @@ std::string AsGrpcWording(std::string detail) {
   return detail;
 }
 
+// Retry-After's whole seconds (the Guard sends nothing else) as
+// milliseconds; nullopt for anything that is not a plain number of at most
+// a day, which would say nothing gRPC could use.
+std::optional<std::string> PushbackMs(std::string_view retry_after) {
+  constexpr std::uint64_t kMaxSeconds = 86400;
+  if (retry_after.empty() || retry_after.size() > 5) return std::nullopt;
+  std::uint64_t seconds = 0;
+  for (char c : retry_after) {
+    if (c < '0' || c > '9') return std::nullopt;
+    seconds = seconds * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (seconds > kMaxSeconds) return std::nullopt;
+  return std::to_string(seconds * 1000);
+}
+
 ::grpc::Status Answer(std::string_view code, std::string detail,
                       std::string_view retry_after,
                       ::grpc::ServerContextBase& context) {
@@ -84,6 +102,14 @@ std::string AsGrpcWording(std::string detail) {
   if (!retry_after.empty()) {
     context.AddTrailingMetadata(std::string(kRetryAfterMetadata),
                                 std::string(retry_after));
+    // Pushback only where a retry policy would retry at all (the codes
+    // docs/GRPC.md lists as retryable); RESOURCE_EXHAUSTED is not retried.
+    if (status == StatusCode::ABORTED || status == StatusCode::UNAVAILABLE) {
+      if (std::optional<std::string> ms = PushbackMs(retry_after)) {
+        context.AddTrailingMetadata(std::string(kRetryPushbackMetadata),
+                                    std::move(*ms));
+      }
+    }
   }
   return ::grpc::Status(status, std::move(message));
 }

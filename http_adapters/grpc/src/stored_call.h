@@ -40,7 +40,8 @@ StatusSet StoredStatusSet(const std::vector<::grpc::StatusCode>& codes);
 
 // The call as Finish stores it: status 600 + code, the encoded call as the
 // body, no headers. `response` is serialized only when `status` is OK; of
-// `metadata` only the method's allowlisted keys are kept.
+// `metadata` only the method's allowlisted keys are kept. Throws
+// std::logic_error when `response` changes size while it is serialized.
 Response EncodeCall(const ::grpc::Status& status,
                     const google::protobuf::Message& response,
                     const ReplyMetadata& metadata, const MethodCore& method);
@@ -48,8 +49,8 @@ Response EncodeCall(const ::grpc::Status& status,
 // A replay (Decision::response of a kReplayed decision): fills `response`
 // and `context`'s metadata (the stored initial and trailing metadata, and
 // the replay's own headers, the idempotent-replayed marker, as trailing
-// metadata) and returns the stored status; nullopt, touching nothing, when
-// the record does not decode.
+// metadata) and returns the stored status; nullopt when the record does not
+// decode, `context` untouched and `response` left empty.
 std::optional<::grpc::Status> ApplyReplay(const Response& replay,
                                           ::grpc::ServerContextBase& context,
                                           google::protobuf::Message& response);

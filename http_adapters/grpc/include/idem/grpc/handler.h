@@ -18,12 +18,15 @@
 // called) and must not be touched afterwards.
 //
 // Where they run: with the callback API (IdempotentMethods::ProtectCallback)
-// forms 2 and 3 on the adapter's executor (IdempotentMethodsOptions::
-// executor); form 1 there too when the store's calls may block, and on the
-// gRPC thread that started the call when they never block (memory:, no
-// hop; idempotent_methods.h, "Threads"). Either way a synchronous handler
-// must not block, so anything slow (a wait, an RPC, a database) is a
-// coroutine or a completion handler.
+// on the adapter's executor (IdempotentMethodsOptions::executor) when the
+// store's calls may block. When they never block (memory:, no hop;
+// idempotent_methods.h, "Threads"), every form is called on the gRPC
+// thread that started the call: a synchronous handler runs there, a
+// coroutine runs there until it first suspends and resumes on the
+// executor (co_await this_coro::executor is the executor either way), and
+// a completion handler's done() may come from any thread. Either way no
+// handler may block, so anything slow (a wait, an RPC, a database) is a
+// coroutine or a completion handler that suspends or completes later.
 // With the synchronous API (ProtectSync) only form 1 is accepted, and it
 // runs on the gRPC thread that serves the call, as any sync method does.
 //

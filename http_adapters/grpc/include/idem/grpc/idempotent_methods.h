@@ -35,11 +35,13 @@
 // block (memory), the call is decided on the gRPC thread that started it,
 // and a replay, idem's own answers and a synchronous handler (store calls
 // inline, lock renewal on the Guard's renewal thread) end there, the
-// reactor finished on that thread: no thread switch. A lock_wait (a timer)
-// and a coroutine or completion handler (lock renewal a timer) continue
-// on the executor from that decision. With the synchronous API the call
-// runs on the gRPC thread that serves it (as any sync method does): store
-// calls inline, lock_wait sleeping on the Guard's clock, lock renewal on
+// reactor finished on that thread: no thread switch. A coroutine or
+// completion handler (lock renewal a timer on the executor) is started on
+// that thread too, and a call whose handler completes without suspending
+// ends there; once the handler suspends (or a lock_wait waits on its
+// timer), the call continues and ends on the executor. With the synchronous API
+// the call runs on the gRPC thread that serves it (as any sync method does):
+// store calls inline, lock_wait sleeping on the Guard's clock, lock renewal on
 // the Guard's renewal thread.
 //
 // Metrics and logs are the Guard's (idem/metrics.h, GuardSetup::log); the

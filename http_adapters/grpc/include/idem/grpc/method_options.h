@@ -37,6 +37,12 @@ inline constexpr std::string_view kProblemMetadata = "idem-problem";
 // Trailing metadata of an ABORTED (in progress) or UNAVAILABLE / store-full
 // answer: whole seconds to wait before retrying (GuardOptions::retry_after).
 inline constexpr std::string_view kRetryAfterMetadata = "retry-after";
+// Trailing metadata of the ABORTED and UNAVAILABLE answers among those: the
+// same wait in milliseconds, in the form gRPC's own retry policy reads
+// (server pushback), so a client whose service config retries these codes
+// waits that long instead of its backoff.
+inline constexpr std::string_view kRetryPushbackMetadata =
+    "grpc-retry-pushback-ms";
 
 // OK, INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED,
 // FAILED_PRECONDITION, OUT_OF_RANGE, UNIMPLEMENTED: the answers a retry
