@@ -65,6 +65,9 @@ function(idem_add_backend name)
     PUBLIC_DEPS idem::core ${ARG_PUBLIC_DEPS}
     PRIVATE_DEPS ${ARG_PRIVATE_DEPS}
     COMPONENT ${ARG_COMPONENT})
+  # core/internal/include (idem::core_internal): build-only, so absent from
+  # the exported targets and the installed headers.
+  target_link_libraries(idem_${name} PRIVATE $<BUILD_INTERFACE:idem::core_internal>)
   set_property(GLOBAL APPEND PROPERTY IDEM_BACKENDS ${name})
 endfunction()
 
