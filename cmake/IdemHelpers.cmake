@@ -41,7 +41,8 @@ endfunction()
 # which one of SOURCES defines (default: <Name>StoreDescriptor, the name
 # capitalized, e.g. SqliteStoreDescriptor). BENCH_SOURCES: the store's raw
 # engine write for idem-bench (benchmarks/raw_ops.h), compiled into the
-# benchmarks only, with BENCH_LIBS; one of them defines
+# benchmarks only, with BENCH_LIBS and the store's private headers (src/)
+# on the include path; one of them defines
 # `const idem::bench::RawEngine& <Name>RawEngine()`.
 function(idem_add_backend name)
   cmake_parse_arguments(ARG "" "COMPONENT;DESCRIPTOR"
