@@ -63,11 +63,13 @@ class LockFreeStore final : public MemoryStore {
 
   Error Full() const;
 
-  // What ChangeRecord does with the record it found: publishes `next` (a
-  // new chain: Chain::WithReplaced or WithRemoved) in place of the chain
-  // it read; or, with `next` null, reads the bucket again (`again`) or
-  // stops, returning `stop` (false, or an error).
+  // What ChangeRecord does with the record it found: with `publish`,
+  // publishes `next` (a new chain: Chain::WithReplaced, or WithRemoved,
+  // null when the bucket empties) in place of the chain it read; without,
+  // reads the bucket again (`again`) or stops, returning `stop` (false, or
+  // an error).
   struct Change {
+    bool publish = false;
     Chain* next = nullptr;
     bool again = false;
     Result<bool> stop = false;

@@ -253,7 +253,7 @@ Result<bool> LockFreeStore::ChangeRecord(const RecordId& id, ChangeFn change) {
     if (index == cur->size()) return false;
     // `cur`, and the record in it, stay alive while `hp` protects it.
     Change step = change(cur, index, cur->at(index).record);
-    if (step.next == nullptr) {
+    if (!step.publish) {
       if (step.again) continue;
       return step.stop;
     }
@@ -294,7 +294,8 @@ Result<bool> LockFreeStore::CompleteImpl(
         Record done = old;
         done.state = RecordState::kCompleted;
         done.response = stored;
-        return Change{.next = Chain::WithReplaced(cur, index, done)};
+        return Change{.publish = true,
+                      .next = Chain::WithReplaced(cur, index, done)};
       });
   // Published: the bytes are now the record's, given back when it goes.
   if (completed.value_or(false)) charge.bytes = 0;
@@ -308,7 +309,7 @@ bool LockFreeStore::RemoveIf(const RecordId& id, Pred removes) {
       id, [&](const Chain* cur, std::size_t index, const Record& old) {
         if (!removes(old)) return Change{};
         charged = ChargedBytes(old);
-        return Change{.next = Chain::WithRemoved(cur, index)};
+        return Change{.publish = true, .next = Chain::WithRemoved(cur, index)};
       });
   if (!removed.value_or(false)) return false;
   slots_.Release(1);
@@ -335,7 +336,8 @@ Result<bool> LockFreeStore::DoExtendLock(const RecordId& id, const Token& token,
         if (!until) return Change{};
         Record renewed = old;
         renewed.locked_until = *until;
-        return Change{.next = Chain::WithReplaced(cur, index, renewed)};
+        return Change{.publish = true,
+                      .next = Chain::WithReplaced(cur, index, renewed)};
       });
 }
 
