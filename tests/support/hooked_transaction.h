@@ -32,8 +32,10 @@ class HookedTransaction {
   }
   Status Commit() { return tx_.Commit(); }
   void Rollback() { tx_.Rollback(); }
+  // ::idem::Response: the including test may have an adapter's Response in
+  // scope (idem::beast::Response).
   Result<TransactionCompletion> Complete(const ClaimHandle& claim,
-                                         const Response& stored) {
+                                         const ::idem::Response& stored) {
     return tx_.Complete(claim, stored);
   }
 
