@@ -23,7 +23,7 @@
 //                               of the key a claim of the id writes (the
 //                               in-progress record as value), on the pooled
 //                               connections of a store opened from the URI
-//                               (RedisStore::SetIfAbsentForBenchmark).
+//                               (RedisStoreTestPeer::SetIfAbsent).
 // memory: has no engine below it, so no raw operation. Each engine's part
 // is in its store's folder (backends/<name>/bench/<name>_raw_op.cc, named by
 // idem_add_backend's BENCH_SOURCES); benchmarks/CMakeLists.txt generates

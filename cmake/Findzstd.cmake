@@ -3,16 +3,5 @@
 # imported target zstd::zstd. Sets zstd_FOUND and zstd_VERSION. Installed
 # beside idemConfig.cmake for the consumers of idem::core, which compresses
 # stored responses with it.
-find_package(PkgConfig QUIET)
-if(PkgConfig_FOUND)
-  pkg_check_modules(IDEM_ZSTD QUIET IMPORTED_TARGET libzstd)
-endif()
-set(zstd_VERSION ${IDEM_ZSTD_VERSION})
-include(FindPackageHandleStandardArgs)
-find_package_handle_standard_args(zstd
-  REQUIRED_VARS IDEM_ZSTD_LINK_LIBRARIES
-  VERSION_VAR zstd_VERSION)
-if(zstd_FOUND AND NOT TARGET zstd::zstd)
-  add_library(zstd::zstd INTERFACE IMPORTED)
-  target_link_libraries(zstd::zstd INTERFACE PkgConfig::IDEM_ZSTD)
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/IdemFindPkgConfig.cmake)
+idem_find_pkg_config(zstd libzstd zstd::zstd)

@@ -41,7 +41,8 @@ endfunction()
 # which one of SOURCES defines (default: <Name>StoreDescriptor, the name
 # capitalized, e.g. SqliteStoreDescriptor). BENCH_SOURCES: the store's raw
 # engine write for idem-bench (benchmarks/raw_ops.h), compiled into the
-# benchmarks only, with BENCH_LIBS; one of them defines
+# benchmarks only, with BENCH_LIBS and the store's private headers (src/)
+# on the include path; one of them defines
 # `const idem::bench::RawEngine& <Name>RawEngine()`.
 function(idem_add_backend name)
   cmake_parse_arguments(ARG "" "COMPONENT;DESCRIPTOR"
@@ -65,6 +66,9 @@ function(idem_add_backend name)
     PUBLIC_DEPS idem::core ${ARG_PUBLIC_DEPS}
     PRIVATE_DEPS ${ARG_PRIVATE_DEPS}
     COMPONENT ${ARG_COMPONENT})
+  # core/internal/include (idem::core_internal): build-only, so absent from
+  # the exported targets and the installed headers.
+  target_link_libraries(idem_${name} PRIVATE $<BUILD_INTERFACE:idem::core_internal>)
   set_property(GLOBAL APPEND PROPERTY IDEM_BACKENDS ${name})
 endfunction()
 

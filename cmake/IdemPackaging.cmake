@@ -196,6 +196,7 @@ function(idem_install_package_files)
     ${PROJECT_BINARY_DIR}/idemConfig.cmake
     ${PROJECT_BINARY_DIR}/idemConfigVersion.cmake
     ${PROJECT_SOURCE_DIR}/cmake/Findzstd.cmake
+    ${PROJECT_SOURCE_DIR}/cmake/IdemFindPkgConfig.cmake
     DESTINATION ${cmake_dir}
     COMPONENT dev)
   # The license (Apache-2.0) with the headers: <prefix>/share/doc/idem/LICENSE.

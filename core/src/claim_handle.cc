@@ -1,6 +1,8 @@
 // ClaimHandle: what the request that holds a claim does with it (finish,
 // release, forget, end in the caller's transaction). The Guard that made the
 // claim keeps the metrics, the log and the observers; guard.cc has the rest.
+#include "idem/claim_handle.h"
+
 #include <algorithm>
 #include <memory>
 #include <optional>

@@ -19,22 +19,19 @@
 // another process, say) or the address bound, 2 for bad flags (a duration
 // out of its range included: flags.h).
 
-#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
-#include <system_error>
 
 #include <boost/program_options.hpp>
 
 #include "demo.h"
 #include "flags.h"
 #include "idem/version.h"
+#include "serve.h"
 #include "stored_responses.h"
 
 namespace {
@@ -255,47 +252,15 @@ int main(int argc, char** argv) {
         options.store_uri.substr(0, options.store_uri.find(':')) + "'");
   }
 
-  // Signals are taken by sigwait below, never by a handler on some server
-  // thread: block them before any thread starts so every thread inherits it.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
+  // Signals are taken by sigwait, never by a handler on some server thread.
+  const sigset_t signals = idem::demo::BlockStopSignals();
   auto demo = idem::demo::Demo::Create(options);
   if (!demo) {
-    std::cerr << "idem-demo: cannot open the idempotency store: "
-              << demo.error().message() << std::endl;
-    // The default store is one directory per working directory: the likely
-    // cause is a second demo started beside the first.
-    if (demo.error().code() == idem::ErrorCode::kUnavailable &&
-        options.store_uri == idem::demo::kDefaultStoreUri) {
-      std::error_code ec;
-      const std::filesystem::path cwd = std::filesystem::current_path(ec);
-      std::cerr << "idem-demo: is another idem-demo running in this directory"
-                << (ec ? std::string() : " (" + cwd.string() + ")")
-                << "? Give this one its own --store (e.g. "
-                   "rocksdb:./var/idem-2, or memory:)."
-                << std::endl;
-    }
+    idem::demo::ReportCreateFailure(
+        "idem-demo", demo.error(),
+        options.store_uri == idem::demo::kDefaultStoreUri,
+        "rocksdb:./var/idem-2");
     return 1;
   }
-  if (auto started = (*demo)->Start(); !started) {
-    std::cerr << "idem-demo: " << started.error().message() << std::endl;
-    return 1;
-  }
-  const std::string& host = (*demo)->host();
-  const bool v6 = host.find(':') != std::string::npos;
-  // Flushed at once: a supervisor or test reading a pipe waits for this line.
-  std::printf("listening on %s%s%s:%u\n", v6 ? "[" : "", host.c_str(),
-              v6 ? "]" : "", static_cast<unsigned>((*demo)->port()));
-  std::fflush(stdout);
-
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  (*demo)->Shutdown();
-  (*demo)->Wait();
-  demo->reset();
-  return 0;
+  return idem::demo::ServeUntilSignal("idem-demo", **demo, signals);
 }

@@ -14,10 +14,8 @@
 // 2 for bad flags (the message names the flag). Flags parse as idem-demo's
 // (examples/flags).
 
-#include <pthread.h>
 #include <signal.h>
 
-#include <cstdio>
 #include <iostream>
 #include <string>
 
@@ -27,6 +25,7 @@
 #include "flags.h"
 #include "grpc_demo.h"
 #include "idem/version.h"
+#include "serve.h"
 
 namespace {
 
@@ -142,42 +141,15 @@ int main(int argc, char** argv) {
       std::chrono::duration_cast<std::chrono::milliseconds>(*lock_wait_value);
   options.idem = vm.count("no-idem") == 0;
 
-  // Signals are taken by sigwait below, never by a handler on some server
-  // thread: block them before any thread starts so every thread inherits it.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
+  // Signals are taken by sigwait, never by a handler on some server thread.
+  const sigset_t signals = demo::BlockStopSignals();
   auto server = idem::grpc_demo::GrpcDemo::Create(options);
   if (!server) {
-    std::cerr << "idem-grpc-demo: cannot open the idempotency store: "
-              << server.error().message() << std::endl;
-    if (server.error().code() == idem::ErrorCode::kUnavailable &&
-        options.store_uri == idem::grpc_demo::kDefaultStoreUri) {
-      std::cerr << "idem-grpc-demo: is another idem-grpc-demo running in "
-                   "this directory? Give this one its own --store (e.g. "
-                   "rocksdb:./var/idem-grpc-2, or memory:)."
-                << std::endl;
-    }
+    demo::ReportCreateFailure(
+        "idem-grpc-demo", server.error(),
+        options.store_uri == idem::grpc_demo::kDefaultStoreUri,
+        "rocksdb:./var/idem-grpc-2");
     return 1;
   }
-  if (auto started = (*server)->Start(); !started) {
-    std::cerr << "idem-grpc-demo: " << started.error().message() << std::endl;
-    return 1;
-  }
-  const std::string& host = (*server)->host();
-  const bool v6 = host.find(':') != std::string::npos;
-  // Flushed at once: a supervisor or test reading a pipe waits for this line.
-  std::printf("listening on %s%s%s:%u\n", v6 ? "[" : "", host.c_str(),
-              v6 ? "]" : "", static_cast<unsigned>((*server)->port()));
-  std::fflush(stdout);
-
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  (*server)->Shutdown();
-  (*server)->Wait();
-  server->reset();
-  return 0;
+  return demo::ServeUntilSignal("idem-grpc-demo", **server, signals);
 }

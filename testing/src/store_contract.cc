@@ -53,6 +53,7 @@ void PrintTo(const StoreFactory& factory, std::ostream* os) {
 
 namespace {
 
+using contract::ClaimedRecord;
 using contract::Describe;
 using contract::ExpectSameRecord;
 using contract::ExpectSameResponse;
@@ -144,19 +145,12 @@ TEST_P(StoreContractTest, ClaimOnAbsentIdAcquires) {
   EXPECT_EQ(claim.response, nullptr);
 
   ASSERT_OK_AND_ASSIGN(auto record, store().Inspect(TestId(1), t0));
-  ExpectSameRecord(record, Record{.state = RecordState::kInProgress,
-                                  .fingerprint = TestFp(1),
-                                  .token = claim.token,
-                                  .locked_until = t0 + kLock,
-                                  .expires_at = t0 + kTtl,
-                                  .response = nullptr});
+  ExpectSameRecord(record, ClaimedRecord(TestFp(1), claim.token, t0));
 }
 
 TEST_P(StoreContractTest, ClaimOnExpiredInProgressRecordAcquiresAfresh) {
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult first,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_EQ(first.outcome, ClaimOutcome::kAcquired);
+  IDEM_CONTRACT_ACQUIRE(first, TestId(1), TestFp(1), t0);
 
   // Expired means absent: even another fingerprint acquires, and it is not a
   // takeover of the old lock.
@@ -169,11 +163,7 @@ TEST_P(StoreContractTest, ClaimOnExpiredInProgressRecordAcquiresAfresh) {
   EXPECT_EQ(Ns(second.locked_until), Ns(t1 + kLock));
 
   ASSERT_OK_AND_ASSIGN(auto record, store().Inspect(TestId(1), t1));
-  ExpectSameRecord(record, Record{.state = RecordState::kInProgress,
-                                  .fingerprint = TestFp(2),
-                                  .token = second.token,
-                                  .locked_until = t1 + kLock,
-                                  .expires_at = t1 + kTtl});
+  ExpectSameRecord(record, ClaimedRecord(TestFp(2), second.token, t1));
 
   // Same fingerprint after expiry: also a fresh claim, not a takeover.
   const TimePoint t2 = t1 + kTtl + seconds(1);
@@ -201,11 +191,7 @@ TEST_P(StoreContractTest, ClaimOnExpiredCompletedRecordAcquires) {
   EXPECT_EQ(again.response, nullptr);
 
   ASSERT_OK_AND_ASSIGN(auto record, store().Inspect(TestId(1), t1));
-  ExpectSameRecord(record, Record{.state = RecordState::kInProgress,
-                                  .fingerprint = TestFp(3),
-                                  .token = again.token,
-                                  .locked_until = t1 + kLock,
-                                  .expires_at = t1 + kTtl});
+  ExpectSameRecord(record, ClaimedRecord(TestFp(3), again.token, t1));
 }
 
 TEST_P(StoreContractTest, RecordIsLiveUntilJustBeforeExpiresAt) {
@@ -227,9 +213,7 @@ TEST_P(StoreContractTest, RecordIsLiveUntilJustBeforeExpiresAt) {
 
 TEST_P(StoreContractTest, OtherFingerprintOnInProgressIsMismatch) {
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult first,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_EQ(first.outcome, ClaimOutcome::kAcquired);
+  IDEM_CONTRACT_ACQUIRE(first, TestId(1), TestFp(1), t0);
   const Record before{.state = RecordState::kInProgress,
                       .fingerprint = TestFp(1),
                       .token = first.token,
@@ -321,9 +305,7 @@ TEST_P(StoreContractTest, CompletedReplaysALargeBinaryBody) {
 
 TEST_P(StoreContractTest, InProgressWhileLocked) {
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult first,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_EQ(first.outcome, ClaimOutcome::kAcquired);
+  IDEM_CONTRACT_ACQUIRE(first, TestId(1), TestFp(1), t0);
   const Record before{.state = RecordState::kInProgress,
                       .fingerprint = TestFp(1),
                       .token = first.token,
@@ -344,9 +326,7 @@ TEST_P(StoreContractTest, InProgressWhileLocked) {
 
 TEST_P(StoreContractTest, TimedOutLockIsTakenOverWithANewToken) {
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult first,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_EQ(first.outcome, ClaimOutcome::kAcquired);
+  IDEM_CONTRACT_ACQUIRE(first, TestId(1), TestFp(1), t0);
 
   // locked_until <= now: exactly at locked_until the lock has timed out.
   const TimePoint t1 = t0 + kLock;
@@ -359,18 +339,12 @@ TEST_P(StoreContractTest, TimedOutLockIsTakenOverWithANewToken) {
 
   // expires_at is renewed as for a new record.
   ASSERT_OK_AND_ASSIGN(auto record, store().Inspect(TestId(1), t1));
-  ExpectSameRecord(record, Record{.state = RecordState::kInProgress,
-                                  .fingerprint = TestFp(1),
-                                  .token = second.token,
-                                  .locked_until = t1 + kLock,
-                                  .expires_at = t1 + kTtl});
+  ExpectSameRecord(record, ClaimedRecord(TestFp(1), second.token, t1));
 }
 
 TEST_P(StoreContractTest, OldHolderLosesAfterTakeover) {
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult old_holder,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_EQ(old_holder.outcome, ClaimOutcome::kAcquired);
+  IDEM_CONTRACT_ACQUIRE(old_holder, TestId(1), TestFp(1), t0);
 
   clock().Advance(seconds(61));
   const TimePoint t1 = Now();
@@ -439,9 +413,7 @@ TEST_P(StoreContractTest, EveryAcquisitionGetsAFreshToken) {
   std::set<Token> tokens;
   for (int i = 0; i < 100; ++i) {
     const RecordId id = TestId(i % 4);
-    ASSERT_OK_AND_ASSIGN(ClaimResult claim,
-                         store().Claim(id, TestFp(1), t0, kTtl, kLock));
-    ASSERT_EQ(claim.outcome, ClaimOutcome::kAcquired) << Describe(claim);
+    IDEM_CONTRACT_ACQUIRE(claim, id, TestFp(1), t0);
     EXPECT_TRUE(tokens.insert(claim.token).second) << "token reused at " << i;
     ASSERT_OK_AND_ASSIGN(bool released, store().Release(id, claim.token));
     ASSERT_TRUE(released);
@@ -648,9 +620,7 @@ TEST_P(StoreContractTest, SecondReleaseReturnsFalse) {
   EXPECT_FALSE(second);
 
   // Nor does a stale token release a later holder's claim.
-  ASSERT_OK_AND_ASSIGN(ClaimResult next,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_EQ(next.outcome, ClaimOutcome::kAcquired);
+  IDEM_CONTRACT_ACQUIRE(next, TestId(1), TestFp(1), t0);
   ASSERT_OK_AND_ASSIGN(bool stale, store().Release(TestId(1), claim.token));
   EXPECT_FALSE(stale);
   ASSERT_OK_AND_ASSIGN(auto record, store().Inspect(TestId(1), t0));
@@ -686,9 +656,7 @@ TEST_P(StoreContractTest, RevokeOfACompletedRecordLetsTheNextClaimAcquire) {
 
 TEST_P(StoreContractTest, RevokeOfAnInProgressRecordFencesItsHolder) {
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult holder,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_EQ(holder.outcome, ClaimOutcome::kAcquired);
+  IDEM_CONTRACT_ACQUIRE(holder, TestId(1), TestFp(1), t0);
   ASSERT_OK_AND_ASSIGN(bool revoked, store().Revoke(TestId(1)));
   EXPECT_TRUE(revoked);
 
@@ -838,11 +806,7 @@ TEST_P(StoreContractTest, InspectReturnsTheFullRecord) {
   ASSERT_OK_AND_ASSIGN(ClaimResult claim,
                        store().Claim(TestId(1), TestFp(7), t0, kTtl, kLock));
   ASSERT_OK_AND_ASSIGN(auto pending, store().Inspect(TestId(1), t0));
-  ExpectSameRecord(pending, Record{.state = RecordState::kInProgress,
-                                   .fingerprint = TestFp(7),
-                                   .token = claim.token,
-                                   .locked_until = t0 + kLock,
-                                   .expires_at = t0 + kTtl});
+  ExpectSameRecord(pending, ClaimedRecord(TestFp(7), claim.token, t0));
 
   ASSERT_OK_AND_ASSIGN(
       bool completed, store().Complete(TestId(1), claim.token, RichResponse()));
@@ -1132,10 +1096,7 @@ TEST_P(StoreContractTest, ConcurrentTakeoverOfATimedOutLockHappensOnce) {
   const TimePoint t1 = t0 + kLock + seconds(1);
   std::vector<Token> original(kRounds);
   for (int round = 0; round < kRounds; ++round) {
-    ASSERT_OK_AND_ASSIGN(
-        ClaimResult claim,
-        store().Claim(TestId(round), TestFp(1), t0, kTtl, kLock));
-    ASSERT_EQ(claim.outcome, ClaimOutcome::kAcquired);
+    IDEM_CONTRACT_ACQUIRE(claim, TestId(round), TestFp(1), t0);
     original[round] = claim.token;
   }
 

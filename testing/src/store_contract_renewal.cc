@@ -22,6 +22,7 @@ int internal::RenewalContractAnchor() { return 0; }
 
 namespace {
 
+using contract::ClaimedRecord;
 using contract::Describe;
 using contract::ExpectSameRecord;
 using contract::ForeignToken;
@@ -35,20 +36,14 @@ using std::chrono::seconds;
 
 // The record a claim at `t` with kTtl and kLock wrote.
 Record Claimed(const ClaimResult& claim, std::uint64_t fp, TimePoint t) {
-  return Record{.state = RecordState::kInProgress,
-                .fingerprint = TestFp(fp),
-                .token = claim.token,
-                .locked_until = t + kLock,
-                .expires_at = t + kTtl};
+  return ClaimedRecord(TestFp(fp), claim.token, t);
 }
 
 }  // namespace
 
 TEST_P(StoreContractTest, ExtendLockMovesLockedUntilAndBlocksTheTakeover) {
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult claim,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_EQ(claim.outcome, ClaimOutcome::kAcquired);
+  IDEM_CONTRACT_ACQUIRE(claim, TestId(1), TestFp(1), t0);
 
   const TimePoint t1 = t0 + seconds(30);
   ASSERT_OK_AND_ASSIGN(bool renewed,

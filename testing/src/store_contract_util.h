@@ -20,6 +20,7 @@
 #include "idem/record.h"
 #include "idem/response.h"
 #include "idem/store.h"
+#include "idem/testing/status_matchers.h"
 #include "idem/types.h"
 
 namespace idem::testing::contract {
@@ -123,6 +124,17 @@ inline void ExpectSameResponse(const std::shared_ptr<const Response>& got,
       << want.body.size();
 }
 
+// The in-progress record a claim of `fp` that acquired at `now` with `token`
+// wrote, with the suite's kTtl and kLock.
+inline Record ClaimedRecord(const Fingerprint& fp, const Token& token,
+                            TimePoint now) {
+  return Record{.state = RecordState::kInProgress,
+                .fingerprint = fp,
+                .token = token,
+                .locked_until = now + kLock,
+                .expires_at = now + kTtl};
+}
+
 inline void ExpectSameRecord(const std::optional<Record>& got,
                              const Record& want) {
   ASSERT_TRUE(got.has_value()) << "want " << Describe(want);
@@ -131,5 +143,12 @@ inline void ExpectSameRecord(const std::optional<Record>& got,
 }
 
 }  // namespace idem::testing::contract
+
+// In a contract test (store() in scope): claims `id` with `fp` at `now`
+// (kTtl, kLock) into a new ClaimResult `var`, and asserts that it acquired.
+#define IDEM_CONTRACT_ACQUIRE(var, id, fp, now)                        \
+  ASSERT_OK_AND_ASSIGN(ClaimResult var,                                \
+                       store().Claim((id), (fp), (now), kTtl, kLock)); \
+  ASSERT_EQ(var.outcome, ClaimOutcome::kAcquired) << Describe(var)
 
 #endif  // IDEM_TESTING_SRC_STORE_CONTRACT_UTIL_H_

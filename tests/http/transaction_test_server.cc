@@ -14,6 +14,48 @@ std::shared_ptr<const GuardOptions> OptionalKey(GuardOptions options) {
   return ValueOrThrow(Guard::MakeRouteOptions(options));
 }
 
+// The application's transaction: SqliteTransaction on a connection of its
+// own, App::before_begin before its BEGIN. The store's own writes wait for
+// BEGIN IMMEDIATE's lock, so what races the handler (a takeover) comes while
+// it runs, before its transaction opens.
+class AppTransaction {
+ public:
+  explicit AppTransaction(App& app)
+      : db_(Open(app.path)),
+        sqlite_(*app.store, db_),
+        tx_(sqlite_, app.before_begin) {}
+  ~AppTransaction() { sqlite3_close(db_); }
+  AppTransaction(const AppTransaction&) = delete;
+  AppTransaction& operator=(const AppTransaction&) = delete;
+
+  HookedTransaction<SqliteTransaction>& tx() { return tx_; }
+  sqlite3* db() const { return db_; }
+
+ private:
+  static sqlite3* Open(const std::string& path) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 30000);
+    return db;
+  }
+
+  sqlite3* db_;
+  SqliteTransaction sqlite_;
+  HookedTransaction<SqliteTransaction> tx_;
+};
+
+// The transfer (App::Insert and the record's completion in one
+// transaction) through Beast's RunInTransaction: its answer, or a 500.
+beast::Response BeastTransfer(App* app, const beast::Request& req,
+                              ClaimHandle& claim) {
+  AppTransaction t(*app);
+  auto res = beast::RunInTransaction(t.tx(), claim, [&](auto&) {
+    return beast::ToBeast(app->Insert(t.db(), req.body()), req.version(),
+                          req.keep_alive());
+  });
+  return res ? std::move(*res) : beast::ToBeast(Failed(res.error()), 11, false);
+}
+
 // The Beast handler: the claim-taking forms over beast::RunInTransaction.
 beast::Handler BeastHandler(App* app) {
   return [app](beast::Request req, ClaimHandle& claim, beast::Responder done) {
@@ -26,13 +68,7 @@ beast::Handler BeastHandler(App* app) {
     net::post(app->pool, [app, req = std::move(req), &claim,
                           done = std::move(done)]() mutable {
       try {
-        HookedTx tx(*app->store, app->path, app->before_begin);
-        auto res = beast::RunInTransaction(tx, claim, [&](HookedTx& t) {
-          return beast::ToBeast(app->Insert(t.db(), req.body()), req.version(),
-                                req.keep_alive());
-        });
-        done(res ? std::move(*res)
-                 : beast::ToBeast(Failed(res.error()), 11, false));
+        done(BeastTransfer(app, req, claim));
       } catch (...) {
         done.Fail(std::current_exception());
       }
@@ -42,15 +78,20 @@ beast::Handler BeastHandler(App* app) {
 
 beast::Handler BeastSyncHandler(App* app) {
   return [app](beast::Request req, ClaimHandle& claim) {
-    HookedTx tx(*app->store, app->path, app->before_begin);
-    auto res = beast::RunInTransaction(tx, claim, [&](HookedTx& t) {
-      return beast::ToBeast(app->Insert(t.db(), req.body()), req.version(),
-                            req.keep_alive());
-    });
-    return res ? std::move(*res)
-               : beast::ToBeast(Failed(res.error()), 11, false);
+    return BeastTransfer(app, req, claim);
   };
 }
+
+#if IDEM_DEMO_WITH_RESTINIO
+// BeastTransfer through RESTinio's RunInTransaction.
+idem::Response RestinioTransfer(App* app, const restinio::RequestHandle& req,
+                                ClaimHandle& claim) {
+  AppTransaction t(*app);
+  auto res = restinio::RunInTransaction(
+      t.tx(), claim, [&](auto&) { return app->Insert(t.db(), req->body()); });
+  return res ? std::move(*res) : Failed(res.error());
+}
+#endif
 
 }  // namespace
 
@@ -101,11 +142,7 @@ void TxServer::StartRestinio(std::shared_ptr<Store> store,
                                restinio::Responder done) {
     net::post(app->pool, [app, req, &claim, done = std::move(done)]() mutable {
       try {
-        HookedTx tx(*app->store, app->path, app->before_begin);
-        auto res = restinio::RunInTransaction(tx, claim, [&](HookedTx& t) {
-          return app->Insert(t.db(), req->body());
-        });
-        done(res ? std::move(*res) : Failed(res.error()));
+        done(RestinioTransfer(app, req, claim));
       } catch (...) {
         done.Fail(std::current_exception());
       }
@@ -113,11 +150,7 @@ void TxServer::StartRestinio(std::shared_ptr<Store> store,
   };
   restinio::Handler sync = [app](restinio::RequestHandle req,
                                  ClaimHandle& claim) {
-    HookedTx tx(*app->store, app->path, app->before_begin);
-    auto res = restinio::RunInTransaction(tx, claim, [&](HookedTx& t) {
-      return app->Insert(t.db(), req->body());
-    });
-    return res ? std::move(*res) : Failed(res.error());
+    return RestinioTransfer(app, req, claim);
   };
   restinio::Handler plain = [](restinio::RequestHandle req) {
     return App::Created(req->body());

@@ -41,6 +41,7 @@
 #include "idem/sqlite_transaction.h"
 #include "idem/store/forwarding_store.h"
 #include "idem/testing/status_matchers.h"
+#include "support/hooked_transaction.h"
 #include "support/sqlite_count.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
@@ -68,37 +69,6 @@ class CountingStore final : public ForwardingStore {
   }
   std::atomic<int> extends{0};
   std::atomic<int> extends_done{0};
-};
-
-// SqliteTransaction on a connection of its own, with a hook before BEGIN:
-// the store's own writes wait for BEGIN IMMEDIATE's lock, so what races the
-// handler (a takeover) comes while it runs, before its transaction opens.
-class HookedTx {
- public:
-  HookedTx(SqliteStore& store, const std::string& path,
-           const std::function<void()>& before_begin)
-      : before_begin_(before_begin) {
-    EXPECT_EQ(sqlite3_open(path.c_str(), &db_), SQLITE_OK);
-    sqlite3_busy_timeout(db_, 30000);
-    tx_.emplace(store, db_);
-  }
-  ~HookedTx() { sqlite3_close(db_); }
-  Status Begin() {
-    if (before_begin_) before_begin_();
-    return tx_->Begin();
-  }
-  Status Commit() { return tx_->Commit(); }
-  void Rollback() { tx_->Rollback(); }
-  Result<TransactionCompletion> Complete(const ClaimHandle& claim,
-                                         const idem::Response& stored) {
-    return tx_->Complete(claim, stored);
-  }
-  sqlite3* db() const { return db_; }
-
- private:
-  const std::function<void()>& before_begin_;
-  sqlite3* db_ = nullptr;
-  std::optional<SqliteTransaction> tx_;
 };
 
 // The application: its rows, its answer, its pool.

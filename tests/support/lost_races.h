@@ -11,6 +11,7 @@
 #include <functional>
 #include <utility>
 
+#include "idem/internal/claim_attempt_hook.h"
 #include "idem/store.h"
 
 namespace idem::testing {

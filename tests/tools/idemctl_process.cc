@@ -15,6 +15,11 @@
 
 namespace idem::testing {
 
+std::string Describe(const ToolResult& r) {
+  return "exit " + std::to_string(r.exit_code) + "\nstdout: " + r.out +
+         "\nstderr: " + r.err;
+}
+
 ToolResult RunTool(const std::string& binary,
                    const std::vector<std::string>& args,
                    const std::vector<std::string>& env) {

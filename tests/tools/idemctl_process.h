@@ -23,6 +23,9 @@ ToolResult RunTool(const std::string& binary,
                    const std::vector<std::string>& args,
                    const std::vector<std::string>& env = {});
 
+// "exit N", stdout and stderr, for a failure message.
+std::string Describe(const ToolResult& r);
+
 }  // namespace idem::testing
 
 #endif  // IDEM_TESTS_TOOLS_IDEMCTL_PROCESS_H_

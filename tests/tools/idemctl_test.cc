@@ -33,6 +33,7 @@
 #include "idem/version.h"
 #include "idemctl_process.h"
 #include "support/temp_dir.h"
+#include "tool_store.h"
 #ifdef IDEM_IDEMCTL_TEST_POSTGRES
 #include "postgres_test_util.h"
 #endif
@@ -63,11 +64,6 @@ constexpr int kOk = 0, kNotFound = 1, kUsage = 2, kStoreError = 3;
 ToolResult Idemctl(const std::vector<std::string>& args,
                    const std::vector<std::string>& env = {}) {
   return RunTool(IDEMCTL_PATH, args, env);
-}
-
-std::string Describe(const ToolResult& r) {
-  return "exit " + std::to_string(r.exit_code) + "\nstdout: " + r.out +
-         "\nstderr: " + r.err;
 }
 
 TimePoint Now() { return std::chrono::system_clock::now(); }
@@ -102,93 +98,26 @@ Fingerprint SomeFingerprint() {
   return fp;
 }
 
-enum class Kind { kRocksdb, kSqlite, kPostgres, kRedis, kRedisCluster };
-
-std::string KindName(Kind kind) {
-  static constexpr const char* kNames[] = {"Rocksdb", "Sqlite", "Postgres",
-                                           "Redis", "RedisCluster"};
-  return kNames[static_cast<int>(kind)];
-}
-
-// A fresh store of each kind: a directory or file of the test's own, a
-// fresh PostgreSQL table, a fresh Redis prefix.
-class StoreFixture {
+// A fresh store of each kind (ToolStore), opened by the test or by idemctl.
+class StoreFixture : public ToolStore {
  public:
-  // Sets uri(), or skips (under CI, for a missing server, fails) when the
-  // kind's server or backend is missing.
-  void SetUp(Kind kind) {
-    kind_ = kind;
-    switch (kind) {
-      case Kind::kRocksdb:
-#ifdef IDEM_IDEMCTL_TEST_ROCKSDB
-        uri_ = "rocksdb:" + (dir_.path() / "db").string();
-#endif
-        break;
-      case Kind::kSqlite:
-#ifdef IDEM_IDEMCTL_TEST_SQLITE
-        uri_ = "sqlite:" + (dir_.path() / "idem.db").string();
-#endif
-        break;
-      case Kind::kPostgres:
-#ifdef IDEM_IDEMCTL_TEST_POSTGRES
-        IDEM_REQUIRE_TEST_POSTGRES();
-        table_ = UniquePostgresTable("idemctl");
-        uri_ = WithParams(PostgresTestUri(), "table=" + table_);
-#endif
-        break;
-      case Kind::kRedis:
-      case Kind::kRedisCluster:
-#ifdef IDEM_IDEMCTL_TEST_REDIS
-        if (kind == Kind::kRedis) {
-          IDEM_REQUIRE_TEST_REDIS();
-          redis_base_ = RedisTestUri();
-        } else {
-          IDEM_REQUIRE_TEST_REDIS_CLUSTER();
-          redis_base_ = RedisClusterTestUri();
-        }
-        redis_prefix_ = UniqueRedisPrefix("idemctl");
-        uri_ = redis_base_ + "?prefix=" + redis_prefix_;
-#endif
-        break;
-    }
-    if (uri_.empty()) GTEST_SKIP() << "this build has no such store";
-  }
-  void TearDown() {
-#ifdef IDEM_IDEMCTL_TEST_REDIS
-    if (!redis_prefix_.empty()) DeleteRedisKeys(redis_base_, redis_prefix_);
-#endif
-#ifdef IDEM_IDEMCTL_TEST_POSTGRES
-    if (!table_.empty()) DropPostgresTable(uri_, table_);
-#endif
-  }
-
-  const std::string& uri() const { return uri_; }
-  Kind kind() const { return kind_; }
-  const TempDir& dir() const { return dir_; }
+  void SetUp(Kind kind) { ToolStore::SetUp(kind, "idemctl"); }
 
   // The store, opened by the test (no sweeper). RocksDB admits one process
   // at a time: close it (reset) before running idemctl.
   std::unique_ptr<Store> Open() {
     StoreOptions options;
     options.sweep_interval = Duration::zero();
-    auto store = OpenStore(uri_, options);
+    auto store = OpenStore(uri(), options);
     EXPECT_TRUE(store.has_value()) << store.error().ToString();
     return store ? std::move(*store) : nullptr;
   }
 
   // idemctl --store <uri> args...
   ToolResult Ctl(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--store", uri_});
+    args.insert(args.begin(), {"--store", uri()});
     return Idemctl(args);
   }
-
-  std::string table_;
-  std::string redis_base_, redis_prefix_;
-
- private:
-  Kind kind_ = Kind::kSqlite;
-  TempDir dir_;
-  std::string uri_;
 };
 
 // Writes a record through the store API: completed with `response`, or in

@@ -28,6 +28,7 @@
 #include "idemctl_process.h"
 #include "support/demo_process.h"
 #include "support/temp_dir.h"
+#include "tool_store.h"
 #ifdef IDEM_IDEMCTL_TEST_POSTGRES
 #include "postgres_test_util.h"
 #endif
@@ -54,11 +55,6 @@ std::string Hex(std::string_view s) {
   return out;
 }
 
-std::string Describe(const ToolResult& r) {
-  return "exit " + std::to_string(r.exit_code) + "\nstdout: " + r.out +
-         "\nstderr: " + r.err;
-}
-
 // A key file with mode `mode`.
 std::string KeyFile(const TempDir& dir, const std::string& name,
                     const std::string& text, mode_t mode = 0600) {
@@ -68,63 +64,16 @@ std::string KeyFile(const TempDir& dir, const std::string& name,
   return path;
 }
 
-enum class Kind { kRocksdb, kSqlite, kPostgres, kRedis, kRedisCluster };
-
-std::string KindName(Kind kind) {
-  static constexpr const char* kNames[] = {"Rocksdb", "Sqlite", "Postgres",
-                                           "Redis", "RedisCluster"};
-  return kNames[static_cast<int>(kind)];
-}
-
 class SealedStoreTest : public ::testing::TestWithParam<Kind> {
  protected:
   void SetUp() override {
-    switch (GetParam()) {
-      case Kind::kRocksdb:
-#ifdef IDEM_IDEMCTL_TEST_ROCKSDB
-        uri_ = "rocksdb:" + (store_dir_ / "db").string();
-#endif
-        break;
-      case Kind::kSqlite:
-#ifdef IDEM_IDEMCTL_TEST_SQLITE
-        uri_ = "sqlite:" + (store_dir_ / "idem.db").string();
-#endif
-        break;
-      case Kind::kPostgres:
-#ifdef IDEM_IDEMCTL_TEST_POSTGRES
-        IDEM_REQUIRE_TEST_POSTGRES();
-        table_ = UniquePostgresTable("sealed");
-        uri_ = WithParams(PostgresTestUri(), "table=" + table_);
-#endif
-        break;
-      case Kind::kRedis:
-      case Kind::kRedisCluster:
-#ifdef IDEM_IDEMCTL_TEST_REDIS
-        if (GetParam() == Kind::kRedis) {
-          IDEM_REQUIRE_TEST_REDIS();
-          redis_base_ = RedisTestUri();
-        } else {
-          IDEM_REQUIRE_TEST_REDIS_CLUSTER();
-          redis_base_ = RedisClusterTestUri();
-        }
-        redis_prefix_ = UniqueRedisPrefix("sealed");
-        uri_ = redis_base_ + "?prefix=" + redis_prefix_;
-#endif
-        break;
-    }
-    if (uri_.empty()) GTEST_SKIP() << "this build has no such store";
-    std::filesystem::create_directories(store_dir_);
+    store_.SetUp(GetParam(), "sealed");
+    if (IsSkipped() || HasFatalFailure()) return;
+    uri_ = store_.uri();
     keys_ = KeyFile(dir_, "keys", "old:" + kOldHex + "\n");
   }
 
-  void TearDown() override {
-#ifdef IDEM_IDEMCTL_TEST_REDIS
-    if (!redis_prefix_.empty()) DeleteRedisKeys(redis_base_, redis_prefix_);
-#endif
-#ifdef IDEM_IDEMCTL_TEST_POSTGRES
-    if (!table_.empty()) DropPostgresTable(uri_, table_);
-#endif
-  }
+  void TearDown() override { store_.TearDown(); }
 
   // Every byte the store holds, as this test can read it: the files of an
   // embedded store (-wal and -shm included), the table's rows as text
@@ -134,15 +83,15 @@ class SealedStoreTest : public ::testing::TestWithParam<Kind> {
     switch (GetParam()) {
       case Kind::kRocksdb:
       case Kind::kSqlite:
-        for (const auto& entry :
-             std::filesystem::recursive_directory_iterator(store_dir_)) {
+        for (const auto& entry : std::filesystem::recursive_directory_iterator(
+                 store_.dir().path())) {
           if (entry.is_regular_file()) all += FileBytes(entry.path());
         }
         break;
       case Kind::kPostgres:
 #ifdef IDEM_IDEMCTL_TEST_POSTGRES
-        for (const auto& row :
-             PostgresQuery(uri_, "SELECT t::text FROM " + table_ + " t")) {
+        for (const auto& row : PostgresQuery(
+                 uri_, "SELECT t::text FROM " + store_.table_ + " t")) {
           for (const std::string& cell : row) all += cell + "\n";
         }
 #endif
@@ -150,8 +99,9 @@ class SealedStoreTest : public ::testing::TestWithParam<Kind> {
       case Kind::kRedis:
       case Kind::kRedisCluster:
 #ifdef IDEM_IDEMCTL_TEST_REDIS
-        for (const std::string& server : RedisServersOf(redis_base_)) {
-          const RawReply keys = RedisRaw(server, {"KEYS", redis_prefix_ + "*"});
+        for (const std::string& server : RedisServersOf(store_.redis_base_)) {
+          const RawReply keys =
+              RedisRaw(server, {"KEYS", store_.redis_prefix_ + "*"});
           for (const std::string& key : keys.elements) {
             all += key + "\n" + RedisRaw(server, {"GET", key}).text + "\n";
           }
@@ -187,15 +137,12 @@ class SealedStoreTest : public ::testing::TestWithParam<Kind> {
 
   std::string Log() { return proc::ReadFile(dir_.path() / "demo.log"); }
 
+  // The key files and the log; an embedded store's files are in store_'s.
   TempDir dir_{"idem-sealed"};
-  // The embedded stores' files, apart from the key files and the log.
-  const std::filesystem::path store_dir_ = dir_.path() / "store";
+  ToolStore store_;
   std::string uri_;
   std::string keys_;
   std::uint16_t port_ = 0;
-  std::string table_;
-  std::string redis_base_;
-  std::string redis_prefix_;
 };
 
 TEST_P(SealedStoreTest, TheStoreHoldsNothingOfASealedResponse) {

@@ -62,6 +62,26 @@ class LockFreeStore final : public MemoryStore {
   static std::size_t ChargedBytes(const Record& record);
 
   Error Full() const;
+
+  // What ChangeRecord does with the record it found: with `publish`,
+  // publishes `next` (a new chain: Chain::WithReplaced, or WithRemoved,
+  // null when the bucket empties) in place of the chain it read; without,
+  // reads the bucket again (`again`) or stops, returning `stop` (false, or
+  // an error).
+  struct Change {
+    bool publish = false;
+    Chain* next = nullptr;
+    bool again = false;
+    Result<bool> stop = false;
+  };
+  // The read-copy-publish loop of every call that changes one existing
+  // record (Complete, Release, Revoke, ExtendLock): reads the chain of
+  // `id`'s bucket, returns false when `id` is not in it, else calls
+  // `change(chain, index, record)` and publishes its chain with one CAS,
+  // from a fresh read when another call published first. Returns true once
+  // its chain is published; `change` may run several times.
+  template <typename ChangeFn>
+  Result<bool> ChangeRecord(const RecordId& id, ChangeFn change);
   // Removes the one entry `id` if `removes(record)` says so, giving back its
   // slot and bytes; returns whether it did.
   template <typename Pred>

@@ -242,68 +242,79 @@ Result<bool> LockFreeStore::DoCompleteShared(
   return CompleteImpl(id, token, nullptr, std::move(response));
 }
 
+template <typename ChangeFn>
+Result<bool> LockFreeStore::ChangeRecord(const RecordId& id, ChangeFn change) {
+  hazard::Pointer hp;
+  std::atomic<Chain*>& bucket = buckets_.For(id);
+  for (;;) {
+    Chain* cur = hp.Protect(bucket);
+    if (cur == nullptr) return false;
+    const std::size_t index = cur->Find(id);
+    if (index == cur->size()) return false;
+    // `cur`, and the record in it, stay alive while `hp` protects it.
+    Change step = change(cur, index, cur->at(index).record);
+    if (!step.publish) {
+      if (step.again) continue;
+      return step.stop;
+    }
+    if (Publish(bucket, cur, step.next)) return true;
+  }
+}
+
 // Exactly one of `response` and `stored` is set; a copy of `response` is made
 // only once the record is known to be completable. Its bytes are charged
 // once, before the first CAS, and given back unless a CAS publishes it.
 Result<bool> LockFreeStore::CompleteImpl(
     const RecordId& id, const Token& token, const Response* response,
     std::shared_ptr<const Response> stored) {
-  hazard::Pointer hp;
-  std::atomic<Chain*>& bucket = buckets_.For(id);
   struct Charge {
     StripedBudget& budget;
     std::size_t bytes = 0;
     ~Charge() { budget.Release(bytes); }
   } charge{bytes_};
   int full_attempts = 0;
-  for (;;) {
-    Chain* cur = hp.Protect(bucket);
-    if (cur == nullptr) return false;
-    const std::size_t index = cur->Find(id);
-    if (index == cur->size()) return false;
-    const Record& old = cur->at(index).record;
-    if (!old.HeldBy(token)) return false;
-    if (stored == nullptr) stored = std::make_shared<const Response>(*response);
-    if (charge.bytes == 0) {
-      const std::size_t need = ResponseBytes(*stored);
-      if (!bytes_.TryReserve(need)) {
-        // As a claim does: reclaim expired records (by the latest time a
-        // claim saw; Complete has none of its own), look again, then fail
-        // leaving the record in progress.
-        if (full_attempts == 0) ReclaimForClaim(LatestNow());
-        if (++full_attempts < kFullAttempts) continue;
-        return tl::unexpected(Full());
-      }
-      charge.bytes = need;
-    }
-    Record completed = old;
-    completed.state = RecordState::kCompleted;
-    completed.response = stored;
-    if (Publish(bucket, cur, Chain::WithReplaced(cur, index, completed))) {
-      charge.bytes = 0;  // Now the record's, given back when it goes.
-      return true;
-    }
-  }
+  const Result<bool> completed = ChangeRecord(
+      id, [&](const Chain* cur, std::size_t index, const Record& old) {
+        if (!old.HeldBy(token)) return Change{};
+        if (stored == nullptr) {
+          stored = std::make_shared<const Response>(*response);
+        }
+        if (charge.bytes == 0) {
+          const std::size_t need = ResponseBytes(*stored);
+          if (!bytes_.TryReserve(need)) {
+            // As a claim does: reclaim expired records (by the latest time
+            // a claim saw; Complete has none of its own), look again, then
+            // fail leaving the record in progress.
+            if (full_attempts == 0) ReclaimForClaim(LatestNow());
+            if (++full_attempts < kFullAttempts) return Change{.again = true};
+            return Change{.stop = tl::unexpected(Full())};
+          }
+          charge.bytes = need;
+        }
+        Record done = old;
+        done.state = RecordState::kCompleted;
+        done.response = stored;
+        return Change{.publish = true,
+                      .next = Chain::WithReplaced(cur, index, done)};
+      });
+  // Published: the bytes are now the record's, given back when it goes.
+  if (completed.value_or(false)) charge.bytes = 0;
+  return completed;
 }
 
 template <typename Pred>
 bool LockFreeStore::RemoveIf(const RecordId& id, Pred removes) {
-  hazard::Pointer hp;
-  std::atomic<Chain*>& bucket = buckets_.For(id);
-  for (;;) {
-    Chain* cur = hp.Protect(bucket);
-    if (cur == nullptr) return false;
-    const std::size_t index = cur->Find(id);
-    if (index == cur->size()) return false;
-    const Record& old = cur->at(index).record;
-    if (!removes(old)) return false;
-    const std::size_t charged = ChargedBytes(old);
-    if (Publish(bucket, cur, Chain::WithRemoved(cur, index))) {
-      slots_.Release(1);
-      bytes_.Release(charged);
-      return true;
-    }
-  }
+  std::size_t charged = 0;
+  const Result<bool> removed = ChangeRecord(
+      id, [&](const Chain* cur, std::size_t index, const Record& old) {
+        if (!removes(old)) return Change{};
+        charged = ChargedBytes(old);
+        return Change{.publish = true, .next = Chain::WithRemoved(cur, index)};
+      });
+  if (!removed.value_or(false)) return false;
+  slots_.Release(1);
+  bytes_.Release(charged);
+  return true;
 }
 
 Result<bool> LockFreeStore::DoRelease(const RecordId& id, const Token& token) {
@@ -318,23 +329,16 @@ Result<bool> LockFreeStore::DoRevoke(const RecordId& id) {
 // replaces it in a new chain. Its charge does not change (no response).
 Result<bool> LockFreeStore::DoExtendLock(const RecordId& id, const Token& token,
                                          TimePoint now, Duration lock_timeout) {
-  hazard::Pointer hp;
-  std::atomic<Chain*>& bucket = buckets_.For(id);
-  for (;;) {
-    Chain* cur = hp.Protect(bucket);
-    if (cur == nullptr) return false;
-    const std::size_t index = cur->Find(id);
-    if (index == cur->size()) return false;
-    const Record& old = cur->at(index).record;
-    const std::optional<TimePoint> until =
-        RenewedLockUntil(old, token, now, lock_timeout);
-    if (!until) return false;
-    Record renewed = old;
-    renewed.locked_until = *until;
-    if (Publish(bucket, cur, Chain::WithReplaced(cur, index, renewed))) {
-      return true;
-    }
-  }
+  return ChangeRecord(
+      id, [&](const Chain* cur, std::size_t index, const Record& old) {
+        const std::optional<TimePoint> until =
+            RenewedLockUntil(old, token, now, lock_timeout);
+        if (!until) return Change{};
+        Record renewed = old;
+        renewed.locked_until = *until;
+        return Change{.publish = true,
+                      .next = Chain::WithReplaced(cur, index, renewed)};
+      });
 }
 
 Result<std::optional<Record>> LockFreeStore::DoInspect(const RecordId& id,

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "idem/error.h"
+#include "idem/internal/claim_attempt_hook.h"
 #include "idem/store.h"
 #include "idem/types.h"
 #include "postgres_binary.h"

@@ -6,16 +6,17 @@
 #ifndef IDEM_POSTGRES_STORE_TEST_PEER_H_
 #define IDEM_POSTGRES_STORE_TEST_PEER_H_
 
+#include "idem/internal/claim_attempt_hook.h"
 #include "idem/postgres_store.h"
-#include "idem/store.h"
 
 namespace idem {
 
 class PostgresStoreTestPeer {
  public:
   // Called inside Claim, on the calling thread, at each ClaimAttemptPoint
-  // (store.h); every statement before it has committed, so the hook may
-  // change the row through a connection of its own. nullptr clears it.
+  // (idem/internal/claim_attempt_hook.h); every statement before it has
+  // committed, so the hook may change the row through a connection of its own.
+  // nullptr clears it.
   static void SetClaimAttemptHook(PostgresStore& store, ClaimAttemptHook hook);
 };
 

@@ -14,6 +14,7 @@
 #include "idem/store/record_codec.h"
 #include "idem/store_uri.h"
 #include "raw_ops.h"
+#include "redis_store_test_peer.h"
 
 namespace idem::bench {
 namespace {
@@ -32,9 +33,9 @@ class RedisRawOp final : public RawOp {
 
   Status Write(const RecordId& id, int) override {
     // A short TTL: these keys are not records, so nothing purges them.
-    IDEM_ASSIGN_OR_RETURN(
-        bool set, store_->SetIfAbsentForBenchmark(store_->KeyOf(id), value_,
-                                                  std::chrono::seconds(60)));
+    IDEM_ASSIGN_OR_RETURN(bool set, RedisStoreTestPeer::SetIfAbsent(
+                                        *store_, store_->KeyOf(id), value_,
+                                        std::chrono::seconds(60)));
     (void)set;  // A key already there is a no-op, as PostgreSQL's.
     return {};
   }

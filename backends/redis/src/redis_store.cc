@@ -423,13 +423,15 @@ std::string RedisStore::KeyOf(const RecordId& id) const {
   return impl_->Key(id);
 }
 
-Result<bool> RedisStore::SetIfAbsentForBenchmark(
-    std::string_view key, std::string_view value,
-    std::chrono::milliseconds ttl) {
-  return Call("set", [&]() -> Result<bool> {
+Result<bool> RedisStoreTestPeer::SetIfAbsent(RedisStore& store,
+                                             std::string_view key,
+                                             std::string_view value,
+                                             std::chrono::milliseconds ttl) {
+  return store.Call("set", [&]() -> Result<bool> {
     const std::string k(key), ms = std::to_string(ttl.count());
     IDEM_ASSIGN_OR_RETURN(
-        Reply reply, impl_->RunCommand(k, {"SET", k, value, "NX", "PX", ms}));
+        Reply reply,
+        store.impl_->RunCommand(k, {"SET", k, value, "NX", "PX", ms}));
     return reply->type == REDIS_REPLY_STATUS;  // OK; nil when present.
   });
 }

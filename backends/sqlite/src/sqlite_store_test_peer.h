@@ -8,17 +8,17 @@
 
 #include <cstddef>
 
+#include "idem/internal/claim_attempt_hook.h"
 #include "idem/sqlite_store.h"
-#include "idem/store.h"
 
 namespace idem {
 
 class SqliteStoreTestPeer {
  public:
   // Called inside Claim, on the thread that runs the write, at each
-  // ClaimAttemptPoint (store.h). Between the points no transaction is open
-  // in autocommit mode, so the hook may change the row through a connection
-  // of its own. nullptr clears it.
+  // ClaimAttemptPoint (idem/internal/claim_attempt_hook.h). Between the points
+  // no transaction is open in autocommit mode, so the hook may change the row
+  // through a connection of its own. nullptr clears it.
   static void SetClaimAttemptHook(SqliteStore& store, ClaimAttemptHook hook);
   // How many writes wait for the writer right now (one waiting behind a
   // SqliteTransaction on the writer, say).

@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -110,16 +109,6 @@ struct StoreOptions {
   // counted.
   std::shared_ptr<Metrics> metrics;
 };
-
-// Where a claim of a SQL store is in one attempt of its bounded retry loop
-// (see Store::Claim): before it writes (inserts or upserts), and after the
-// write found a record in the way, before it reads that record.
-enum class ClaimAttemptPoint { kBeforeWrite, kBeforeRead };
-// A test hook the SQL stores call at those points, with the attempt number
-// (0-based), so that a test can make a claim lose its race deterministically
-// (delete the row before the read, plant it again before the next write).
-// Never set in production.
-using ClaimAttemptHook = std::function<void(ClaimAttemptPoint, int attempt)>;
 
 struct StoreInfo {
   std::string name;      // "memory", "rocksdb", ...

@@ -39,6 +39,7 @@
 #endif
 #include "postgres_test_util.h"
 #include "support/demo_process.h"
+#include "support/fail_open_outage.h"
 #include "support/faulty_store.h"
 #include "support/guard_client.h"
 #include "support/private_server_test.h"
@@ -247,38 +248,16 @@ TEST_F(PostgresOutageTest, FailClosedGuardAnswers503DuringTheOutage) {
 TEST_F(PostgresOutageTest, FailOpenGuardRunsUnprotectedAndBacksOff) {
   std::shared_ptr<Store> postgres = Open();
   ASSERT_NE(postgres, nullptr);
-  // Counts the claims that reach the store, to see fail-open's backoff.
   testing::FailOpenGuard open(postgres, kT0, seconds(10));
   ASSERT_NE(open.guard, nullptr) << open.error;
-  testing::FaultyStore* counting = open.counting.get();
-  ManualClock* clock = open.clock.get();
   testing::GuardClient client{open.guard.get()};
-  EXPECT_EQ(client.Send("before").status, 201);
-  EXPECT_EQ(counting->claims.load(), 1);
-
-  ASSERT_TRUE(server_.Pause()) << server_.error();
-  // The failed claim: the handler runs unprotected.
-  const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(client.Send("k1").status, 201);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, kCallBound);
-  EXPECT_EQ(counting->claims.load(), 2);
-  EXPECT_EQ(client.runs, 2);
-  // Within the backoff the store is not asked at all, even for a key it
-  // holds: the request runs unprotected.
-  clock->Advance(seconds(9));
-  EXPECT_EQ(client.Send("before").status, 201);
-  EXPECT_EQ(counting->claims.load(), 2);
-  EXPECT_EQ(client.runs, 3);
-  EXPECT_EQ(open.guard->metrics().Get(Outcome::kFailOpen), 2u);
-
-  ASSERT_TRUE(server_.Resume()) << server_.error();
-  // After the backoff, requests are protected again; the record completed
-  // before the outage is still there.
-  clock->Advance(seconds(1));
-  const Response replay = client.Send("before");
-  EXPECT_EQ(replay.FindHeader("Idempotent-Replayed"), "true");
-  EXPECT_EQ(counting->claims.load(), 3);
-  EXPECT_EQ(client.runs, 3);
+  ASSERT_NO_FATAL_FAILURE(testing::ExpectFailOpenOutage(
+      open, client, kCallBound,
+      [&] { ASSERT_TRUE(server_.Pause()) << server_.error(); },
+      [&] { ASSERT_TRUE(server_.Resume()) << server_.error(); }));
+  // The record completed before the outage is still there.
+  EXPECT_EQ(client.Send("before").FindHeader("Idempotent-Replayed"), "true");
+  EXPECT_EQ(client.runs, 4);
 }
 
 // ---- connect=lazy: a store that starts while its server is down ----------

@@ -26,6 +26,7 @@
 #include "idem/guard.h"
 #include "idem/store.h"
 #include "redis_test_util.h"
+#include "support/fail_open_outage.h"
 #include "support/faulty_store.h"
 #include "support/guard_client.h"
 #include "support/private_server_test.h"
@@ -126,32 +127,11 @@ TEST_F(RedisOutageTest, FailOpenRunsUnprotectedBacksOffAndRecovers) {
   ASSERT_NE(redis, nullptr);
   testing::FailOpenGuard open(redis, FromUnixNanos(0) + hours(1), seconds(10));
   ASSERT_NE(open.guard, nullptr) << open.error;
-  testing::FaultyStore* counting = open.counting.get();
-  ManualClock* clock = open.clock.get();
   testing::GuardClient client{open.guard.get()};
-  EXPECT_EQ(client.Send("before").status, 201);
-  EXPECT_EQ(counting->claims.load(), 1);
-
-  ASSERT_TRUE(server_.Stop()) << server_.error();
-  const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(client.Send("k1").status, 201);  // Unprotected.
-  EXPECT_LT(std::chrono::steady_clock::now() - start, kCallBound);
-  EXPECT_EQ(counting->claims.load(), 2);
-  // Within the backoff the store is not asked at all.
-  clock->Advance(seconds(9));
-  EXPECT_EQ(client.Send("k2").status, 201);
-  EXPECT_EQ(counting->claims.load(), 2);
-  EXPECT_EQ(client.runs, 3);
-  EXPECT_EQ(open.guard->metrics().Get(Outcome::kFailOpen), 2u);
-
-  ASSERT_TRUE(server_.Start()) << server_.error();
-  // After the backoff, requests are protected again by the same store.
-  clock->Advance(seconds(1));
-  EXPECT_EQ(client.Send("after").status, 201);
-  EXPECT_EQ(counting->claims.load(), 3);
-  const Response replay = client.Send("after");
-  EXPECT_EQ(replay.FindHeader("Idempotent-Replayed"), "true");
-  EXPECT_EQ(client.runs, 4);
+  testing::ExpectFailOpenOutage(
+      open, client, kCallBound,
+      [&] { ASSERT_TRUE(server_.Stop()) << server_.error(); },
+      [&] { ASSERT_TRUE(server_.Start()) << server_.error(); });
 }
 
 // connect=lazy while the server is down: the Guard sees kUnavailable, so a

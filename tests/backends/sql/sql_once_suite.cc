@@ -15,33 +15,9 @@
 
 #include "backends/sql/sql_transaction_suite.h"
 #include "idem/sql_once.h"
+#include "support/hooked_transaction.h"
 
 namespace idem::testing {
-namespace {
-
-// The backend's transaction with a hook that runs before BEGIN.
-class HookedTransaction {
- public:
-  HookedTransaction(std::unique_ptr<AnySqlTransaction> tx,
-                    std::function<void()> before_begin)
-      : tx_(std::move(tx)), before_begin_(std::move(before_begin)) {}
-  Status Begin() {
-    if (before_begin_) before_begin_();
-    return tx_->Begin();
-  }
-  Status Commit() { return tx_->Commit(); }
-  void Rollback() { tx_->Rollback(); }
-  Result<TransactionCompletion> Complete(const ClaimHandle& claim,
-                                         const Response& stored) {
-    return tx_->Complete(claim, stored);
-  }
-
- private:
-  std::unique_ptr<AnySqlTransaction> tx_;
-  std::function<void()> before_begin_;
-};
-
-}  // namespace
 
 void SqlOnceFixture::SetUp() {
   OpenBackend("charges", "id TEXT");
@@ -68,11 +44,13 @@ void SqlOnceFixture::Rebuild(GuardOptions options) {
 Result<OnceResult> SqlOnceFixture::Charge(std::function<void()> takeover,
                                           bool fail) {
   const bool while_open = backend().takeover_while_open();
-  HookedTransaction tx(backend().Transaction(),
-                       while_open ? nullptr : takeover);
+  // The backend's transaction, with the takeover before its BEGIN.
+  const std::unique_ptr<AnySqlTransaction> inner = backend().Transaction();
+  HookedTransaction<AnySqlTransaction> tx(*inner,
+                                          while_open ? nullptr : takeover);
   return sql::RunOnceInTransaction(
       *guard_, tx, "billing", "msg-1", "charge", "42 EUR",
-      [&](HookedTransaction&) {
+      [&](HookedTransaction<AnySqlTransaction>&) {
         ++runs_;
         backend().Exec("INSERT INTO " + backend().table() + " VALUES ('c')");
         if (while_open && takeover) takeover();

@@ -217,14 +217,6 @@ class RedisStore final : public StoreBoundary {
   // The Redis key of `id` (for tests and tools).
   std::string KeyOf(const RecordId& id) const;
 
-  // The raw engine operation a claim is measured against (idem-bench):
-  // `SET key value NX PX ttl` on the pooled connections of the server
-  // holding `key`, one round trip. Returns whether the key was set.
-  // Errors as for Claim. Not for production use: it bypasses the records.
-  Result<bool> SetIfAbsentForBenchmark(std::string_view key,
-                                       std::string_view value,
-                                       std::chrono::milliseconds ttl);
-
  protected:
   // The Store operations (store.h), each called through StoreBoundary
   // (idem/store/store_boundary.h: argument checks, exceptions as errors).
@@ -268,7 +260,7 @@ class RedisStore final : public StoreBoundary {
   void AfterError(const Error& error) override;
 
  private:
-  // Tests' access to the reclaim hook (src/redis_store_test_peer.h).
+  // Tests' and idem-bench's access (src/redis_store_test_peer.h).
   friend class RedisStoreTestPeer;
   class Impl;
   explicit RedisStore(std::unique_ptr<Impl> impl);
