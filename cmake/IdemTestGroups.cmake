@@ -49,7 +49,6 @@ function(idem_add_test_groups target)
   # The binary names the group: suites of one name run in several binaries
   # (the contract suite in each store's), "contract_memory: Suite.*".
   string(REGEX REPLACE "^idem_|_tests$" "" name_prefix ${target})
-  set(name_prefix "${name_prefix}: ")
   # Lists travel through the command line with "|" for ";".
   string(REPLACE ";" "|" properties "${ARG_PROPERTIES}")
   add_custom_command(TARGET ${target} POST_BUILD
