@@ -10,7 +10,8 @@
 namespace idem::internal {
 namespace {
 
-// Not JSON, so no body hashed raw begins like a projection of its members.
+// Not JSON, so no body hashed raw (on a route without fingerprint_fields)
+// begins like a projection of its members.
 constexpr std::string_view kTag{"\0idem-fingerprint-fields-v1\0", 28};
 
 void AddField(std::string& out, std::string_view field) {
@@ -73,13 +74,13 @@ bool ProjectFingerprintFields(std::string_view body,
   return true;
 }
 
-void ApplyFingerprintFields(const std::vector<std::string>& fields,
+bool ApplyFingerprintFields(const std::vector<std::string>& fields,
                             FingerprintInput& input, std::string& storage) {
-  if (fields.empty()) return;
+  if (fields.empty()) return true;
+  if (!ProjectFingerprintFields(input.body, fields, storage)) return false;
+  input.body = storage;
   input.body_mode = BodyFingerprint::kRaw;
-  if (ProjectFingerprintFields(input.body, fields, storage)) {
-    input.body = storage;
-  }
+  return true;
 }
 
 }  // namespace idem::internal

@@ -231,6 +231,19 @@ Decision Guard::BeginSteps(const RequestView& request,
                        " bytes this endpoint accepts for idempotent requests.");
   }
 
+  // Step 3b: a route that names the JSON members identifying a request
+  // cannot identify one without them (GuardOptions::fingerprint_fields).
+  FingerprintInput input;
+  input.method = request.method;
+  input.target = request.target;
+  input.body = request.body;
+  input.body_mode = opts.fingerprint_body;
+  std::string fields;
+  if (!internal::ApplyFingerprintFields(opts.fingerprint_fields, input,
+                                        fields)) {
+    return Problem(Outcome::kBodyNotJson, opts, instance);
+  }
+
   const TimePoint now = clock_->Now();
   if (InFailOpenBackoff(opts, now)) return PassThrough(Outcome::kFailOpen);
 
@@ -249,14 +262,7 @@ Decision Guard::BeginSteps(const RequestView& request,
       fp_headers.emplace_back(opts.fingerprint_headers[i], joined[i]);
     }
   }
-  FingerprintInput input;
-  input.method = request.method;
-  input.target = request.target;
   input.headers = fp_headers;
-  input.body = request.body;
-  input.body_mode = opts.fingerprint_body;
-  std::string fields;
-  internal::ApplyFingerprintFields(opts.fingerprint_fields, input, fields);
 
   auto state = std::make_shared<detail::WaitState>();
   const std::string_view scope = request.scope.value_or(std::string_view());
@@ -311,15 +317,19 @@ Decision Guard::BeginWithKeySteps(std::string_view scope, std::string_view key,
                    "The input is larger than " +
                        std::to_string(opts.max_request_body) + " bytes.");
   }
-  const TimePoint now = clock_->Now();
-  if (InFailOpenBackoff(opts, now)) return PassThrough(Outcome::kFailOpen);
   FingerprintInput fp;
   fp.method = kCallMethod;
   fp.target = operation;
   fp.body = input;
   fp.body_mode = opts.fingerprint_body;
   std::string fields;
-  internal::ApplyFingerprintFields(opts.fingerprint_fields, fp, fields);
+  if (!internal::ApplyFingerprintFields(opts.fingerprint_fields, fp, fields)) {
+    return Problem(Outcome::kBodyNotJson, opts, operation,
+                   "This operation's input is identified by JSON members "
+                   "and must be a JSON document.");
+  }
+  const TimePoint now = clock_->Now();
+  if (InFailOpenBackoff(opts, now)) return PassThrough(Outcome::kFailOpen);
   auto state = std::make_shared<detail::WaitState>();
   // "CALL <operation>", so that idemctl --method CALL --path <operation>
   // names the record.

@@ -41,6 +41,9 @@ constexpr ProblemRow kProblems[] = {
     {Outcome::kKeyInvalid, 400, problem_code::kKeyInvalid, false, ""},
     // Detail: names max_request_body.
     {Outcome::kTooLarge, 413, problem_code::kRequestTooLarge, false, ""},
+    {Outcome::kBodyNotJson, 400, problem_code::kBodyNotJson, false,
+     "This endpoint identifies a request by members of its JSON body, and "
+     "this body is not JSON; send the request as a JSON document."},
     {Outcome::kMismatch, 422, problem_code::kKeyReused, false,
      "This Idempotency-Key was already used for a different request; send a "
      "new key for a new request."},

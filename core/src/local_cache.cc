@@ -64,8 +64,8 @@ LocalCacheStore::LocalCacheStore(std::unique_ptr<Store> inner,
     : StoreBoundary("local cache of the " + inner->Info().name + " store"),
       inner_(std::move(inner)),
       options_(std::move(options)),
-      table_(
-          std::make_unique<Table>(options_.max_records, options_.max_bytes)) {}
+      table_(std::make_unique<Table>(options_.max_records, options_.max_bytes,
+                                     options_.metrics.get())) {}
 
 LocalCacheStore::~LocalCacheStore() = default;
 
@@ -218,6 +218,7 @@ Result<std::unique_ptr<Store>> OpenWithLocalCache(
     Result<std::unique_ptr<Store>> (*open)(StoreUri&, const StoreOptions&)) {
   LocalCacheOptions cache;
   cache.clock = options.clock;
+  cache.metrics = options.metrics;
   IDEM_RETURN_IF_ERROR(ReadLocalCacheOptions(uri, cache));
   IDEM_ASSIGN_OR_RETURN(auto store, open(uri, options));
   return LocalCacheStore::Wrap(std::move(store), std::move(cache));

@@ -9,7 +9,9 @@
 
 namespace idem {
 
-LocalCacheStore::Table::Table(std::size_t max_records, std::size_t max_bytes) {
+LocalCacheStore::Table::Table(std::size_t max_records, std::size_t max_bytes,
+                              Metrics* metrics)
+    : metrics_(metrics) {
   // A power of two of shards of at least kMinShardRecords each: a small
   // cache stays one exact LRU, and no shard is so small that two hot ids
   // evict each other.
@@ -74,6 +76,10 @@ LocalCacheStore::Table::Lookup LocalCacheStore::Table::Find(
     }
   }
   (out.answer ? hits_ : misses_).fetch_add(1, std::memory_order_relaxed);
+  if (metrics_ != nullptr) {
+    metrics_->Count(out.answer ? CountedEvent::kLocalCacheHit
+                               : CountedEvent::kLocalCacheMiss);
+  }
   return out;
 }
 
@@ -114,7 +120,12 @@ void LocalCacheStore::Table::Insert(const RecordId& id, Record record,
     shard.bytes += bytes;
   }
   fills_.fetch_add(1, std::memory_order_relaxed);
-  if (evicted != 0) evictions_.fetch_add(evicted, std::memory_order_relaxed);
+  if (evicted != 0) {
+    evictions_.fetch_add(evicted, std::memory_order_relaxed);
+    if (metrics_ != nullptr) {
+      metrics_->Count(CountedEvent::kLocalCacheEviction, evicted);
+    }
+  }
 }
 
 void LocalCacheStore::Table::Invalidate(const RecordId& id) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "idem/clock.h"
+#include "idem/metrics.h"
 #include "idem/record.h"
 #include "idem/store.h"
 #include "idem/store/local_cache.h"
@@ -36,7 +37,9 @@ namespace idem {
 class LocalCacheStore::Table {
  public:
   // `max_records` >= 1 entries and about `max_bytes` >= 1 bytes in all.
-  Table(std::size_t max_records, std::size_t max_bytes);
+  // Hits, misses and evictions are counted into `metrics` too when it is
+  // not null (it must outlive the table: LocalCacheStore's options own it).
+  Table(std::size_t max_records, std::size_t max_bytes, Metrics* metrics);
 
   struct Lookup {
     // The claim's answer from a fresh entry (kCompleted or kMismatch).
@@ -111,6 +114,7 @@ class LocalCacheStore::Table {
   std::atomic<std::int64_t> purged_until_{
       TimePoint::min().time_since_epoch().count()};
   std::atomic<std::uint64_t> hits_{0}, misses_{0}, fills_{0}, evictions_{0};
+  Metrics* const metrics_;
 };
 
 }  // namespace idem

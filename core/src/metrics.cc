@@ -38,6 +38,8 @@ std::string_view OutcomeName(Outcome outcome) {
       return "route_invalid";
     case Outcome::kAnonymousBypassed:
       return "anonymous_bypassed";
+    case Outcome::kBodyNotJson:
+      return "body_not_json";
     case Outcome::kReleased:
       return "released";
     case Outcome::kNotStored:
@@ -66,6 +68,12 @@ std::string_view CountedEventFamily(CountedEvent event) {
       return "idem_sweeper_purged_records_total";
     case CountedEvent::kSweeperError:
       return "idem_sweeper_errors_total";
+    case CountedEvent::kLocalCacheHit:
+      return "idem_store_local_cache_hits_total";
+    case CountedEvent::kLocalCacheMiss:
+      return "idem_store_local_cache_misses_total";
+    case CountedEvent::kLocalCacheEviction:
+      return "idem_store_local_cache_evictions_total";
   }
   return "idem_unknown_total";
 }
@@ -87,6 +95,14 @@ std::string_view CountedEventHelp(CountedEvent event) {
       return "Expired records the background sweeper deleted.";
     case CountedEvent::kSweeperError:
       return "Background sweeper passes that ended on a store error.";
+    case CountedEvent::kLocalCacheHit:
+      return "Claims a local store cache answered from memory, without a "
+             "store call.";
+    case CountedEvent::kLocalCacheMiss:
+      return "Claims a local store cache passed to its store (no fresh "
+             "entry).";
+    case CountedEvent::kLocalCacheEviction:
+      return "Entries a local store cache dropped for room.";
   }
   return "";
 }

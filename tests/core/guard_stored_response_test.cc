@@ -1,8 +1,8 @@
-// The Guard with sealed, compressed and hooked stored responses and with
-// fingerprint fields (GuardOptions::response_keys, compress_stored_above,
-// on_replay, fingerprint_fields; SEMANTICS.md rows "Sealed stored
-// responses", "Fingerprint fields" and "Replay hook"), over the memory store
-// and the test baseline store.
+// The Guard with sealed, compressed and hooked stored responses
+// (GuardOptions::response_keys, compress_stored_above, on_replay;
+// SEMANTICS.md rows "Sealed stored responses" and "Replay hook"), over the
+// memory store and the test baseline store. Fingerprint fields are
+// guard_fingerprint_fields_test.cc.
 
 #include <memory>
 #include <optional>
@@ -307,94 +307,8 @@ TEST_F(GuardStoredResponseTest, MaxStoredResponseBoundsTheUncompressedBody) {
   EXPECT_EQ(guard_->metrics().Get(Outcome::kNotStored), 2u);
 }
 
-// --- Fingerprint fields -----------------------------------------------------
-
-std::shared_ptr<const GuardOptions> Fields(std::vector<std::string> fields) {
+TEST(GuardStoredResponseOptionsTest, ACompressionLevelOutOfRangeIsNamed) {
   GuardOptions o;
-  o.fingerprint_fields = std::move(fields);
-  auto route = Guard::MakeRouteOptions(std::move(o));
-  EXPECT_TRUE(route.has_value()) << route.error().ToString();
-  return route ? *route : nullptr;
-}
-
-TEST_F(GuardStoredResponseTest, OnlyTheNamedMembersIdentifyTheRequest) {
-  Start(GuardOptions{});
-  const auto route = Fields({"/amount", "/customer/id", "/items/0/sku"});
-  const Response ok{201, {}, "done"};
-  Send("k", R"({"amount":10,"customer":{"id":"c1"},"items":[{"sku":"a"}],
-               "sent_at":"10:00"})",
-       ok, route);
-  // Other members, member order and spacing differ: a replay.
-  EXPECT_EQ(Send("k", R"({"sent_at":"10:05","items":[{"sku":"a","n":2}],
-                         "customer":{"name":"x","id":"c1"},"amount":10.0})",
-                 ok, route)
-                .FindHeader("Idempotent-Replayed"),
-            "true");
-  EXPECT_EQ(runs_, 1);
-  // A named member differs: the key was reused for another request.
-  EXPECT_EQ(Send("k", R"({"amount":11,"customer":{"id":"c1"},
-                         "items":[{"sku":"a"}]})",
-                 ok, route)
-                .status,
-            422);
-  EXPECT_EQ(Send("k", R"({"amount":10,"customer":{"id":"c1"},
-                         "items":[{"sku":"b"}]})",
-                 ok, route)
-                .status,
-            422);
-  EXPECT_EQ(runs_, 1);
-}
-
-TEST_F(GuardStoredResponseTest, AnAbsentMemberIsNotANullOne) {
-  Start(GuardOptions{});
-  const auto route = Fields({"/amount", "/note"});
-  const Response ok{201, {}, "done"};
-  Send("absent", R"({"amount":1})", ok, route);
-  EXPECT_EQ(Send("absent", R"({"amount":1,"note":null})", ok, route).status,
-            422);
-  Send("null", R"({"amount":1,"note":null})", ok, route);
-  EXPECT_EQ(Send("null", R"({"amount":1})", ok, route).status, 422);
-  EXPECT_EQ(Send("null", R"({"note":null,"amount":1})", ok, route).status, 201);
-  EXPECT_EQ(runs_, 2);
-}
-
-TEST_F(GuardStoredResponseTest, EscapedPointersNameTheirMembers) {
-  Start(GuardOptions{});
-  const auto route = Fields({"/a~1b", "/m~0n"});
-  const Response ok{201, {}, "done"};
-  Send("k", R"({"a/b":1,"m~n":2,"a":{"b":9}})", ok, route);
-  EXPECT_EQ(Send("k", R"({"a/b":1,"m~n":2,"a":{"b":8}})", ok, route).status,
-            201);
-  EXPECT_EQ(Send("k", R"({"a/b":1,"m~n":3})", ok, route).status, 422);
-  EXPECT_EQ(runs_, 1);
-}
-
-TEST_F(GuardStoredResponseTest, ABodyThatIsNotJsonHashesRaw) {
-  Start(GuardOptions{});
-  const auto route = Fields({"/amount"});
-  const Response ok{201, {}, "done"};
-  Send("k", "amount=10&at=1", ok, route);
-  EXPECT_EQ(Send("k", "amount=10&at=1", ok, route).status, 201);
-  EXPECT_EQ(Send("k", "amount=10&at=2", ok, route).status, 422);
-  // Deeper than the canonical-JSON limit counts as not JSON too.
-  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  Send("deep", deep, ok, route);
-  EXPECT_EQ(Send("deep", deep, ok, route).status, 201);
-  EXPECT_EQ(runs_, 2);
-}
-
-TEST_F(GuardStoredResponseTest, AMalformedPointerIsAnOptionsErrorNamingIt) {
-  GuardOptions o;
-  o.fingerprint_fields = {"/amount", "amount"};
-  auto bad = Guard::MakeRouteOptions(o);
-  ASSERT_FALSE(bad.has_value());
-  EXPECT_THAT(bad.error().message(),
-              HasSubstr("fingerprint_fields[1] \"amount\" is not a JSON "
-                        "pointer"));
-  o.fingerprint_fields = {"/a~2"};
-  EXPECT_FALSE(o.Validate().has_value());
-  o.fingerprint_fields = {""};  // The whole document: a valid pointer.
-  EXPECT_TRUE(o.Validate().has_value());
   o.compression_level = 20;
   EXPECT_THAT(o.Validate().error().message(), HasSubstr("compression_level"));
 }

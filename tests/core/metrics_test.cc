@@ -111,6 +111,8 @@ TEST(MetricsTest, StepOutcomesAndFollowUpsAreSeparateFamilies) {
   }
   EXPECT_TRUE(IsStepOutcome(Outcome::kAnonymousBypassed));
   EXPECT_EQ(OutcomeName(Outcome::kAnonymousBypassed), "anonymous_bypassed");
+  EXPECT_TRUE(IsStepOutcome(Outcome::kBodyNotJson));
+  EXPECT_EQ(OutcomeName(Outcome::kBodyNotJson), "body_not_json");
 }
 
 TEST(MetricsTest, EventsHaveAFamilyEach) {
@@ -120,6 +122,9 @@ TEST(MetricsTest, EventsHaveAFamilyEach) {
   m.Count(CountedEvent::kRenewalFailed);
   m.Count(CountedEvent::kSweeperPurged, 1000);
   m.Count(CountedEvent::kSweeperError, 2);
+  m.Count(CountedEvent::kLocalCacheHit, 9);
+  m.Count(CountedEvent::kLocalCacheMiss, 4);
+  m.Count(CountedEvent::kLocalCacheEviction, 5);
   EXPECT_EQ(m.Get(CountedEvent::kRenewal), 3u);
   const std::string text = m.RenderPrometheus();
   for (const auto& [family, value] : std::vector<std::pair<std::string, int>>{
@@ -127,7 +132,10 @@ TEST(MetricsTest, EventsHaveAFamilyEach) {
            {"idem_lock_renewals_total", 3},
            {"idem_lock_renewal_failures_total", 1},
            {"idem_sweeper_purged_records_total", 1000},
-           {"idem_sweeper_errors_total", 2}}) {
+           {"idem_sweeper_errors_total", 2},
+           {"idem_store_local_cache_hits_total", 9},
+           {"idem_store_local_cache_misses_total", 4},
+           {"idem_store_local_cache_evictions_total", 5}}) {
     EXPECT_THAT(text, HasSubstr("# TYPE " + family + " counter\n"));
     EXPECT_THAT(text, HasSubstr("# HELP " + family + " "));
     EXPECT_THAT(text,

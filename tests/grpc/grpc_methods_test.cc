@@ -185,6 +185,24 @@ TEST(GrpcMethodsTest, AMethodNeverSetUpRefusesCallsRatherThanRunUnprotected) {
   EXPECT_THAT(status.error_message(), HasSubstr("never set up"));
 }
 
+// A message is protobuf: a guard's fingerprint_fields (for its HTTP routes)
+// would refuse every call as not JSON, so methods identify calls by the
+// whole message instead.
+TEST(GrpcMethodsTest, TheGuardsFingerprintFieldsDoNotApplyToMessages) {
+  ServerSetup setup;
+  setup.guard_options.fingerprint_fields = {"/item"};
+  TestServer server(std::move(setup));
+  ASSERT_TRUE(server.ok()) << server.error();
+  const Reply first = server.Call(Req("book"), "k1");
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  EXPECT_EQ(server.Call(Req("book"), "k1").Trailing("idempotent-replayed"),
+            "true");
+  CreateOrderRequest other = Req("book");
+  other.set_quantity(2);
+  EXPECT_EQ(server.Call(other, "k1").status.error_code(),
+            StatusCode::FAILED_PRECONDITION);
+}
+
 TEST(GrpcMethodsTest, CoroutineAndSynchronousFormsWorkOnTheCallbackApi) {
   for (Form form : {Form::kCoroutine, Form::kReadyCoroutine, Form::kSync}) {
     ServerSetup setup;

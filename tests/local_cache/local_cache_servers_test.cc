@@ -79,8 +79,9 @@ class LocalCacheServersTest : public ::testing::TestWithParam<Server> {
   }
 
   std::unique_ptr<Store> Open() {
-    auto opened =
-        OpenStore(uri_, {.clock = clock_, .sweep_interval = Duration::zero()});
+    auto opened = OpenStore(uri_, {.clock = clock_,
+                                   .sweep_interval = Duration::zero(),
+                                   .metrics = metrics_});
     EXPECT_TRUE(opened.has_value()) << opened.error().ToString();
     return opened ? std::move(*opened) : nullptr;
   }
@@ -103,6 +104,8 @@ class LocalCacheServersTest : public ::testing::TestWithParam<Server> {
   std::string uri_;
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
   const TimePoint t0_ = clock_->Now();
+  // A's and B's (OpenStore passes StoreOptions::metrics to the cache).
+  std::shared_ptr<Metrics> metrics_ = std::make_shared<Metrics>();
   std::unique_ptr<Store> a_, b_;
 };
 
@@ -114,6 +117,9 @@ TEST_P(LocalCacheServersTest, ARevokeIsSeenHereAtOnceAndElsewhereAfterTheTtl) {
   ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
   EXPECT_EQ(*replay->response, (Response{201, {{"X-A", "1"}}, "from a"}));
   ASSERT_EQ(ClaimAt(*a_, 1, t0_), ClaimOutcome::kCompleted);
+  // A's first claim and B's fill went to the store; A's replay did not.
+  EXPECT_EQ(metrics_->Get(CountedEvent::kLocalCacheMiss), 2u);
+  EXPECT_EQ(metrics_->Get(CountedEvent::kLocalCacheHit), 1u);
 
   ASSERT_TRUE(*a_->Revoke(TestId(1)));
   // A: at once.

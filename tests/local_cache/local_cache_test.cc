@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "counting_store.h"
@@ -35,14 +36,16 @@ class LocalCacheTest : public ::testing::Test {
  protected:
   void SetUp() override { Open(100); }
 
-  void Open(std::size_t records, std::size_t bytes = std::size_t{1} << 20) {
+  void Open(std::size_t records, std::size_t bytes = std::size_t{1} << 20,
+            std::shared_ptr<Metrics> metrics = nullptr) {
     auto inner = std::make_unique<CountingStore>();
     inner_ = inner.get();
-    auto wrapped =
-        LocalCacheStore::Wrap(std::move(inner), {.max_records = records,
-                                                 .ttl = kCacheTtl,
-                                                 .max_bytes = bytes,
-                                                 .clock = clock_});
+    auto wrapped = LocalCacheStore::Wrap(std::move(inner),
+                                         {.max_records = records,
+                                          .ttl = kCacheTtl,
+                                          .max_bytes = bytes,
+                                          .clock = clock_,
+                                          .metrics = std::move(metrics)});
     ASSERT_TRUE(wrapped.has_value());
     cache_ = std::move(*wrapped);
   }
@@ -249,6 +252,52 @@ TEST_F(LocalCacheTest, AResponseOverTheByteBudgetIsNotCached) {
   EXPECT_EQ(cache().size(), 0u);
   EXPECT_EQ(ClaimAt(TestId(1), TestFingerprint(1), t0_),
             ClaimOutcome::kCompleted);  // The store replays it.
+}
+
+TEST_F(LocalCacheTest, MetricsCountHitsMissesAndEvictions) {
+  auto metrics = std::make_shared<Metrics>();
+  Open(1, std::size_t{1} << 20, metrics);  // One entry: a second evicts it.
+  ASSERT_NO_FATAL_FAILURE(Complete(TestId(1), TestFingerprint(1), t0_, "a"));
+  EXPECT_EQ(ClaimAt(TestId(1), TestFingerprint(1), t0_),
+            ClaimOutcome::kCompleted);
+  ASSERT_NO_FATAL_FAILURE(Complete(TestId(2), TestFingerprint(1), t0_, "b"));
+  EXPECT_EQ(ClaimAt(TestId(1), TestFingerprint(1), t0_),  // Evicted: a miss.
+            ClaimOutcome::kCompleted);
+  EXPECT_EQ(metrics->Get(CountedEvent::kLocalCacheHit), 1u);
+  EXPECT_EQ(metrics->Get(CountedEvent::kLocalCacheMiss), 3u);
+  EXPECT_EQ(metrics->Get(CountedEvent::kLocalCacheEviction), 2u);
+  const LocalCacheCounters counters = cache().counters();
+  EXPECT_EQ(counters.hits, 1u);
+  EXPECT_EQ(counters.misses, 3u);
+  EXPECT_EQ(counters.evictions, 2u);
+  const std::string text = metrics->RenderPrometheus();
+  EXPECT_THAT(text, HasSubstr("\nidem_store_local_cache_hits_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("\nidem_store_local_cache_misses_total 3\n"));
+  EXPECT_THAT(text, HasSubstr("\nidem_store_local_cache_evictions_total 2\n"));
+}
+
+// What a remote store's descriptor does: the cache counts into
+// StoreOptions::metrics.
+TEST(LocalCacheUriTest, OpenWithLocalCacheCountsIntoTheStoreOptionsMetrics) {
+  auto uri = StoreUri::Parse("redis://h:1/0?local_cache=10");
+  ASSERT_TRUE(uri.has_value());
+  auto metrics = std::make_shared<Metrics>();
+  auto opened = OpenWithLocalCache(
+      *uri, {.metrics = metrics},
+      [](StoreUri&, const StoreOptions&) -> Result<std::unique_ptr<Store>> {
+        return std::unique_ptr<Store>(std::make_unique<CountingStore>());
+      });
+  ASSERT_TRUE(opened.has_value()) << opened.error().ToString();
+  Store& store = **opened;
+  const TimePoint now = SystemClock().Now();
+  auto claim = store.Claim(TestId(1), TestFingerprint(1), now, kTtl, kLock);
+  ASSERT_TRUE(claim.has_value());
+  ASSERT_TRUE(*store.Complete(TestId(1), claim->token, Response{200, {}, ""}));
+  auto replay = store.Claim(TestId(1), TestFingerprint(1), now, kTtl, kLock);
+  ASSERT_TRUE(replay.has_value());
+  EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+  EXPECT_EQ(metrics->Get(CountedEvent::kLocalCacheMiss), 1u);
+  EXPECT_EQ(metrics->Get(CountedEvent::kLocalCacheHit), 1u);
 }
 
 TEST(LocalCacheUriTest, ParametersAreReadWithTheirRanges) {

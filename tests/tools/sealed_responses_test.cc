@@ -333,6 +333,11 @@ TEST(SealedHttpTest, FingerprintFieldsAndTheExpiryHeader) {
   // The named member differs: the key was reused for another request.
   auto other = proc::Send(port, "POST", "/orders", "fp-1", R"({"item":"pen"})");
   EXPECT_EQ(other ? other->status : 0, 422) << proc::Describe(other);
+  // A body that is not JSON has no members to identify it by: 400.
+  auto form = proc::Send(port, "POST", "/orders", "fp-3", "item=book");
+  ASSERT_EQ(form ? form->status : 0, 400) << proc::Describe(form);
+  EXPECT_NE(form->body.find("idempotency_body_not_json"), std::string::npos)
+      << form->body;
   // /payments keeps the whole body.
   auto pay = proc::Send(port, "POST", "/payments", "fp-2", R"({"a":1,"b":1})");
   ASSERT_EQ(pay ? pay->status : 0, 201) << proc::Describe(pay);

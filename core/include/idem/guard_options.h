@@ -161,10 +161,16 @@ struct GuardOptions {
   // (RFC 8785), take part in the fingerprint instead of the whole body (and
   // fingerprint_body is not used): a retry whose body differs elsewhere (a
   // client timestamp, a trace id) replays. A member that is absent hashes
-  // as absent, distinct from null. A body that is not JSON hashes raw, as
-  // with fingerprint_body = kJson. The method, target and
-  // fingerprint_headers still take part. Validate refuses a pointer that is
-  // not one (named). Default: none (the whole body).
+  // as absent, distinct from null. A body that is not JSON (an empty one,
+  // or one nested deeper than 512 levels) is refused before any store call:
+  // 400 idempotency_body_not_json, counted kBodyNotJson. Why not hash it
+  // raw, as fingerprint_body = kJson does: this route says that only the
+  // named members identify a request, and a body without members cannot
+  // be identified so; hashed raw, it would be identified by every byte,
+  // and a retry differing in a timestamp would get 422 on a route meant to
+  // replay it. The method, target and fingerprint_headers still take part.
+  // Validate refuses a pointer that is not one (named). Default: none (the
+  // whole body).
   std::vector<std::string> fingerprint_fields;
   // The keys that seal stored responses (AES-256-GCM, response_keys.h):
   // when set, every response this route stores is sealed with the ring's

@@ -13,10 +13,12 @@
 //    claim itself a takeover, a renewal that found it lost. A request adds
 //    none or several, so they are not in the first family's sum.
 //
-// Alertable events that are not outcomes of one request (CountedEvent) have
-// a family each: idem_release_failures_total, idem_lock_renewals_total,
+// Events that are not outcomes of one request (CountedEvent) have a family
+// each: the alertable idem_release_failures_total, idem_lock_renewals_total,
 // idem_lock_renewal_failures_total, idem_sweeper_purged_records_total,
-// idem_sweeper_errors_total (docs/OPERATIONS.md says which to alert on).
+// idem_sweeper_errors_total (docs/OPERATIONS.md says which to alert on), and
+// the local cache's idem_store_local_cache_{hits,misses,evictions}_total
+// (its hit ratio; store/local_cache.h).
 //
 // An anonymous request that ran unprotected under anonymous = bypass is the
 // step outcome kAnonymousBypassed (anonymous_bypassed), not an event counted
@@ -67,6 +69,11 @@ enum class Outcome : int {
   kRouteInvalid,       // The route's GuardOptions are invalid: 500.
   // anonymous = bypass: a request with a key and no scope ran unprotected.
   kAnonymousBypassed,
+  // The route names the JSON members that identify a request
+  // (GuardOptions::fingerprint_fields) and the body is not JSON: 400
+  // idempotency_body_not_json (step 3b). Such a route cannot identify a
+  // request without members, so it is refused rather than hashed raw.
+  kBodyNotJson,
   // Follow-ups of an executed request (idem_request_followups_total).
   kReleased,       // The key was released (status not stored, Abandon).
   kNotStored,      // Body over max_stored_response: released.
@@ -77,7 +84,7 @@ enum class Outcome : int {
 };
 // The last step outcome: step outcomes are kKeyMissing..kLastStepOutcome,
 // follow-ups kFirstFollowUp..kRenewalLost.
-inline constexpr Outcome kLastStepOutcome = Outcome::kAnonymousBypassed;
+inline constexpr Outcome kLastStepOutcome = Outcome::kBodyNotJson;
 inline constexpr Outcome kFirstFollowUp = Outcome::kReleased;
 inline constexpr int kOutcomeCount =
     static_cast<int>(Outcome::kRenewalLost) + 1;
@@ -112,9 +119,21 @@ enum class CountedEvent : int {
   kSweeperPurged,
   // idem_sweeper_errors_total: sweeper passes that ended on a store error.
   kSweeperError,
+  // idem_store_local_cache_hits_total: claims a local cache
+  // (store/local_cache.h) answered from memory, without a store call;
+  // counted into LocalCacheOptions::metrics, which OpenStore (through
+  // OpenWithLocalCache) sets from StoreOptions::metrics.
+  kLocalCacheHit,
+  // idem_store_local_cache_misses_total: claims a local cache passed to its
+  // store (no fresh entry: a new key, an in-progress record, an entry older
+  // than local_cache_ttl_s or evicted). Hit ratio: hits / (hits + misses).
+  kLocalCacheMiss,
+  // idem_store_local_cache_evictions_total: entries a local cache dropped
+  // for room (local_cache records or local_cache_mb reached).
+  kLocalCacheEviction,
 };
 inline constexpr int kCountedEventCount =
-    static_cast<int>(CountedEvent::kSweeperError) + 1;
+    static_cast<int>(CountedEvent::kLocalCacheEviction) + 1;
 // The metric family, e.g. "idem_release_failures_total".
 std::string_view CountedEventFamily(CountedEvent event);
 

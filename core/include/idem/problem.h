@@ -26,6 +26,9 @@ namespace problem_code {
 inline constexpr std::string_view kKeyMissing = "idempotency_key_missing";
 inline constexpr std::string_view kKeyInvalid = "idempotency_key_invalid";
 inline constexpr std::string_view kRequestTooLarge = "request_too_large";
+// 400: the route names the JSON members that identify a request
+// (GuardOptions::fingerprint_fields) and the body is not JSON.
+inline constexpr std::string_view kBodyNotJson = "idempotency_body_not_json";
 inline constexpr std::string_view kKeyReused = "idempotency_key_reused";
 inline constexpr std::string_view kInProgress =
     "idempotency_request_in_progress";

@@ -180,6 +180,10 @@ Result<ProtectedMethod> IdempotentMethods::Protect(
   route.stored_statuses = StoredStatusSet(options.stored_statuses);
   route.fingerprint_headers = options.fingerprint_metadata;
   route.fingerprint_body = BodyFingerprint::kRaw;
+  // A message is protobuf, never JSON: JSON members cannot identify it (a
+  // guard's fingerprint_fields meant for its HTTP routes would refuse every
+  // call with idempotency_body_not_json).
+  route.fingerprint_fields.clear();
   route.stored_headers.clear();  // The call's metadata is in the body.
   route.replay_header_name = std::string(kReplayedMetadata);
   route.replay_header_value = "true";

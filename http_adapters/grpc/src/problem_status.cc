@@ -30,6 +30,11 @@ constexpr ProblemStatusRow kProblemStatuses[] = {
      "UUID, say) and send the same value again when you retry."},
     {problem_code::kKeyInvalid, StatusCode::INVALID_ARGUMENT, ""},
     {problem_code::kRequestTooLarge, StatusCode::RESOURCE_EXHAUSTED, ""},
+    // Not answered to the adapter's methods, which clear fingerprint_fields
+    // (a message is protobuf); a client's error all the same.
+    {problem_code::kBodyNotJson, StatusCode::INVALID_ARGUMENT,
+     "This method identifies a call by members of a JSON request message, "
+     "and this message is not JSON."},
     {problem_code::kKeyReused, StatusCode::FAILED_PRECONDITION,
      "This idempotency-key was already used for a different request; send a "
      "new key for a new request."},

@@ -30,6 +30,11 @@
 // acquired, of the same id in this process is dropped (an epoch per slot
 // of ids), so a stale record is never put back.
 //
+// Metrics: with `metrics` set, every claim counts one hit
+// (CountedEvent::kLocalCacheHit, idem_store_local_cache_hits_total) or one
+// miss (kLocalCacheMiss), and every entry dropped for room one eviction
+// (kLocalCacheEviction): a relaxed atomic increment each, no lock.
+//
 // Memory: at most `max_records` entries and about `max_bytes` of responses
 // (each entry is charged its status, headers and body plus a fixed
 // overhead); the least recently used entry of a shard goes first. A
@@ -51,6 +56,7 @@
 
 #include "idem/clock.h"
 #include "idem/error.h"
+#include "idem/metrics.h"
 #include "idem/record.h"
 #include "idem/response.h"
 #include "idem/store.h"
@@ -74,6 +80,12 @@ struct LocalCacheOptions {
   std::size_t max_bytes = std::size_t{64} << 20;
   // Measures freshness. Default (null): SystemClock.
   std::shared_ptr<Clock> clock;
+  // Where hits, misses and evictions are counted (metrics.h,
+  // idem_store_local_cache_*_total); OpenWithLocalCache passes
+  // StoreOptions::metrics, so OpenStore's caller exports them with the
+  // Guard's counters by giving it the Guard's Metrics. Default (null): not
+  // counted (counters() still counts).
+  std::shared_ptr<Metrics> metrics;
 };
 
 // The URI parameters of the cache, read from (and removed from) `uri`:
@@ -85,8 +97,8 @@ struct LocalCacheOptions {
 // is never silently off.
 Status ReadLocalCacheOptions(StoreUri& uri, LocalCacheOptions& out);
 
-// Counters of a cache, for tests, benchmarks and the report (metrics.h
-// names no family for them yet).
+// Counters of one cache, for tests, benchmarks and the report; the metrics
+// an operator reads are LocalCacheOptions::metrics.
 struct LocalCacheCounters {
   std::uint64_t hits = 0;       // Claims answered from memory.
   std::uint64_t misses = 0;     // Claims that went to the store.
@@ -146,7 +158,8 @@ class LocalCacheStore final : public StoreBoundary {
 
 // For the descriptors of remote stores: reads the cache's parameters from
 // `uri`, opens the store with `open` (which reads the rest), and puts the
-// cache in front when `local_cache` > 0 (its clock: options.clock).
+// cache in front when `local_cache` > 0 (its clock: options.clock; its
+// metrics: options.metrics).
 Result<std::unique_ptr<Store>> OpenWithLocalCache(
     StoreUri& uri, const StoreOptions& options,
     Result<std::unique_ptr<Store>> (*open)(StoreUri&, const StoreOptions&));

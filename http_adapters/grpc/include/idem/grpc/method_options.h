@@ -60,9 +60,9 @@ struct MethodOptions {
   // message, details and stored metadata), anonymous, on_store_error,
   // store_backoff, key_per_operation. The adapter sets the fields that
   // describe HTTP itself from the fields below: stored_statuses,
-  // fingerprint_headers, fingerprint_body (raw), stored_headers and the
-  // replay header; whatever they hold here is ignored. Default: the Guard's
-  // own options.
+  // fingerprint_headers, fingerprint_body (raw), fingerprint_fields (none:
+  // a message is not JSON), stored_headers and the replay header; whatever
+  // they hold here is ignored. Default: the Guard's own options.
   std::optional<GuardOptions> guard;
   // The status codes whose calls are stored and replayed; every other code
   // releases the key. Default: DefaultStoredStatuses().
