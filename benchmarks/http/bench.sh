@@ -48,7 +48,8 @@ replay_labels=()
 for i in "${!replay_stores[@]}"; do
   label=${replay_stores[$i]%%:*}
   [[ ${replay_stores[$i]} =~ [?\&]local_cache=[1-9] ]] && label=$label+cache
-  [[ " ${labels[*]} ${replay_labels[*]} " == *" $label "* ]] && label=$label$i
+  # Unique among the replay rows (replay:<first store> is one of them).
+  [[ " ${labels[0]} ${replay_labels[*]} " == *" $label "* ]] && label=$label$i
   replay_labels+=("$label")
   # shellcheck disable=SC2086  # DEMO_FLAGS is a list of flags.
   start "p$i" --store "${replay_stores[$i]}" ${DEMO_FLAGS:-}
