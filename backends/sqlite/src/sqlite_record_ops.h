@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "idem/error.h"
+#include "idem/internal/claim_attempt_hook.h"
 #include "idem/record.h"
 #include "idem/store.h"
 #include "idem/store/claim_memo.h"
