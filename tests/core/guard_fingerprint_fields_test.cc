@@ -14,6 +14,7 @@
 #include "idem/guard.h"
 #include "idem/problem.h"
 #include "idem/record_id.h"
+#include "support/guard_client.h"
 
 namespace idem {
 namespace {
@@ -43,20 +44,8 @@ class GuardFingerprintFieldsTest : public ::testing::Test {
   Response Send(const std::string& key, const std::string& body,
                 const Response& answer,
                 std::shared_ptr<const GuardOptions> route = nullptr) {
-    std::vector<HeaderView> headers{{"Idempotency-Key", key}};
-    RequestView view;
-    view.method = "POST";
-    view.target = "/orders";
-    view.headers = headers;
-    view.body = body;
-    view.scope = kScope;
-    return guard_->Run(
-        view,
-        [&] {
-          ++runs_;
-          return answer;
-        },
-        std::move(route));
+    return PostOrder(*guard_, key, body, kScope, answer, runs_,
+                     std::move(route));
   }
 
   std::shared_ptr<ManualClock> clock_;

@@ -22,6 +22,7 @@
 #include "idem/replay_info.h"
 #include "idem/response_keys.h"
 #include "idem/stored_response.h"
+#include "support/guard_client.h"
 #include "support/log_capture.h"
 
 namespace idem {
@@ -73,20 +74,8 @@ class GuardStoredResponseTest : public ::testing::Test {
   Response Send(const std::string& key, const std::string& body,
                 const Response& answer,
                 std::shared_ptr<const GuardOptions> route = nullptr) {
-    std::vector<HeaderView> headers{{"Idempotency-Key", key}};
-    RequestView view;
-    view.method = "POST";
-    view.target = "/orders";
-    view.headers = headers;
-    view.body = body;
-    view.scope = kScope;
-    return guard_->Run(
-        view,
-        [&] {
-          ++runs_;
-          return answer;
-        },
-        std::move(route));
+    return PostOrder(*guard_, key, body, kScope, answer, runs_,
+                     std::move(route));
   }
 
   static Response Secret() {

@@ -19,6 +19,7 @@
 #include "idem/record_id.h"
 #include "idem/response_keys.h"
 #include "idem/store/local_cache.h"
+#include "support/guard_client.h"
 
 namespace idem {
 namespace {
@@ -49,19 +50,11 @@ class LocalCacheGuardTest : public ::testing::Test {
   }
 
   Response Send(const std::string& key, const std::string& body) {
-    std::vector<HeaderView> headers{{"Idempotency-Key", key}};
-    RequestView view;
-    view.method = "POST";
-    view.target = "/orders";
-    view.headers = headers;
-    view.body = body;
-    view.scope = kScope;
-    return guard_->Run(view, [&] {
-      ++runs_;
-      return Response{201,
-                      {{"Content-Type", "application/json"}},
-                      "{\"token\":\"" + std::string(kMarker) + "\"}"};
-    });
+    return PostOrder(*guard_, key, body, kScope,
+                     Response{201,
+                              {{"Content-Type", "application/json"}},
+                              "{\"token\":\"" + std::string(kMarker) + "\"}"},
+                     runs_);
   }
 
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();

@@ -1,6 +1,6 @@
 // A client of a Guard for tests that drive it directly (no HTTP): one POST
-// /orders per call with the given Idempotency-Key in scope "tenant", whose
-// handler answers 201 "order" and counts its runs; and the fail-open Guard
+// /orders per call (PostOrder; GuardClient: in scope "tenant", a handler
+// that answers 201 "order" and counts its runs); and the fail-open Guard
 // of the outage tests, on a ManualClock, over a store that counts claims.
 //
 // Thread-safety: one thread at a time.
@@ -20,22 +20,37 @@
 
 namespace idem::testing {
 
+// One POST /orders through `guard` with Idempotency-Key `key`, `body`, in
+// `scope` (`route`: its per-route options, if any); the handler adds one to
+// `runs` and answers `answer` when it runs.
+inline idem::Response PostOrder(
+    Guard& guard, std::string_view key, std::string_view body,
+    std::string_view scope, const idem::Response& answer, int& runs,
+    std::shared_ptr<const GuardOptions> route = nullptr) {
+  const HeaderView headers[] = {{"Idempotency-Key", key}};
+  RequestView request;
+  request.method = "POST";
+  request.target = "/orders";
+  request.headers = headers;
+  request.body = body;
+  request.scope = scope;
+  return guard.Run(
+      request,
+      [&] {
+        ++runs;
+        return answer;
+      },
+      std::move(route));
+}
+
 struct GuardClient {
   Guard* guard;
   int runs = 0;  // Handler runs so far.
 
   idem::Response Send(std::string_view key) {
-    const HeaderView headers[] = {{"Idempotency-Key", key}};
-    RequestView request;
-    request.method = "POST";
-    request.target = "/orders";
-    request.headers = headers;
-    request.body = "{}";
-    request.scope = "tenant";
-    return guard->Run(request, [&] {
-      ++runs;
-      return idem::Response{201, {{"Content-Type", "text/plain"}}, "order"};
-    });
+    return PostOrder(
+        *guard, key, "{}", "tenant",
+        idem::Response{201, {{"Content-Type", "text/plain"}}, "order"}, runs);
   }
 };
 
