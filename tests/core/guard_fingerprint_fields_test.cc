@@ -44,8 +44,8 @@ class GuardFingerprintFieldsTest : public ::testing::Test {
   Response Send(const std::string& key, const std::string& body,
                 const Response& answer,
                 std::shared_ptr<const GuardOptions> route = nullptr) {
-    return PostOrder(*guard_, key, body, kScope, answer, runs_,
-                     std::move(route));
+    return idem::testing::PostOrder(*guard_, key, body, kScope, answer, runs_,
+                                    std::move(route));
   }
 
   std::shared_ptr<ManualClock> clock_;

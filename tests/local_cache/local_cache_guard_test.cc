@@ -50,11 +50,12 @@ class LocalCacheGuardTest : public ::testing::Test {
   }
 
   Response Send(const std::string& key, const std::string& body) {
-    return PostOrder(*guard_, key, body, kScope,
-                     Response{201,
-                              {{"Content-Type", "application/json"}},
-                              "{\"token\":\"" + std::string(kMarker) + "\"}"},
-                     runs_);
+    return idem::testing::PostOrder(
+        *guard_, key, body, kScope,
+        Response{201,
+                 {{"Content-Type", "application/json"}},
+                 "{\"token\":\"" + std::string(kMarker) + "\"}"},
+        runs_);
   }
 
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
