@@ -16,6 +16,12 @@ Result<ClaimResult> ForwardingStore::Claim(const RecordId& id,
   return inner_->Claim(id, fp, now, ttl, lock_timeout);
 }
 
+std::optional<Result<ClaimResult>> ForwardingStore::TryClaimWithoutBlocking(
+    const RecordId& id, const Fingerprint& fp, TimePoint now, Duration ttl,
+    Duration lock_timeout) {
+  return inner_->TryClaimWithoutBlocking(id, fp, now, ttl, lock_timeout);
+}
+
 Result<bool> ForwardingStore::Complete(const RecordId& id, const Token& token,
                                        const Response& response) {
   return inner_->Complete(id, token, response);

@@ -64,6 +64,7 @@ Result<std::unique_ptr<Guard>> Guard::Create(GuardSetup setup) {
 
 Guard::Guard(GuardSetup setup)
     : store_(std::move(setup.store)),
+      store_may_block_(store_->Info().calls_may_block),
       options_(std::make_shared<const GuardOptions>(std::move(setup.options))),
       clock_(setup.clock ? std::move(setup.clock) : SystemClock::Instance()),
       metrics_(setup.metrics ? std::move(setup.metrics)
@@ -90,7 +91,7 @@ void Guard::Log(LogLevel level, const std::string& message,
 }
 
 void Guard::Decided(Decision& d, const Trace& trace) {
-  if (d.action == Action::kWait) return;
+  if (d.action == Action::kWait || d.action == Action::kCallStore) return;
   if (d.action == Action::kExecute) {
     // Timed when the claim ends (ClaimEnded): an executed request's latency
     // includes its handler and Finish.
@@ -170,17 +171,25 @@ Result<std::shared_ptr<const GuardOptions>> Guard::MakeRouteOptions(
 Decision Guard::Begin(const RequestView& request,
                       std::shared_ptr<const GuardOptions> route) {
   Trace trace;
-  trace.started = SteadyClock::now();
-  trace.method = request.method;
-  trace.route = request.route.empty() ? PathOf(request.target) : request.route;
-  Decision d = BeginSteps(request, std::move(route), trace);
+  Decision d = BeginSteps(request, std::move(route), trace, true);
+  Decided(d, trace);
+  return d;
+}
+
+Decision Guard::BeginWithoutBlocking(
+    const RequestView& request, std::shared_ptr<const GuardOptions> route) {
+  Trace trace;
+  Decision d = BeginSteps(request, std::move(route), trace, false);
   Decided(d, trace);
   return d;
 }
 
 Decision Guard::BeginSteps(const RequestView& request,
                            std::shared_ptr<const GuardOptions> route,
-                           Trace& trace) {
+                           Trace& trace, bool may_block) {
+  trace.started = SteadyClock::now();
+  trace.method = request.method;
+  trace.route = request.route.empty() ? PathOf(request.target) : request.route;
   // Step 0: switched off, nothing is asked of the route or the store.
   if (!enabled()) return PassThrough(Outcome::kUnprotected);
   const std::string_view instance = PathOf(request.target);
@@ -277,7 +286,7 @@ Decision Guard::BeginSteps(const RequestView& request,
   state->options = std::move(route);
   state->instance = std::string(instance);
   state->deadline = now + opts.lock_wait;
-  return Claim(std::move(state), trace);
+  return Claim(std::move(state), trace, may_block);
 }
 
 Decision Guard::BeginWithKey(std::string_view scope, std::string_view key,

@@ -29,7 +29,11 @@ constexpr Duration kMaxPoll = std::chrono::milliseconds(250);
 }  // namespace
 
 Decision Guard::Resume(Decision waiting) {
-  if (waiting.action != Action::kWait || !waiting.wait) return waiting;
+  if ((waiting.action != Action::kWait &&
+       waiting.action != Action::kCallStore) ||
+      !waiting.wait) {
+    return waiting;
+  }
   // Kept here so that the trace's views into it outlive Claim.
   const std::shared_ptr<detail::WaitState> state = std::move(waiting.wait);
   Trace trace;
@@ -43,14 +47,54 @@ Decision Guard::Resume(Decision waiting) {
   return d;
 }
 
-Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace) {
+void Guard::KeepTrace(detail::WaitState& state, const Trace& trace) const {
+  // Only the first decision's views are the request's; a Resume's are
+  // views of these copies.
+  if (!state.trace_kept) {
+    state.started = trace.started;
+    if (!observers_.empty()) {
+      state.method = trace.method;
+      state.route = trace.route;
+    }
+    state.trace_kept = true;
+  }
+  state.store_latency = trace.store_latency;
+}
+
+Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace,
+                      bool may_block) {
   const GuardOptions& opts = *state->options;
   const TimePoint now = clock_->Now();
+  if (!may_block && store_may_block_) {
+    // Timed and counted only when the store answered: a nullopt is not a
+    // store call, and the Claim that Resume makes is.
+    const auto start = std::chrono::steady_clock::now();
+    std::optional<Result<ClaimResult>> tried = store_->TryClaimWithoutBlocking(
+        state->id, state->fingerprint, now, opts.ttl, opts.lock_timeout);
+    if (!tried) {
+      KeepTrace(*state, trace);
+      Decision d;
+      d.action = Action::kCallStore;
+      d.wait = std::move(state);
+      return d;
+    }
+    const auto took = std::chrono::steady_clock::now() - start;
+    metrics_->ObserveStoreLatency(StoreOperation::kClaim, took);
+    trace.store_latency += std::chrono::duration_cast<Duration>(took);
+    return Claimed(std::move(*tried), now, std::move(state), trace);
+  }
   auto claimed =
       Timed(*metrics_, StoreOperation::kClaim, trace.store_latency, [&] {
         return store_->Claim(state->id, state->fingerprint, now, opts.ttl,
                              opts.lock_timeout);
       });
+  return Claimed(std::move(claimed), now, std::move(state), trace);
+}
+
+Decision Guard::Claimed(Result<ClaimResult> claimed, TimePoint now,
+                        std::shared_ptr<detail::WaitState> state,
+                        Trace& trace) {
+  const GuardOptions& opts = *state->options;
 
   // One record's problem, not the store's: only this key is refused, and
   // the full id lets an operator revoke the record, so each damaged record
@@ -149,14 +193,7 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace) {
     delay = std::min({delay, kMaxPoll, state->deadline - now});
     // The request's own views die with the Begin call: keep copies for the
     // observers of the decision Resume will make.
-    if (state->attempt == 0) {
-      state->started = trace.started;
-      if (!observers_.empty()) {
-        state->method = trace.method;
-        state->route = trace.route;
-      }
-    }
-    state->store_latency = trace.store_latency;
+    KeepTrace(*state, trace);
     ++state->attempt;
     Decision d;
     d.action = Action::kWait;

@@ -32,6 +32,9 @@ struct WaitState {
   Duration store_latency{};
   std::string method;
   std::string route;
+  // Whether started, method and route hold the first decision's trace
+  // (Guard::KeepTrace, at its first kWait or kCallStore).
+  bool trace_kept = false;
 };
 
 }  // namespace detail

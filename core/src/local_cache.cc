@@ -112,6 +112,16 @@ Result<ClaimResult> LocalCacheStore::DoClaim(const RecordId& id,
   return claim;
 }
 
+std::optional<Result<ClaimResult>> LocalCacheStore::DoTryClaimWithoutBlocking(
+    const RecordId& id, const Fingerprint& fp, TimePoint now, Duration ttl,
+    Duration lock_timeout) {
+  (void)ttl, (void)lock_timeout;
+  Table::Lookup found =
+      table_->Find(id, fp, now, options_.clock->Now(), /*count_miss=*/false);
+  if (!found.answer) return std::nullopt;
+  return Result<ClaimResult>(std::move(*found.answer));
+}
+
 Result<bool> LocalCacheStore::DoComplete(const RecordId& id, const Token& token,
                                          const Response& response) {
   std::optional<ClaimFields> fields = claims_.Take(token);

@@ -50,7 +50,7 @@ void LocalCacheStore::Table::Erase(Shard& shard,
 
 LocalCacheStore::Table::Lookup LocalCacheStore::Table::Find(
     const RecordId& id, const Fingerprint& fp, TimePoint now,
-    TimePoint clock_now) {
+    TimePoint clock_now, bool count_miss) {
   Shard& shard = ShardOf(id);
   Lookup out;
   {
@@ -75,6 +75,7 @@ LocalCacheStore::Table::Lookup LocalCacheStore::Table::Find(
       }
     }
   }
+  if (!out.answer && !count_miss) return out;
   (out.answer ? hits_ : misses_).fetch_add(1, std::memory_order_relaxed);
   if (metrics_ != nullptr) {
     metrics_->Count(out.answer ? CountedEvent::kLocalCacheHit

@@ -49,9 +49,11 @@ class LocalCacheStore::Table {
   };
   // The answer for a claim of `id` with `fp` at `now` when its entry is
   // fresh at `clock_now` and not expired at `now` nor purged; a stale
-  // entry is dropped.
+  // entry is dropped. A hit is counted, and a miss too when `count_miss`
+  // (a TryClaimWithoutBlocking that misses is followed by the Claim that
+  // counts it).
   Lookup Find(const RecordId& id, const Fingerprint& fp, TimePoint now,
-              TimePoint clock_now);
+              TimePoint clock_now, bool count_miss = true);
   // The epoch a fill of `id` must present to Insert.
   std::uint64_t Epoch(const RecordId& id);
   // Keeps `record` (completed) for `id`, fresh until `fresh_until`, unless

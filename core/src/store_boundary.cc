@@ -22,6 +22,26 @@ Result<ClaimResult> StoreBoundary::Claim(const RecordId& id,
   return Call("claim", [&] { return DoClaim(id, fp, now, ttl, lock_timeout); });
 }
 
+std::optional<Result<ClaimResult>> StoreBoundary::TryClaimWithoutBlocking(
+    const RecordId& id, const Fingerprint& fp, TimePoint now, Duration ttl,
+    Duration lock_timeout) {
+  if (ttl <= Duration::zero() || lock_timeout <= Duration::zero()) {
+    return Result<ClaimResult>(tl::unexpected(
+        CheckClaimDurations(context_ + ": ", ttl, lock_timeout).error()));
+  }
+  // An exception is the call's answer, as Claim's would be.
+  auto tried = CatchExceptions(
+      [&] { return context_ + ": claim"; },
+      [&]() -> Result<std::optional<Result<ClaimResult>>> {
+        return DoTryClaimWithoutBlocking(id, fp, now, ttl, lock_timeout);
+      });
+  if (!tried) {
+    AfterError(tried.error());
+    return Result<ClaimResult>(tl::unexpected(std::move(tried.error())));
+  }
+  return std::move(*tried);
+}
+
 Result<bool> StoreBoundary::Complete(const RecordId& id, const Token& token,
                                      const Response& response) {
   return Call("complete", [&] { return DoComplete(id, token, response); });

@@ -39,7 +39,8 @@ namespace idem::testing {
 
 int internal::StoreContractAnchor() {
   return internal::RenewalContractAnchor() +
-         internal::CapabilityContractAnchor();
+         internal::CapabilityContractAnchor() +
+         internal::TryClaimContractAnchor();
 }
 
 std::string StoreFactoryName(

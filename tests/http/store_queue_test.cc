@@ -3,7 +3,8 @@
 // thread started within the queue timeout is answered 503 without calling
 // the store; a Finish that did not start in time is not made (the response
 // is sent, the record stays in progress); the pool is as large as the store
-// says it serves at once.
+// says it serves at once; a claim a local cache answers needs no pool
+// thread at all.
 
 #include <utility>  // Before Asio's coroutine headers; see handler.h.
 
@@ -24,6 +25,7 @@
 
 #include "http_test_util.h"
 #include "idem/store/forwarding_store.h"
+#include "idem/store/local_cache.h"
 #include "idem/testing/status_matchers.h"
 
 namespace idem::testing {
@@ -211,6 +213,52 @@ TEST_P(StoreQueueTest, AFinishNotStartedInTimeIsSentAndLeavesTheRecordLocked) {
                             409, "idempotency_request_in_progress"),
             "");
   EXPECT_EQ(runs.load(), 2);  // "a" once, "b" once.
+}
+
+TEST_P(StoreQueueTest, ACachedReplayIsAnsweredWhileThePoolIsStuck) {
+  std::atomic<int> runs{0};
+  auto gate = std::make_unique<GateStore>();
+  GateStore* store = gate.get();
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<Store> cached,
+      LocalCacheStore::Wrap(std::move(gate), {.max_records = 16}));
+  AdapterSetup setup = OneThread(std::shared_ptr<Store>(std::move(cached)));
+  setup.calls.store_calls = beast::StoreCalls::kAuto;
+  AdapterServer server(GetParam(), CountingHandler(runs), setup);
+  const Response done = SendOnce(server.port(), Post("/x", kBody, "done"));
+  ASSERT_EQ(done.result_int(), 200u);
+  ASSERT_EQ(done.body(), "run 1");
+
+  store->Hold();
+  std::optional<Response> first;
+  std::thread holder(
+      [&] { first = SendOnce(server.port(), Post("/x", kBody, "held")); });
+  // The pool's only thread is now inside the store.
+  ASSERT_TRUE(WaitFor([&] { return store->waiting() == 1; }));
+  const int claims = store->claims.load();
+
+  // The replay needs no store call: answered on the I/O thread, not after
+  // the queue timeout (a 503).
+  const Response replay = SendOnce(server.port(), Post("/x", kBody, "done"));
+  EXPECT_EQ(replay.result_int(), 200u);
+  EXPECT_EQ(replay.body(), "run 1");
+  EXPECT_TRUE(HasHeader(replay, "Idempotent-Replayed"));
+  // Another body on that key: the mismatch is known without the store too.
+  EXPECT_EQ(
+      ProblemMismatch(SendOnce(server.port(), Post("/x", R"({"n":2})", "done")),
+                      422, "idempotency_key_reused"),
+      "");
+  // A new key still needs the store, and the stuck pool answers 503.
+  EXPECT_EQ(ProblemMismatch(SendOnce(server.port(), Post("/x", kBody, "new")),
+                            503, "idempotency_store_unavailable"),
+            "");
+  EXPECT_EQ(store->claims.load(), claims);
+  EXPECT_EQ(runs.load(), 1);
+
+  store->Open();
+  holder.join();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->result_int(), 200u);
 }
 
 TEST_P(StoreQueueTest, ThePoolFollowsTheStoresConcurrency) {

@@ -1,5 +1,6 @@
 // The inner store of the local cache's tests: the memory store behind a
-// ForwardingStore that counts the claims and reads that reach it, and can
+// ForwardingStore that counts the claims and reads that reach it, may say
+// that its calls block (as a remote store's do), and can
 // run a hook in the middle of a read or a completion (after the store
 // answered, before the cache sees the answer), to interleave a revoke with
 // a fill deterministically.
@@ -31,6 +32,20 @@ class CountingStore final : public ForwardingStore {
     claims.fetch_add(1);
     return ForwardingStore::Claim(id, fp, now, ttl, lock_timeout);
   }
+  std::optional<Result<ClaimResult>> TryClaimWithoutBlocking(
+      const RecordId& id, const Fingerprint& fp, TimePoint now, Duration ttl,
+      Duration lock_timeout) override {
+    tries.fetch_add(1);
+    return ForwardingStore::TryClaimWithoutBlocking(id, fp, now, ttl,
+                                                    lock_timeout);
+  }
+  // With says_it_blocks, a remote store's Info (calls_may_block), so that a
+  // Guard over it takes the non-blocking path (set before the Guard is made).
+  StoreInfo Info() const override {
+    StoreInfo info = ForwardingStore::Info();
+    if (says_it_blocks) info.calls_may_block = true;
+    return info;
+  }
   Result<std::optional<Record>> Inspect(const RecordId& id,
                                         TimePoint now) override {
     inspects.fetch_add(1);
@@ -53,7 +68,9 @@ class CountingStore final : public ForwardingStore {
   }
 
   std::atomic<int> claims{0};
+  std::atomic<int> tries{0};  // TryClaimWithoutBlocking calls.
   std::atomic<int> inspects{0};
+  bool says_it_blocks = false;
   std::function<void()> after_inspect;
   std::function<void()> after_complete;
 

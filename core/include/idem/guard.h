@@ -81,6 +81,9 @@ enum class Action {
   kExecute,      // Run the handler under Decision::claim.
   kPassThrough,  // Run the handler unprotected (nothing is stored).
   kWait,         // Call Guard::Resume after Decision::retry_in.
+  // Only from BeginWithoutBlocking: the claim needs a store call that may
+  // block; call Guard::Resume at once, on a thread that may block.
+  kCallStore,
 };
 
 // What Guard::Run did, for a caller that must know whether a retry replays.
@@ -113,7 +116,7 @@ struct Decision {
   ClaimHandle claim;
   // kWait: how long to wait before Resume.
   Duration retry_in{};
-  // kWait: where the request stands; opaque.
+  // kWait, kCallStore: where the request stands; opaque.
   std::shared_ptr<detail::WaitState> wait;
 };
 
@@ -166,6 +169,19 @@ class Guard {
   Decision Begin(const RequestView& request,
                  std::shared_ptr<const GuardOptions> route = nullptr);
 
+  // Begin for a thread that must not block (an adapter's I/O thread): the
+  // same steps and the same decision, except that when the store may block
+  // (Store::Info().calls_may_block) the claim is made here only if the
+  // store answers it at once (Store::TryClaimWithoutBlocking: a local
+  // cache's hit). Otherwise it returns Action::kCallStore, counted and
+  // observed as nothing yet: the caller then calls Resume, on a thread that
+  // may block, which makes the claim and returns the decision Begin would
+  // have. Never blocks on the store; parses, fingerprints (hashes the
+  // body) and checks as Begin does. `request` is not needed by Resume.
+  Decision BeginWithoutBlocking(
+      const RequestView& request,
+      std::shared_ptr<const GuardOptions> route = nullptr);
+
   // For callers without HTTP: the same procedure with a key the caller
   // derived itself (any bytes, 1..max_key_length long) and a fingerprint
   // over `operation` and `input`. See once.h. With key_per_operation the
@@ -177,7 +193,9 @@ class Guard {
 
   // Continues a kWait decision: claims again, and either ends the wait
   // (replay, execute, ...) or asks for another wait; after lock_wait it
-  // answers 409. Blocks on the store.
+  // answers 409. Continues a kCallStore decision: makes its first claim
+  // (the decision Begin would have made). Any other decision is returned
+  // as it is. Blocks on the store.
   Decision Resume(Decision waiting);
 
   // Begin, wait (sleeping on the guard's clock), run `handler` when the key
@@ -250,8 +268,12 @@ class Guard {
   friend struct detail::GuardRenewal;  // Lock renewal (renewal.h).
   explicit Guard(GuardSetup setup);
 
+  // Starts `trace` and runs the steps. `may_block`: whether the claim may
+  // call a store that blocks (Begin) or must return kCallStore instead
+  // (BeginWithoutBlocking).
   Decision BeginSteps(const RequestView& request,
-                      std::shared_ptr<const GuardOptions> route, Trace& trace);
+                      std::shared_ptr<const GuardOptions> route, Trace& trace,
+                      bool may_block);
   Decision BeginWithKeySteps(std::string_view scope, std::string_view key,
                              std::string_view operation, std::string_view input,
                              std::shared_ptr<const GuardOptions> route,
@@ -259,7 +281,14 @@ class Guard {
   // Times the decision, tells the observers and, for kExecute, stamps the
   // claim; a kWait decision is not final and is left alone.
   void Decided(Decision& d, const Trace& trace);
-  Decision Claim(std::shared_ptr<detail::WaitState> state, Trace& trace);
+  Decision Claim(std::shared_ptr<detail::WaitState> state, Trace& trace,
+                 bool may_block = true);
+  // The decision of a claim the store answered (`claimed`), made at `now`.
+  Decision Claimed(Result<ClaimResult> claimed, TimePoint now,
+                   std::shared_ptr<detail::WaitState> state, Trace& trace);
+  // Keeps what Resume needs of `trace` in `state` (the request's own views
+  // die with the Begin call).
+  void KeepTrace(detail::WaitState& state, const Trace& trace) const;
   Decision Respond(Outcome outcome, Response response);
   // The problem answer of `outcome` (the table in guard.cc); `detail`
   // replaces the table's when not empty.
@@ -291,6 +320,8 @@ class Guard {
   void NotifyRenewal(const RenewalEvent& event);
 
   std::shared_ptr<Store> store_;
+  // store_->Info().calls_may_block, read once (Info builds a string).
+  bool store_may_block_ = true;
   std::shared_ptr<const GuardOptions> options_;
   std::shared_ptr<Clock> clock_;
   std::shared_ptr<Metrics> metrics_;

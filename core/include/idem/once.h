@@ -192,6 +192,7 @@ Result<OnceResult> RunOnce(
     }
     case Action::kRespond:
     case Action::kWait:
+    case Action::kCallStore:  // Begin never returns it.
       break;
   }
   return detail::AnswerOnce(d);

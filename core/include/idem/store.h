@@ -104,9 +104,10 @@ struct StoreOptions {
   // Where the sweeper reports a failed pass (kWarning). Default: nowhere.
   LogSink log;
   // Where the sweeper counts its deletions and failed passes
-  // (SweeperOptions::metrics): pass the Guard's Metrics (GuardSetup::metrics)
-  // to export them with its counters. Only OpenStore reads it. Default: not
-  // counted.
+  // (SweeperOptions::metrics) and a remote store's local cache its hits,
+  // misses and evictions (LocalCacheOptions::metrics): pass the Guard's
+  // Metrics (GuardSetup::metrics) to export them with its counters. Only
+  // OpenStore and the stores' URI openers read it. Default: not counted.
   std::shared_ptr<Metrics> metrics;
 };
 
@@ -177,6 +178,22 @@ class Store {
   virtual Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                                     TimePoint now, Duration ttl,
                                     Duration lock_timeout) = 0;
+
+  // Claim, when this store can answer it at once without blocking (no I/O,
+  // no wait for a server, a pool or a lock held across I/O): exactly the
+  // answer and the effects Claim would have. nullopt when it cannot, with
+  // no effect; the caller then calls Claim, from a thread that may block.
+  // It lets an adapter's I/O thread answer what needs no round trip (a
+  // local cache's hit, local_cache.h) and take the store-call pool only for
+  // the rest (Guard::BeginWithoutBlocking). A store whose calls never block
+  // (Info().calls_may_block false) is simply called; it need not override
+  // this. Default: nullopt.
+  virtual std::optional<Result<ClaimResult>> TryClaimWithoutBlocking(
+      const RecordId& id, const Fingerprint& fp, TimePoint now, Duration ttl,
+      Duration lock_timeout) {
+    (void)id, (void)fp, (void)now, (void)ttl, (void)lock_timeout;
+    return std::nullopt;
+  }
 
   // Stores `response` and marks the record completed, keeping its
   // expires_at, if and only if it is in_progress with `token`. Returns false

@@ -112,15 +112,31 @@ GuardCalls::~GuardCalls() {
 net::awaitable<Decision> GuardCalls::Decide(
     const RequestView& request, std::shared_ptr<const GuardOptions> route) {
   Decision d;
-  auto begin = [&] { return guard_->Begin(request, route); };
-  // Switched off (Guard::SetEnabled), Begin calls no store: inline, so that
-  // a busy pool cannot turn a pass-through into a queue-timeout answer.
-  if (pool_ && guard_->enabled()) {
-    std::optional<Decision> begun = co_await OnPool(begin);
-    // Not started in time: answered without the store, as step 8.
-    d = begun ? std::move(*begun) : unavailable_->Begin(request, route);
+  if (pool_ && options_.store_calls == StoreCalls::kPool) {
+    // Switched off (SetEnabled), Begin calls no store: inline, so that a
+    // busy pool cannot turn a pass-through into a queue-timeout answer.
+    if (guard_->enabled()) {
+      auto begin = [&] { return guard_->Begin(request, route); };
+      std::optional<Decision> begun = co_await OnPool(begin);
+      // Not started in time: answered without the store, as step 8.
+      d = begun ? std::move(*begun) : unavailable_->Begin(request, route);
+    } else {
+      d = guard_->Begin(request, route);
+    }
+  } else if (pool_) {
+    // Everything up to the claim on this thread, and the claim too when
+    // the store answers it without blocking (a local cache's hit): only a
+    // claim that may block takes the pool. Switched off, nothing does.
+    d = guard_->BeginWithoutBlocking(request, route);
+    if (d.action == Action::kCallStore) {
+      auto claim = [&] { return guard_->Resume(std::move(d)); };
+      std::optional<Decision> claimed = co_await OnPool(claim);
+      // Not started in time (`d` untouched): answered without the store,
+      // as step 8.
+      d = claimed ? std::move(*claimed) : unavailable_->Resume(std::move(d));
+    }
   } else {
-    d = begin();
+    d = guard_->Begin(request, route);
   }
   if (d.action != Action::kWait) co_return d;
 

@@ -149,7 +149,8 @@ asio::awaitable<Response> IdempotentHandler::HandleProtected(const Route& route,
     case Action::kPassThrough:
       co_return co_await handler_(std::move(request));
     case Action::kExecute:
-    case Action::kWait:
+    case Action::kWait:       // Decide ends every wait.
+    case Action::kCallStore:  // Decide makes every store call.
       break;
   }
   // A claim-taking handler gets d.claim, valid until it completes.

@@ -254,7 +254,8 @@ boost::asio::awaitable<void> IdempotentHandler::HandleAsync(
       Send(*request, co_await entry->handler(request));
       co_return;
     case Action::kExecute:
-    case Action::kWait:
+    case Action::kWait:       // Decide ends every wait.
+    case Action::kCallStore:  // Decide makes every store call.
       break;
   }
   // A claim-taking handler gets d.claim, valid until it completes.

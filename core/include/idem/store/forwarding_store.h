@@ -7,7 +7,10 @@
 // unchanged; Info() is the inner store's. A decorator that overrides Complete
 // must also override CompleteShared if both are to pass through its change:
 // here CompleteShared forwards to the inner store directly, so the inner
-// store may keep the shared response without a copy.
+// store may keep the shared response without a copy. Likewise a decorator
+// that overrides Claim must override TryClaimWithoutBlocking (returning
+// nullopt is enough) if every claim is to pass through its change: here it
+// forwards, so an inner local cache's hits are answered without it.
 //
 // Ownership: the ForwardingStore shares ownership of the inner store, which
 // lives at least as long as it. A derived class's members are destroyed
@@ -39,6 +42,9 @@ class ForwardingStore : public Store {
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) override;
+  std::optional<Result<ClaimResult>> TryClaimWithoutBlocking(
+      const RecordId& id, const Fingerprint& fp, TimePoint now, Duration ttl,
+      Duration lock_timeout) override;
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const Response& response) override;
   Result<bool> CompleteShared(

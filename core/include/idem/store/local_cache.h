@@ -3,7 +3,9 @@
 // (completed through it, or found by a claim on a replay) in memory and
 // answers a claim of such a record without a round trip to the store.
 //
-// What it answers from memory: only a claim whose id has a fresh entry. An
+// What it answers from memory: only a claim whose id has a fresh entry,
+// from Claim or, without blocking, from TryClaimWithoutBlocking (so an
+// adapter's I/O thread answers a hit with no hop to its store-call pool). An
 // entry is a completed record exactly as the store keeps it (its
 // fingerprint, expires_at and stored response; a sealed or compressed
 // response stays the opaque envelope the store holds), and the claim is
@@ -125,6 +127,11 @@ class LocalCacheStore final : public StoreBoundary {
   Result<ClaimResult> DoClaim(const RecordId& id, const Fingerprint& fp,
                               TimePoint now, Duration ttl,
                               Duration lock_timeout) override;
+  // A fresh entry's answer (a hit, counted); nullopt otherwise (not
+  // counted: the Claim that follows counts it).
+  std::optional<Result<ClaimResult>> DoTryClaimWithoutBlocking(
+      const RecordId& id, const Fingerprint& fp, TimePoint now, Duration ttl,
+      Duration lock_timeout) override;
   Result<bool> DoComplete(const RecordId& id, const Token& token,
                           const Response& response) override;
   Result<bool> DoCompleteShared(

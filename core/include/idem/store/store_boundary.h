@@ -55,6 +55,9 @@ class StoreBoundary : public Store {
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) final;
+  std::optional<Result<ClaimResult>> TryClaimWithoutBlocking(
+      const RecordId& id, const Fingerprint& fp, TimePoint now, Duration ttl,
+      Duration lock_timeout) final;
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const Response& response) final;
   Result<bool> CompleteShared(const RecordId& id, const Token& token,
@@ -82,6 +85,15 @@ class StoreBoundary : public Store {
   virtual Result<ClaimResult> DoClaim(const RecordId& id, const Fingerprint& fp,
                                       TimePoint now, Duration ttl,
                                       Duration lock_timeout) = 0;
+  // Store::TryClaimWithoutBlocking's storage logic, with the same checks
+  // and exception boundary as DoClaim but no BeforeCall (it must not block;
+  // an answer it cannot give at once is nullopt). Default: nullopt.
+  virtual std::optional<Result<ClaimResult>> DoTryClaimWithoutBlocking(
+      const RecordId& id, const Fingerprint& fp, TimePoint now, Duration ttl,
+      Duration lock_timeout) {
+    (void)id, (void)fp, (void)now, (void)ttl, (void)lock_timeout;
+    return std::nullopt;
+  }
   virtual Result<bool> DoComplete(const RecordId& id, const Token& token,
                                   const Response& response) = 0;
   // Default: DoComplete with a copy of the response.

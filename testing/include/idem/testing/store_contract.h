@@ -125,6 +125,7 @@ int StoreContractAnchor();
 // the same reason.
 int RenewalContractAnchor();
 int CapabilityContractAnchor();
+int TryClaimContractAnchor();
 
 template <typename T>
 struct IsResult : std::false_type {};

@@ -13,7 +13,8 @@
 //
 // Store calls (Begin, Resume, Finish, the release of a failed handler's key)
 // run on a thread pool GuardCalls owns when the store may block
-// (StoreInfo::calls_may_block), never on the I/O thread, and the coroutine
+// (StoreInfo::calls_may_block), never on the I/O thread (what precedes the
+// claim, and a claim the store answers without blocking, do), and the coroutine
 // resumes on its own executor; with a store that never blocks (memory) they
 // run inline. Waiting for an in-progress request (lock_wait) is an Asio
 // timer on the caller's executor: the I/O thread serves others meanwhile.
@@ -65,9 +66,12 @@ class RenewalTimer;  // src/renewal_timer.h
 // Where the Guard's store calls run.
 enum class StoreCalls {
   kAuto,    // Inline when the store's Info().calls_may_block is false, else
-            // the pool.
+            // the pool, for the calls that may block: a claim the store
+            // answers without blocking (Store::TryClaimWithoutBlocking, a
+            // local cache's hit) is made inline, with the request's
+            // parsing and fingerprint (Guard::BeginWithoutBlocking).
   kInline,  // On the caller's thread (only for stores that never block).
-  kPool,    // Always on the pool.
+  kPool,    // Always on the pool, the whole of Begin included.
 };
 
 struct GuardCallOptions {
