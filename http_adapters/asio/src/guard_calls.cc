@@ -111,32 +111,47 @@ GuardCalls::~GuardCalls() {
 
 net::awaitable<Decision> GuardCalls::Decide(
     const RequestView& request, std::shared_ptr<const GuardOptions> route) {
+  // Every decision is a named local before it is awaited on: GCC 12 drops
+  // temporaries of a conditional expression inside a co_await wrongly.
   Decision d;
-  if (pool_ && options_.store_calls == StoreCalls::kPool) {
-    // Switched off (SetEnabled), Begin calls no store: inline, so that a
-    // busy pool cannot turn a pass-through into a queue-timeout answer.
-    if (guard_->enabled()) {
-      auto begin = [&] { return guard_->Begin(request, route); };
-      std::optional<Decision> begun = co_await OnPool(begin);
-      // Not started in time: answered without the store, as step 8.
-      d = begun ? std::move(*begun) : unavailable_->Begin(request, route);
+  if (pool_ && options_.store_calls == StoreCalls::kPool && guard_->enabled()) {
+    auto begin = [&] { return guard_->Begin(request, route); };
+    std::optional<Decision> begun = co_await OnPool(begin);
+    // Not started in time: answered without the store, as step 8.
+    if (begun) {
+      d = std::move(*begun);
     } else {
-      d = guard_->Begin(request, route);
+      d = unavailable_->Begin(request, route);
     }
-  } else if (pool_) {
+  } else if (pool_ && options_.store_calls != StoreCalls::kPool) {
     // Everything up to the claim on this thread, and the claim too when
     // the store answers it without blocking (a local cache's hit): only a
-    // claim that may block takes the pool. Switched off, nothing does.
+    // claim that may block takes the pool (Continue).
     d = guard_->BeginWithoutBlocking(request, route);
-    if (d.action == Action::kCallStore) {
-      auto claim = [&] { return guard_->Resume(std::move(d)); };
-      std::optional<Decision> claimed = co_await OnPool(claim);
-      // Not started in time (`d` untouched): answered without the store,
-      // as step 8.
-      d = claimed ? std::move(*claimed) : unavailable_->Resume(std::move(d));
-    }
   } else {
+    // No pool: a store that never blocks. Or switched off (SetEnabled):
+    // Begin calls no store, inline so that a busy pool cannot turn a
+    // pass-through into a queue-timeout answer.
     d = guard_->Begin(request, route);
+  }
+  if (d.action != Action::kCallStore && d.action != Action::kWait) co_return d;
+  co_return co_await Continue(std::move(d));
+}
+
+net::awaitable<Decision> GuardCalls::Continue(Decision d) {
+  if (d.action == Action::kCallStore) {
+    auto claim = [&] { return guard_->Resume(std::move(d)); };
+    // Without a pool (a store that never blocks) BeginWithoutBlocking never
+    // returns kCallStore; a caller's decision from another guard would.
+    std::optional<Decision> claimed;
+    if (pool_) {
+      claimed = co_await OnPool(claim);
+    } else {
+      claimed = claim();
+    }
+    // Not started in time (`d` untouched): answered without the store, as
+    // step 8.
+    d = claimed ? std::move(*claimed) : unavailable_->Resume(std::move(d));
   }
   if (d.action != Action::kWait) co_return d;
 

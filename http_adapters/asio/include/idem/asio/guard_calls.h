@@ -108,9 +108,17 @@ class GuardCalls {
   ~GuardCalls();
 
   // Begin, then Resume after each retry_in on a timer until the wait ends:
-  // never returns kWait. `request` must stay valid until it completes.
+  // never returns kWait or kCallStore. `request` must stay valid until it
+  // completes.
   net::awaitable<Decision> Decide(const RequestView& request,
                                   std::shared_ptr<const GuardOptions> route);
+
+  // Decide's second half, for a caller that began the decision itself with
+  // Guard::BeginWithoutBlocking on a thread that must not block (e.g. a
+  // gRPC callback thread): a kCallStore decision is claimed on the pool,
+  // a kWait one waits on a timer; anything else is returned as it is.
+  // Never returns kWait or kCallStore.
+  net::awaitable<Decision> Continue(Decision d);
 
   // Awaits `handler` under the claim of `d` (action kExecute). With the
   // route's lock_renewal, a timer on the caller's executor renews the claim
