@@ -17,6 +17,7 @@
 #include "alloc_counter.h"
 #include "bench_util.h"
 #include "idem/fingerprint.h"
+#include "idem/internal/sha256.h"
 #include "idem/open_store.h"
 #include "idem/record_id.h"
 #include "idem/response.h"

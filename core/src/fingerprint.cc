@@ -1,5 +1,5 @@
 // SHA-256 based request fingerprints and the per-thread hashing context they
-// share with Sha256() and MakeRecordId().
+// share with Sha256() (idem/internal/sha256.h) and MakeRecordId().
 //
 // Cost model: with OpenSSL 3 the expensive parts of hashing a small message
 // are not the compression function but fetching the algorithm (a locked
@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "idem/canonical_json.h"
+#include "idem/internal/sha256.h"
 #include "idem/response.h"
 
 namespace idem {

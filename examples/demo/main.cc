@@ -22,12 +22,12 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <iostream>
 #include <optional>
 #include <string>
 
 #include <boost/program_options.hpp>
 
+#include "command_line.h"
 #include "demo.h"
 #include "flags.h"
 #include "idem/version.h"
@@ -38,7 +38,7 @@ namespace {
 
 namespace po = boost::program_options;
 
-constexpr int kExitBadFlags = 2;
+constexpr char kProgram[] = "idem-demo";
 
 #if IDEM_DEMO_WITH_RESTINIO
 constexpr char kHttpHelp[] =
@@ -51,9 +51,7 @@ constexpr char kHttpHelp[] =
 #endif
 
 int BadFlags(const std::string& message) {
-  std::cerr << "idem-demo: " << message << "\n"
-            << "Try 'idem-demo --help'." << std::endl;
-  return kExitBadFlags;
+  return idem::demo::BadFlags(kProgram, message);
 }
 
 }  // namespace
@@ -62,10 +60,7 @@ int main(int argc, char** argv) {
   idem::demo::DemoOptions options;
   std::string listen = "127.0.0.1:8080";
   // Strings: flags.h parses them with range checks, so that no value wraps.
-  std::string ttl = "86400";
-  std::string lock_timeout = "60";
-  std::string lock_renewal = "0";
-  std::string lock_wait = "0";
+  idem::demo::LockFlagsText lock_flags;
   std::string store_calls = "auto";
   int store_threads = 0;
   long long max_connections = 0;
@@ -89,20 +84,10 @@ int main(int argc, char** argv) {
       ("listen", po::value(&listen)->value_name("HOST:PORT"),
        "address to listen on; port 0 picks a free one (default 127.0.0.1:8080)")
       ("store", po::value<std::string>()->value_name("URI"),
-       store_help.c_str())
-      ("ttl", po::value(&ttl)->value_name("SECONDS"),
-       "how long a key's record lives, at most 31536000 = 365 days "
-       "(default 86400)")
-      ("lock-timeout", po::value(&lock_timeout)->value_name("SECONDS"),
-       "how long an in-progress request blocks its key, fractions allowed "
-       "(0.3), at most 86400 and at most --ttl (default 60)")
-      ("lock-renewal", po::value(&lock_renewal)->value_name("SECONDS"),
-       "renew an in-progress request's lock this often while its handler "
-       "runs, so a slow handler is not taken over; fractions allowed (0.3), "
-       "below --lock-timeout; 0 = off (default 0)")
-      ("lock-wait", po::value(&lock_wait)->value_name("MILLISECONDS"),
-       "how long a duplicate waits for the first request before 409, at most "
-       "3600000 (default 0)")
+       store_help.c_str());
+  idem::demo::AddLockFlags(flags, lock_flags,
+                           {.work = "request", .busy_answer = "409"});
+  flags.add_options()
       ("threads", po::value(&options.threads)->value_name("N"),
        "I/O threads (default 2)")
       ("store-calls", po::value(&store_calls)->value_name("MODE"),
@@ -146,43 +131,17 @@ int main(int argc, char** argv) {
       ("no-idem", "serve without idem (the benchmark baseline)");
   // clang-format on
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(flags).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return BadFlags(e.what());
-  }
-  if (vm.count("help")) {
-    std::cout << flags << std::endl;
-    return 0;
-  }
-  if (vm.count("version")) {
-    std::cout << "idem-demo " << idem::Version() << std::endl;
-    return 0;
+  if (auto exit_status = idem::demo::ParseCommandLine(
+          argc, argv, flags, kProgram,
+          std::string(kProgram) + " " + std::string(idem::Version()), vm)) {
+    return *exit_status;
   }
   auto address = idem::demo::ParseListenFlag(listen);
   if (!address) return BadFlags(address.error().message());
   options.host = address->host;
   options.port = address->port;
-  auto ttl_value = idem::demo::ParseDurationFlag(idem::demo::TtlFlag(), ttl);
-  if (!ttl_value) return BadFlags(ttl_value.error().message());
-  auto lock_timeout_value = idem::demo::ParseDurationFlag(
-      idem::demo::LockTimeoutFlag(), lock_timeout);
-  if (!lock_timeout_value)
-    return BadFlags(lock_timeout_value.error().message());
-  auto lock_renewal_value = idem::demo::ParseDurationFlag(
-      idem::demo::LockRenewalFlag(), lock_renewal);
-  if (!lock_renewal_value) {
-    return BadFlags(lock_renewal_value.error().message());
-  }
-  if (auto below = idem::demo::LockRenewalBelowTimeout(*lock_renewal_value,
-                                                       *lock_timeout_value);
-      !below) {
-    return BadFlags(below.error().message());
-  }
-  auto lock_wait_value =
-      idem::demo::ParseDurationFlag(idem::demo::LockWaitFlag(), lock_wait);
-  if (!lock_wait_value) return BadFlags(lock_wait_value.error().message());
+  auto locks = idem::demo::ParseLockFlags(lock_flags);
+  if (!locks) return BadFlags(locks.error().message());
   auto sweep_value = idem::demo::ParseDurationFlag(
       idem::demo::SweepIntervalFlag(), sweep_interval);
   if (!sweep_value) return BadFlags(sweep_value.error().message());
@@ -220,11 +179,10 @@ int main(int argc, char** argv) {
   auto protection_value = idem::demo::ParseProtectionFlag(protection);
   if (!protection_value) return BadFlags(protection_value.error().message());
   options.protection = *protection_value;
-  options.ttl = std::chrono::duration_cast<std::chrono::seconds>(*ttl_value);
-  options.lock_timeout = *lock_timeout_value;
-  options.lock_renewal = *lock_renewal_value;
-  options.lock_wait =
-      std::chrono::duration_cast<std::chrono::milliseconds>(*lock_wait_value);
+  options.ttl = locks->ttl;
+  options.lock_timeout = locks->lock_timeout;
+  options.lock_renewal = locks->lock_renewal;
+  options.lock_wait = locks->lock_wait;
   options.idem = vm.count("no-idem") == 0;
   options.key_per_operation = vm.count("key-per-operation") > 0;
   std::optional<std::string> store_flag;

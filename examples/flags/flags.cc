@@ -130,6 +130,47 @@ Result<Duration> ParseDurationFlag(const DurationFlag& flag,
   return value;
 }
 
+LockFlagsText::LockFlagsText() {
+  const GuardOptions defaults;
+  ttl = DurationFlagText(TtlFlag(), defaults.ttl);
+  lock_timeout = DurationFlagText(LockTimeoutFlag(), defaults.lock_timeout);
+  lock_renewal = DurationFlagText(LockRenewalFlag(), defaults.lock_renewal);
+  lock_wait = DurationFlagText(LockWaitFlag(), defaults.lock_wait);
+}
+
+Result<LockFlags> ParseLockFlags(const LockFlagsText& text) {
+  IDEM_ASSIGN_OR_RETURN(const Duration ttl,
+                        ParseDurationFlag(TtlFlag(), text.ttl));
+  IDEM_ASSIGN_OR_RETURN(
+      const Duration lock_timeout,
+      ParseDurationFlag(LockTimeoutFlag(), text.lock_timeout));
+  IDEM_ASSIGN_OR_RETURN(
+      const Duration lock_renewal,
+      ParseDurationFlag(LockRenewalFlag(), text.lock_renewal));
+  IDEM_RETURN_IF_ERROR(LockRenewalBelowTimeout(lock_renewal, lock_timeout));
+  IDEM_ASSIGN_OR_RETURN(const Duration lock_wait,
+                        ParseDurationFlag(LockWaitFlag(), text.lock_wait));
+  // TtlFlag and LockWaitFlag take whole seconds and milliseconds: exact.
+  return LockFlags{
+      .ttl = std::chrono::duration_cast<std::chrono::seconds>(ttl),
+      .lock_timeout = lock_timeout,
+      .lock_renewal = lock_renewal,
+      .lock_wait =
+          std::chrono::duration_cast<std::chrono::milliseconds>(lock_wait)};
+}
+
+std::string DurationFlagText(const DurationFlag& flag, Duration value) {
+  std::string text = Count(flag, value);
+  const Duration rest = value % flag.unit;
+  if (rest == Duration::zero()) return text;
+  // Nine decimals of a unit of at most 1 s: rest * 1e9 / unit < 1e9 fits.
+  std::string decimals =
+      std::to_string(rest.count() * 1'000'000'000 / flag.unit.count());
+  decimals.insert(0, 9 - decimals.size(), '0');
+  decimals.erase(decimals.find_last_not_of('0') + 1);
+  return text + "." + decimals;
+}
+
 Result<bool> ParseProtectionFlag(std::string_view text) {
   if (text == "on") return true;
   if (text == "off") return false;

@@ -2,6 +2,7 @@
 // (--ttl, --lock-timeout, --lock-renewal, --lock-wait, --sweep-interval),
 // --threads and --protection — apart from their main.cc (idem-demo's,
 // idem-grpc-demo's) so that both parse them one way and it is unit-tested.
+// command_line.h declares the lock flags on a program_options description.
 //
 // Every duration flag has a maximum, the same as GuardOptions'
 // (guard_options.h), checked here so that the error names the flag instead of
@@ -13,6 +14,7 @@
 #ifndef IDEM_DEMO_FLAGS_H_
 #define IDEM_DEMO_FLAGS_H_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -66,6 +68,34 @@ Result<Duration> ParseDurationFlag(const DurationFlag& flag,
 // below `lock_timeout` (a renewal that late lets a retry take a live handler
 // over, GuardOptions::lock_renewal).
 Status LockRenewalBelowTimeout(Duration lock_renewal, Duration lock_timeout);
+
+// The four flags of a protected key's record and lock, as given: --ttl,
+// --lock-timeout, --lock-renewal and --lock-wait. Strings, so that
+// ParseLockFlags checks their ranges and no value wraps. Default: each
+// GuardOptions default (guard_options.h), written in the flag's units.
+struct LockFlagsText {
+  LockFlagsText();
+  std::string ttl;
+  std::string lock_timeout;
+  std::string lock_renewal;
+  std::string lock_wait;
+};
+
+// The same, parsed.
+struct LockFlags {
+  std::chrono::seconds ttl{0};
+  Duration lock_timeout{0};
+  Duration lock_renewal{0};  // Zero: off.
+  std::chrono::milliseconds lock_wait{0};
+};
+
+// Each flag within its range (ParseDurationFlag), then --lock-renewal below
+// --lock-timeout (LockRenewalBelowTimeout); the first error, in that order.
+Result<LockFlags> ParseLockFlags(const LockFlagsText& text);
+
+// `value` in the flag's units, as ParseDurationFlag reads it back: "86400",
+// "0.3". For defaults in help texts.
+std::string DurationFlagText(const DurationFlag& flag, Duration value);
 
 // --protection on|off: whether idem's switch starts on
 // (GuardSetup::enabled). kInvalidArgument naming the flag, its choices and

@@ -15,7 +15,7 @@
 
 namespace idem::testing {
 
-int internal::CapabilityContractAnchor() { return 0; }
+int contract::CapabilityContractAnchor() { return 0; }
 
 namespace {
 

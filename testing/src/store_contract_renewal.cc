@@ -18,7 +18,7 @@
 
 namespace idem::testing {
 
-int internal::RenewalContractAnchor() { return 0; }
+int contract::RenewalContractAnchor() { return 0; }
 
 namespace {
 

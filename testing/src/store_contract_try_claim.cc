@@ -17,7 +17,7 @@
 
 namespace idem::testing {
 
-int internal::TryClaimContractAnchor() { return 0; }
+int contract::TryClaimContractAnchor() { return 0; }
 
 namespace {
 

@@ -1,6 +1,6 @@
-// Helpers the store contract's test files share (store_contract.cc,
-// store_contract_renewal.cc): deterministic ids, fingerprints and tokens,
-// the suite's durations, and readable descriptions for failures.
+// Helpers the store contract's test files share (store_contract*.cc): the
+// files' link anchors, deterministic ids, fingerprints and tokens, the
+// suite's durations, and readable descriptions for failures.
 
 #ifndef IDEM_TESTING_SRC_STORE_CONTRACT_UTIL_H_
 #define IDEM_TESTING_SRC_STORE_CONTRACT_UTIL_H_
@@ -24,6 +24,21 @@
 #include "idem/types.h"
 
 namespace idem::testing::contract {
+
+// One per file of the suite, each defined in its file and called by
+// internal::StoreContractAnchor (store_contract.cc), which every
+// IDEM_STORE_CONTRACT_TEST references: that keeps the linker from dropping
+// any of the files (and so their TEST_Ps) out of the static library.
+int ClaimContractAnchor();        // store_contract_claim.cc
+int CompleteContractAnchor();     // store_contract_complete.cc
+int RevokeContractAnchor();       // store_contract_revoke.cc
+int PurgeContractAnchor();        // store_contract_purge.cc
+int ArgumentsContractAnchor();    // store_contract_arguments.cc
+int ConcurrencyContractAnchor();  // store_contract_concurrency.cc
+int RandomContractAnchor();       // store_contract_random.cc
+int RenewalContractAnchor();      // store_contract_renewal.cc
+int CapabilityContractAnchor();   // store_contract_capabilities.cc
+int TryClaimContractAnchor();     // store_contract_try_claim.cc
 
 inline constexpr Duration kTtl = std::chrono::hours(24);
 inline constexpr Duration kLock = std::chrono::seconds(60);

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "idem/internal/sha256.h"
+
 namespace idem {
 namespace {
 

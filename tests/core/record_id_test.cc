@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "idem/fingerprint.h"
+#include "idem/internal/sha256.h"
 
 namespace idem {
 namespace {

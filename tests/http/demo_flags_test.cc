@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "idem/guard_options.h"
 #include "idem/testing/status_matchers.h"
 
 namespace idem::demo {
@@ -119,6 +120,56 @@ TEST(DemoFlagsTest, ThreadsIsOneTo1024) {
     auto checked = CheckThreadsFlag(bad);
     ASSERT_FALSE(checked.has_value()) << bad;
     EXPECT_THAT(checked.error().message(), HasSubstr("--threads"));
+  }
+}
+
+TEST(DemoFlagsTest, LockFlagsDefaultToGuardOptionsAndParseTogether) {
+  const LockFlagsText defaults;
+  EXPECT_EQ(defaults.ttl, "86400");
+  EXPECT_EQ(defaults.lock_timeout, "60");
+  EXPECT_EQ(defaults.lock_renewal, "0");
+  EXPECT_EQ(defaults.lock_wait, "0");
+  ASSERT_OK_AND_ASSIGN(LockFlags parsed, ParseLockFlags(defaults));
+  const GuardOptions guard;
+  EXPECT_EQ(Duration(parsed.ttl), guard.ttl);
+  EXPECT_EQ(parsed.lock_timeout, guard.lock_timeout);
+  EXPECT_EQ(parsed.lock_renewal, guard.lock_renewal);
+  EXPECT_EQ(Duration(parsed.lock_wait), guard.lock_wait);
+
+  LockFlagsText given;
+  given.ttl = "3600";
+  given.lock_timeout = "1.5";
+  given.lock_renewal = "0.3";
+  given.lock_wait = "250";
+  ASSERT_OK_AND_ASSIGN(parsed, ParseLockFlags(given));
+  EXPECT_EQ(parsed.ttl, seconds(3600));
+  EXPECT_EQ(parsed.lock_timeout, Duration(milliseconds(1500)));
+  EXPECT_EQ(parsed.lock_renewal, Duration(milliseconds(300)));
+  EXPECT_EQ(parsed.lock_wait, milliseconds(250));
+
+  // The first bad flag is named; a renewal not below the timeout is refused.
+  given.lock_renewal = "1.5";
+  auto refused = ParseLockFlags(given);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_THAT(refused.error().message(), HasSubstr("--lock-renewal"));
+  given.lock_timeout = "0";
+  refused = ParseLockFlags(given);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_THAT(refused.error().message(), HasSubstr("--lock-timeout"));
+}
+
+TEST(DemoFlagsTest, DurationFlagTextReadsBackTheSameValue) {
+  EXPECT_EQ(DurationFlagText(TtlFlag(), kMaxTtl), "31536000");
+  EXPECT_EQ(DurationFlagText(LockWaitFlag(), kMaxLockWait), "3600000");
+  EXPECT_EQ(DurationFlagText(LockTimeoutFlag(), milliseconds(300)), "0.3");
+  EXPECT_EQ(DurationFlagText(LockTimeoutFlag(), std::chrono::nanoseconds(1)),
+            "0.000000001");
+  for (const Duration d :
+       {Duration(seconds(60)), Duration(milliseconds(1250)),
+        Duration(std::chrono::nanoseconds(123456789)), Duration::zero()}) {
+    EXPECT_EQ(ParseDurationFlag(LockRenewalFlag(),
+                                DurationFlagText(LockRenewalFlag(), d)),
+              d);
   }
 }
 

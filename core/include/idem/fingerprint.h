@@ -10,7 +10,7 @@
 // percent-decoding): a retry is the same bytes sent again.
 //
 // Thread-safety: FingerprintBuilder is not thread-safe; use one per thread
-// (ComputeFingerprint() and Sha256() below keep one per thread for you).
+// (ComputeFingerprint() below keeps one per thread for you).
 // Hashing failures inside OpenSSL (no SHA-256 provider, out of memory) abort
 // the process: there is no digest to return, and a wrong one would merge
 // unrelated requests.
@@ -74,10 +74,6 @@ class FingerprintBuilder {
 // The fingerprint of one request, hashed with this thread's builder. Does not
 // allocate in kRaw mode; kJson mode allocates for the canonical form.
 Fingerprint ComputeFingerprint(const FingerprintInput& input);
-
-// A plain SHA-256 of `data` with the same per-thread context: the baseline the
-// fingerprint benchmark compares against.
-std::array<std::uint8_t, 32> Sha256(std::string_view data);
 
 }  // namespace idem
 

@@ -1,7 +1,11 @@
-// Configuration of a Guard, and of each protected route (SEMANTICS.md,
-// "Configuration (defaults)"). A route that wants its own ttl, lock timeout
-// or limits copies the guard's options, changes what differs and passes the
-// copy with its requests.
+// Configuration of a Guard, and of each protected route. A route that wants
+// its own ttl, lock timeout or limits copies the guard's options, changes
+// what differs and passes the copy with its requests.
+//
+// The `Default:` in each field's comment is the one statement of that
+// default (with guard_setup.h and sweeper.h): SEMANTICS.md's "Configuration
+// (defaults)" table is generated from it by scripts/gen_defaults.py, which
+// takes the sentence that starts at `Default:`.
 //
 // Thread-safety: plain value; share it read-only (e.g. as
 // shared_ptr<const GuardOptions>) between threads.
@@ -99,8 +103,8 @@ struct GuardOptions {
   // over (SEMANTICS.md, "Lock renewal"; the handler can see it coming,
   // ClaimHandle::lock_state). A renewal that finds the claim lost is logged
   // and counted (renewal_lost); the late Finish then ends as
-  // kStaleComplete. 0 turns it off (nothing is scheduled). Must be below
-  // lock_timeout. Default: 0.
+  // kStaleComplete. Default: 0 (off: nothing is scheduled); must be below
+  // lock_timeout.
   Duration lock_renewal = Duration::zero();
   // How soon a renewal that failed (a store error or timeout) is tried
   // again, counted from the failed call's start, instead of the next
@@ -108,8 +112,8 @@ struct GuardOptions {
   // it at most this long after, which bounds how long a retry has to take
   // over a lock that timed out during the outage. At most lock_renewal is
   // used. One store call per running handler per lock_renewal_retry while
-  // the store fails. Must be positive; maximum: 1 h
-  // (kMaxLockRenewalRetry). Default: 50 ms.
+  // the store fails. Default: 50 ms (must be positive; at most lock_renewal
+  // is used). Maximum: 1 h (kMaxLockRenewalRetry).
   Duration lock_renewal_retry = std::chrono::milliseconds(50);
   // When true, the operation is part of the record id (MakeRecordId(scope,
   // OperationName(method, route), key), record_id.h), so one client key used
@@ -126,10 +130,11 @@ struct GuardOptions {
   // Default: false (the key alone, with the scope, names the record).
   bool key_per_operation = false;
   // How long a request waits for an in_progress record to complete before
-  // answering 409. Default: 0 (answer at once). Maximum: 1 h (kMaxLockWait).
+  // answering 409. Default: 0 (answer 409 at once). Maximum: 1 h
+  // (kMaxLockWait).
   Duration lock_wait = Duration::zero();
-  // Retry-After on 409 and 503 answers, rounded up to seconds; 0 omits the
-  // header. Default: 1 s. Maximum: 24 h (kMaxRetryAfter).
+  // Retry-After on 409 and 503 answers, rounded up to seconds. Default: 1 s
+  // (0 omits the header). Maximum: 24 h (kMaxRetryAfter).
   Duration retry_after = std::chrono::seconds(1);
   // Longest key, in bytes after unquoting. Default: 255.
   std::size_t max_key_length = 255;
@@ -149,11 +154,12 @@ struct GuardOptions {
       "Content-Type",        "Content-Language", "Content-Encoding",
       "Content-Disposition", "Location",         "ETag"};
   // Statuses whose responses are stored; others release the key. Default:
-  // StatusSet::Default().
+  // StatusSet::Default(), 200-499 except 408, 425 and 429.
   StatusSet stored_statuses = StatusSet::Default();
   // Request headers that are part of the fingerprint. Default: none.
   std::vector<std::string> fingerprint_headers;
-  // Default: kRaw.
+  // How the body takes part in the fingerprint (fingerprint.h). Default:
+  // kRaw (kJson canonicalizes JSON first, RFC 8785).
   BodyFingerprint fingerprint_body = BodyFingerprint::kRaw;
   // The JSON members that identify a request, as RFC 6901 JSON pointers
   // ("/amount", "/customer/id", "/items/0/sku"; "~0" and "~1" escape "~"
@@ -170,7 +176,7 @@ struct GuardOptions {
   // and a retry differing in a timestamp would get 422 on a route meant to
   // replay it. The method, target and fingerprint_headers still take part.
   // Validate refuses a pointer that is not one (named). Default: none (the
-  // whole body).
+  // whole body; the members are named by RFC 6901 pointers).
   std::vector<std::string> fingerprint_fields;
   // The keys that seal stored responses (AES-256-GCM, response_keys.h):
   // when set, every response this route stores is sealed with the ring's
@@ -179,14 +185,15 @@ struct GuardOptions {
   // answers 500 idempotency_record_damaged. A route whose own options leave
   // it null uses the guard's (GuardSetup::options), so setting it there
   // seals on every route of the guard, whatever the store. Default: null
-  // (responses are stored as the handler gave them).
+  // (not sealed: responses are stored as the handler gave them; a route
+  // without its own uses the guard's).
   std::shared_ptr<const ResponseKeyRing> response_keys;
   // Stored responses whose body is larger than this many bytes are stored
   // zstd-compressed (before sealing); replays decompress them. 0 turns
   // compression off. max_stored_response applies to the uncompressed body.
-  // Default: 1 KiB.
+  // Default: 1 KiB (0 = never).
   std::size_t compress_stored_above = 1024;
-  // The zstd level, 1..19. Default: 3.
+  // The zstd level. Default: 3 (1..19).
   int compression_level = 3;
   // Called with every replay of a stored response before it is sent, on the
   // thread that made the decision: may add, change or remove the replay's
@@ -209,14 +216,16 @@ struct GuardOptions {
   // idempotency_store_full, kInvalidArgument and kInternal 503
   // idempotency_store_unavailable, on every route and without a back-off.
   StoreErrorPolicy on_store_error = StoreErrorPolicy::kFailClosed;
-  // Default: 10 s. Maximum: 1 h (kMaxStoreBackoff).
+  // How long kFailOpen routes skip the store after a claim found it
+  // unreachable. Default: 10 s. Maximum: 1 h (kMaxStoreBackoff).
   Duration store_backoff = std::chrono::seconds(10);
-  // Requests without a resolvable scope. Default: kShared. The policy applies
-  // to requests that carry a key (step 1c): a request without a key is step 1
-  // (400 idempotency_key_missing on a key-required route) or step 1b (passes
-  // through on a key-optional route) under every policy, so with kBypass an
-  // anonymous request on a key-required route still needs a key, and then
-  // runs unprotected (nothing stored, the key not even parsed).
+  // Requests without a resolvable scope. Default: kShared (the scope ""; or
+  // kBypass, or kReject: 401, only for requests with a key). The policy
+  // applies to requests that carry a key (step 1c): a request without a key
+  // is step 1 (400 idempotency_key_missing on a key-required route) or step
+  // 1b (passes through on a key-optional route) under every policy, so with
+  // kBypass an anonymous request on a key-required route still needs a key,
+  // and then runs unprotected (nothing stored, the key not even parsed).
   AnonymousPolicy anonymous = AnonymousPolicy::kShared;
   // The `type` member of problem bodies. Default: "about:blank".
   std::string problem_type = "about:blank";
