@@ -629,8 +629,10 @@ def local_cache_lines(loads):
                      f"({verdict})")
     return ["Local cache (`local_cache=N`, docs/STORES.md): " +
             "; ".join(parts) + f". Target: >= {100 * LOCAL_CACHE_TARGET:.0f}% "
-            "of `replay:memory`. (A cached store's replays still run on the "
-            "adapter's store-call pool, memory's inline on the I/O threads.)",
+            "of `replay:memory`. (A cache hit is answered on the I/O thread, "
+            "as memory's replays are: Store::TryClaimWithoutBlocking; the "
+            "`replay:<scheme>+cache` servers hold only the replayed keys, "
+            "while `replay:memory`'s server also served the fresh-key load.)",
             ""]
 
 
