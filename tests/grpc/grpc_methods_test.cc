@@ -1,8 +1,10 @@
 // The gRPC adapter's set-up (what Create and Protect refuse), the callback
 // API's handler forms and threads, and a burst on a durable store.
 
+#include <atomic>
 #include <future>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -18,6 +20,7 @@
 #include "idem/memory_store.h"
 #include "idem/open_store.h"
 #include "idem/store/forwarding_store.h"
+#include "idem/store/local_cache.h"
 #include "support/faulty_store.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
@@ -261,6 +264,53 @@ TEST(GrpcMethodsTest, BlockingStoreCallsNeverRunOnAGrpcThread) {
   for (std::thread::id id : store->threads()) EXPECT_EQ(grpc.count(id), 0u);
   EXPECT_EQ(store->calls_in_create_order(), 0);
   EXPECT_EQ(server.runs_in_create_order(), 0);
+}
+
+// In front of a local cache (whose inner store says it blocks): counts the
+// claims the cache answered without blocking inside the callback API's
+// CreateOrder, on the gRPC thread that started the call.
+class AnsweredInlineCounter final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  std::optional<Result<ClaimResult>> TryClaimWithoutBlocking(
+      const RecordId& id, const Fingerprint& fp, TimePoint now, Duration ttl,
+      Duration lock_timeout) override {
+    auto answer = ForwardingStore::TryClaimWithoutBlocking(id, fp, now, ttl,
+                                                           lock_timeout);
+    if (answer && TestServer::InCreateOrder()) ++answered_in_create_order;
+    return answer;
+  }
+  std::atomic<int> answered_in_create_order{0};
+};
+
+// A blocking store behind a local cache: the first call's claim and
+// completion run on the pool; its replay is answered from the cache on the
+// gRPC thread that started it, with no store call that may block there.
+TEST(GrpcMethodsTest, ACachedReplayIsAnsweredOnTheGrpcThread) {
+  auto inner = std::make_unique<ThreadRecordingStore>(
+      std::shared_ptr<Store>(std::move(*MemoryStore::Open({}))));
+  ThreadRecordingStore* recording = inner.get();
+  auto cached = LocalCacheStore::Wrap(std::move(inner), {.max_records = 16});
+  ASSERT_TRUE(cached.has_value());
+  auto store = std::make_shared<AnsweredInlineCounter>(
+      std::shared_ptr<Store>(std::move(*cached)));
+  ServerSetup setup;
+  setup.store = store;
+  TestServer server(std::move(setup));
+  ASSERT_TRUE(server.ok()) << server.error();
+  EXPECT_TRUE(server.methods().store_calls_on_pool());
+  const Reply first = server.Call(Req(), "k1");
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  const int inner_calls = recording->calls_elsewhere();
+  EXPECT_EQ(store->answered_in_create_order, 0);
+
+  const Reply replay = server.Call(Req(), "k1");
+  EXPECT_EQ(replay.order.id(), "order-1");
+  EXPECT_EQ(replay.Trailing("idempotent-replayed"), "true");
+  EXPECT_EQ(server.runs(), 1);
+  EXPECT_EQ(store->answered_in_create_order, 1);
+  EXPECT_EQ(recording->calls_elsewhere(), inner_calls);  // No round trip.
+  EXPECT_EQ(recording->calls_in_create_order(), 0);
 }
 
 // A store whose calls never block: no hop. The decision, and a handler

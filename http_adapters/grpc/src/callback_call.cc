@@ -4,19 +4,21 @@
 // deadline passed meanwhile gets the replay when it retries).
 //
 // Where: when the store's calls may block (GuardCalls::store_calls_inline()
-// false), the whole call is a coroutine on the adapter's executor, its
-// store calls on GuardCalls' pool, so that no gRPC callback thread ever
-// waits for the store. When they never block (memory:), the call starts on
-// the gRPC thread that delivered it: Begin there, and a decision that needs
-// no executor is served there to the end, reactor finished on that thread
-// (a replay, idem's own answers, a synchronous handler with its store calls
-// inline and lock renewal on the Guard's renewal thread, as Guard::Run).
-// A coroutine or completion handler, and a lock_wait, run as one coroutine
-// started in place on that thread (LaunchHere): a handler that completes
-// without suspending is stored and finished there too; whatever suspends
-// (the handler's own waits, the lock_wait timer) resumes on the executor,
-// and the call ends there. The hop saved is a thread switch, a post, and
-// gRPC's write path run from a foreign thread.
+// false), the decision begins on the gRPC thread without blocking (key,
+// fingerprint, a local cache's hit: StartWithoutBlocking), and an answer
+// that needs no store call is finished there; the rest of the call is a
+// coroutine on the adapter's executor, its store calls on GuardCalls'
+// pool, so that no gRPC callback thread ever waits for the store. When they
+// never block (memory:), the call starts on the gRPC thread that delivered it:
+// Begin there, and a decision that needs no executor is served there to the
+// end, reactor finished on that thread (a replay, idem's own answers, a
+// synchronous handler with its store calls inline and lock renewal on the
+// Guard's renewal thread, as Guard::Run). A coroutine or completion handler,
+// and a lock_wait, run as one coroutine started in place on that thread
+// (LaunchHere): a handler that completes without suspending is stored and
+// finished there too; whatever suspends (the handler's own waits, the lock_wait
+// timer) resumes on the executor, and the call ends there. The hop saved is a
+// thread switch, a post, and gRPC's write path run from a foreign thread.
 
 // Boost 1.74's Asio coroutine headers use std::exchange without including
 // <utility>; GCC 12's standard library no longer includes it transitively.
@@ -136,6 +138,31 @@ net::awaitable<void> Serve(std::shared_ptr<const MethodCore> method,
     co_return;
   }
   co_await Proceed(std::move(method), std::move(*d), context, request, reply,
+                   reactor);
+}
+
+// A decision begun on the gRPC thread that needs the store (kCallStore) or
+// a wait (kWait), or a final one whose handler runs on the executor:
+// continued there (the claim on the pool, the wait on a timer), then
+// Proceed.
+net::awaitable<void> ServeBegun(std::shared_ptr<const MethodCore> method,
+                                Decision d,
+                                ::grpc::CallbackServerContext* context,
+                                const Message* request, Message* reply,
+                                ::grpc::ServerUnaryReactor* reactor) {
+  std::exception_ptr error;
+  try {
+    Decision continued =
+        co_await method->adapter->calls->Continue(std::move(d));
+    d = std::move(continued);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) {
+    Complete(*method, reactor, AdapterFailed(*method, What(error)));
+    co_return;
+  }
+  co_await Proceed(std::move(method), std::move(d), context, request, reply,
                    reactor);
 }
 
@@ -259,6 +286,48 @@ void StartInline(const std::shared_ptr<const MethodCore>& method,
            : Proceed(method, std::move(*d), context, request, reply, reactor));
 }
 
+// A store whose calls may block: the decision begins on the gRPC thread
+// that delivered the call, without blocking (Guard::BeginWithoutBlocking:
+// the key, the fingerprint, and a claim the store answers at once, such as
+// a local cache's hit). An answer that needs no store call (a cached
+// replay, idem's own answers) is finished there; every other call goes on
+// as a coroutine on the executor (ServeBegun), its store calls on the pool.
+void StartWithoutBlocking(const std::shared_ptr<const MethodCore>& method,
+                          ::grpc::CallbackServerContext* context,
+                          const Message* request, Message* reply,
+                          ::grpc::ServerUnaryReactor* reactor) {
+  ::grpc::Status status;
+  std::optional<Decision> d;
+  try {
+    {
+      CallView call(*context, *request, *method);
+      d = method->adapter->guard->BeginWithoutBlocking(call.view(),
+                                                       method->route);
+    }
+    if (d->action == Action::kRespond) {
+      status =
+          AnswerFromGuard(*method, d->outcome, d->response, *context, *reply);
+      d.reset();
+    }
+  } catch (const std::exception& e) {
+    d.reset();
+    status = AdapterFailed(*method, e.what());
+  } catch (...) {
+    d.reset();
+    status =
+        AdapterFailed(*method, "an exception that is not a std::exception");
+  }
+  if (!d) {
+    Complete(*method, reactor, status);
+    return;
+  }
+  method->adapter->executor_used.store(true, std::memory_order_relaxed);
+  net::co_spawn(
+      method->adapter->executor,
+      ServeBegun(method, std::move(*d), context, request, reply, reactor),
+      net::detached);
+}
+
 }  // namespace
 
 ::grpc::ServerUnaryReactor* ProtectedMethod::StartCallback(
@@ -272,6 +341,8 @@ void StartInline(const std::shared_ptr<const MethodCore>& method,
   core_->adapter->CallStarted();
   if (core_->adapter->calls->store_calls_inline()) {
     StartInline(core_, context, request, response, reactor);
+  } else if (core_->adapter->calls->begins_without_blocking()) {
+    StartWithoutBlocking(core_, context, request, response, reactor);
   } else {
     core_->adapter->executor_used.store(true, std::memory_order_relaxed);
     net::co_spawn(core_->adapter->executor,

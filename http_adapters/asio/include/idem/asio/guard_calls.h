@@ -164,6 +164,12 @@ class GuardCalls {
   }
   // Whether store calls run inline (see StoreCalls).
   bool store_calls_inline() const { return !pool_; }
+  // Whether a caller may begin a decision itself, on a thread that must not
+  // block, with Guard::BeginWithoutBlocking and hand it to Continue: false
+  // only with StoreCalls::kPool, which puts the whole of Begin on the pool.
+  bool begins_without_blocking() const {
+    return options_.store_calls != StoreCalls::kPool;
+  }
   // Threads of the store-call pool (0 when store calls run inline).
   std::size_t store_threads() const { return pool_ ? pool_threads_ : 0; }
   // The store-call queue timeout in force (0 when store calls run inline).
