@@ -237,10 +237,16 @@ class ContextSink final : public MetadataSink {
       : context_(context) {}
   void Entry(bool trailing, std::string_view key,
              std::string_view value) override {
+    // gRPC copies what it is given: these are reused by this thread's
+    // replays rather than allocated for each entry.
+    thread_local std::string key_copy;
+    thread_local std::string value_copy;
+    key_copy.assign(key);
+    value_copy.assign(value);
     if (trailing) {
-      context_.AddTrailingMetadata(std::string(key), std::string(value));
+      context_.AddTrailingMetadata(key_copy, value_copy);
     } else {
-      context_.AddInitialMetadata(std::string(key), std::string(value));
+      context_.AddInitialMetadata(key_copy, value_copy);
     }
   }
 
