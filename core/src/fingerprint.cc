@@ -3,9 +3,18 @@
 //
 // Cost model: with OpenSSL 3 the expensive parts of hashing a small message
 // are not the compression function but fetching the algorithm (a locked
-// provider lookup) and allocating a context. The EVP_MD is therefore fetched
-// once per process and every thread keeps one EVP_MD_CTX for its lifetime,
-// so a fingerprint costs one EVP_DigestInit_ex2 plus the bytes hashed.
+// provider lookup) and allocating a context. Every thread therefore keeps
+// one hashing context for its lifetime. OpenSSL 3.0's EVP_DigestInit_ex2
+// frees and allocates the provider's context on every call even then (two
+// allocations per request: the record id and the fingerprint), so the
+// context is SHA256_CTX of <openssl/sha.h>, the same SHA-256 code without
+// the provider's context: no allocation at all. Those functions are
+// deprecated in 3.0; an OpenSSL built without them
+// (OPENSSL_NO_DEPRECATED_3_0) gets the EVP path, its EVP_MD fetched once per
+// process.
+
+// SHA256_Init and co.: see above.
+#define OPENSSL_SUPPRESS_DEPRECATED
 
 #include "idem/fingerprint.h"
 
@@ -16,6 +25,7 @@
 #include <cstring>
 
 #include <openssl/evp.h>
+#include <openssl/sha.h>
 
 #include "idem/canonical_json.h"
 #include "idem/internal/sha256.h"
@@ -32,6 +42,11 @@ namespace {
   std::abort();
 }
 
+#ifdef OPENSSL_NO_DEPRECATED_3_0
+#define IDEM_SHA256_EVP 1
+#endif
+
+#ifdef IDEM_SHA256_EVP
 const EVP_MD* Sha256Md() {
   // Deliberately never freed: thread_local builders may still be finishing
   // their last digest while static destructors run at exit.
@@ -42,6 +57,7 @@ const EVP_MD* Sha256Md() {
   }();
   return md;
 }
+#endif
 
 void PutU64BigEndian(std::uint64_t v, unsigned char* out) {
   for (int i = 7; i >= 0; --i) {
@@ -64,7 +80,11 @@ FingerprintBuilder& ThreadBuilder() {
 }  // namespace
 
 struct FingerprintBuilder::Impl {
+#ifdef IDEM_SHA256_EVP
   EVP_MD_CTX* ctx = nullptr;
+#else
+  SHA256_CTX ctx;
+#endif
   // Init is deferred to the first byte so that Reset() after Finish() (or a
   // fresh builder) costs one EVP_DigestInit_ex2, not two.
   bool needs_init = true;
@@ -74,14 +94,32 @@ struct FingerprintBuilder::Impl {
   std::array<unsigned char, 256> stage;
 
   void Init() {
+#ifdef IDEM_SHA256_EVP
     if (EVP_DigestInit_ex2(ctx, Sha256Md(), nullptr) != 1) {
       Fatal("EVP_DigestInit_ex2");
     }
+#else
+    if (SHA256_Init(&ctx) != 1) Fatal("SHA256_Init");
+#endif
     needs_init = false;
   }
   void Update(const void* data, std::size_t n) {
     if (needs_init) Init();
+#ifdef IDEM_SHA256_EVP
     if (EVP_DigestUpdate(ctx, data, n) != 1) Fatal("EVP_DigestUpdate");
+#else
+    if (SHA256_Update(&ctx, data, n) != 1) Fatal("SHA256_Update");
+#endif
+  }
+  void Final(std::array<std::uint8_t, 32>& out) {
+#ifdef IDEM_SHA256_EVP
+    unsigned int n = 0;
+    if (EVP_DigestFinal_ex(ctx, out.data(), &n) != 1 || n != out.size()) {
+      Fatal("EVP_DigestFinal_ex");
+    }
+#else
+    if (SHA256_Final(out.data(), &ctx) != 1) Fatal("SHA256_Final");
+#endif
   }
   void Flush() {
     if (staged == 0) return;
@@ -111,11 +149,19 @@ struct FingerprintBuilder::Impl {
 };
 
 FingerprintBuilder::FingerprintBuilder() : impl_(std::make_unique<Impl>()) {
+#ifdef IDEM_SHA256_EVP
   impl_->ctx = EVP_MD_CTX_new();
   if (impl_->ctx == nullptr) Fatal("EVP_MD_CTX_new");
+#endif
 }
 
-FingerprintBuilder::~FingerprintBuilder() { EVP_MD_CTX_free(impl_->ctx); }
+FingerprintBuilder::~FingerprintBuilder() {
+#ifdef IDEM_SHA256_EVP
+  EVP_MD_CTX_free(impl_->ctx);
+#else
+  OPENSSL_cleanse(&impl_->ctx, sizeof impl_->ctx);
+#endif
+}
 
 void FingerprintBuilder::Reset() {
   impl_->needs_init = true;
@@ -135,10 +181,7 @@ std::array<std::uint8_t, 32> FingerprintBuilder::Finish() {
   impl_->Flush();
   if (impl_->needs_init) impl_->Init();  // Digest of the empty message.
   std::array<std::uint8_t, 32> out;
-  unsigned int n = 0;
-  if (EVP_DigestFinal_ex(impl_->ctx, out.data(), &n) != 1 || n != out.size()) {
-    Fatal("EVP_DigestFinal_ex");
-  }
+  impl_->Final(out);
   impl_->needs_init = true;
   return out;
 }

@@ -171,9 +171,11 @@ Decision Guard::Claimed(Result<ClaimResult> claimed, TimePoint now,
       // route's on_replay run; a response that cannot be opened is a
       // damaged record, never a replay of its bytes nor a rerun.
       std::optional<std::string> hook_error;
+      // Both arms lvalues: the stored response is not copied to pass it.
+      static const Response kNoResponse;
       auto replay = internal::ToReplay(
           opts, *options_, state->id, state->fingerprint,
-          claimed->response ? *claimed->response : Response(), &hook_error);
+          claimed->response ? *claimed->response : kNoResponse, &hook_error);
       if (!replay) return damaged(replay.error());
       if (hook_error) {
         Log(LogLevel::kError,

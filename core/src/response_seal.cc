@@ -54,6 +54,10 @@ Result<Response> ToStoredForm(
     // The store computes expires_at from the same claim time and ttl.
     settings.times =
         StoredTimes{context->claimed_at, now, context->claimed_at + route.ttl};
+  } else {
+    // Stored as it is (EncodeStoredResponse would return a copy of it):
+    // moved, not copied.
+    return std::move(stored);
   }
   return EncodeStoredResponse(stored, id, context->fingerprint, settings);
 }
@@ -62,11 +66,21 @@ Result<Response> ToReplay(const GuardOptions& route,
                           const GuardOptions& guard_options, const RecordId& id,
                           const Fingerprint& fp, const Response& stored,
                           std::optional<std::string>* hook_error) {
-  IDEM_ASSIGN_OR_RETURN(
-      DecodedStoredResponse decoded,
-      DecodeStoredResponse(stored, id, fp, KeysFor(route, guard_options),
-                           route.max_stored_response));
+  DecodedStoredResponse decoded;
   Response& replay = decoded.response;
+  if (!stored.FindHeader(kStoredResponseHeader)) {
+    // Kept as it is sent (DecodeStoredResponse would copy it whole): copied
+    // once, with room for the replay header.
+    replay.status = stored.status;
+    replay.headers.reserve(stored.headers.size() + 1);
+    replay.headers = stored.headers;
+    replay.body = stored.body;
+  } else {
+    IDEM_ASSIGN_OR_RETURN(
+        decoded,
+        DecodeStoredResponse(stored, id, fp, KeysFor(route, guard_options),
+                             route.max_stored_response));
+  }
   replay.headers.emplace_back(route.replay_header_name,
                               route.replay_header_value);
   if (!route.on_replay) return std::move(replay);

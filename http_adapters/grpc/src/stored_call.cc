@@ -8,11 +8,9 @@
 #include <string_view>
 #include <utility>
 
-#include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-
-#include "stored_call.pb.h"
+#include <google/protobuf/wire_format_lite.h>
 
 namespace idem::grpc {
 namespace {
@@ -80,7 +78,98 @@ void WriteMetadata(int field, const MetadataEntries& entries,
   }
 }
 
+// Reading it back the same way: views into the body, where parsing a
+// StoredCall message copied every field (the response twice, once more
+// into the reply) and cost an arena.
+using google::protobuf::internal::WireFormatLite;
+using google::protobuf::io::CodedInputStream;
+
+// The bytes of the length-delimited field whose tag `in` just read.
+bool ReadBytes(CodedInputStream& in, std::string_view whole,
+               std::string_view& out) {
+  std::uint64_t size = 0;
+  if (!in.ReadVarint64(&size)) return false;
+  const int left = in.BytesUntilLimit();
+  if (left < 0 || size > static_cast<std::uint64_t>(left)) return false;
+  out = whole.substr(static_cast<std::size_t>(in.CurrentPosition()),
+                     static_cast<std::size_t>(size));
+  return in.Skip(static_cast<int>(size));
+}
+
+// Reads fields up to `in`'s limit, each known one (its number and wire
+// type) to `known`, which returns false on a malformed one; the others are
+// skipped as protobuf skips unknown fields. False when a field is
+// malformed or the fields end before the limit.
+template <typename Known>
+bool ReadFields(CodedInputStream& in, Known&& known) {
+  while (in.BytesUntilLimit() > 0) {
+    const std::uint32_t tag = in.ReadTagNoLastTag();
+    if (tag == 0) return false;  // A broken varint, or field number 0.
+    const int field = static_cast<int>(WireFormatLite::GetTagFieldNumber(tag));
+    const int wire = static_cast<int>(WireFormatLite::GetTagWireType(tag));
+    if (field == 0) return false;
+    bool read = false;
+    if (!known(field, wire, read)) return false;
+    if (!read && !WireFormatLite::SkipField(&in, tag)) return false;
+  }
+  return in.BytesUntilLimit() == 0;
+}
+
 }  // namespace
+
+bool ReadStoredCall(std::string_view encoded, DecodedCall& call,
+                    MetadataSink* sink) {
+  if (encoded.size() > static_cast<std::size_t>(INT32_MAX)) return false;
+  call = DecodedCall();
+  CodedInputStream in(reinterpret_cast<const std::uint8_t*>(encoded.data()),
+                      static_cast<int>(encoded.size()));
+  in.PushLimit(static_cast<int>(encoded.size()));
+  return ReadFields(in, [&](int field, int wire, bool& read) {
+    if (field == 1 && wire == kVarint) {
+      std::uint64_t code = 0;
+      if (!in.ReadVarint64(&code)) return false;
+      // int32 as protobuf reads it: the low 32 bits.
+      call.code = static_cast<std::int32_t>(static_cast<std::uint32_t>(code));
+      read = true;
+      return true;
+    }
+    if (field < 2 || field > 6 || wire != kLengthDelimited) return true;
+    read = true;
+    std::string_view bytes;
+    if (!ReadBytes(in, encoded, bytes)) return false;
+    switch (field) {
+      case 2:
+        call.message = bytes;
+        return true;
+      case 3:
+        call.details = bytes;
+        return true;
+      case 6:
+        call.response = bytes;
+        return true;
+      default:
+        break;
+    }
+    // A MetadataEntry (fields 4 and 5): key 1, value 2.
+    std::string_view key;
+    std::string_view value;
+    CodedInputStream entry(reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                           static_cast<int>(bytes.size()));
+    entry.PushLimit(static_cast<int>(bytes.size()));
+    const bool ok =
+        ReadFields(entry, [&](int entry_field, int entry_wire, bool& got) {
+          if ((entry_field != 1 && entry_field != 2) ||
+              entry_wire != kLengthDelimited) {
+            return true;
+          }
+          got = true;
+          return ReadBytes(entry, bytes, entry_field == 1 ? key : value);
+        });
+    if (!ok) return false;
+    if (sink != nullptr) sink->Entry(field == 5, key, value);
+    return true;
+  });
+}
 
 StatusSet StoredStatusSet(const std::vector<::grpc::StatusCode>& codes) {
   StatusSet set;
@@ -139,42 +228,59 @@ Response EncodeCall(const ::grpc::Status& status,
   return stored;
 }
 
+namespace {
+
+// The stored metadata added to the call.
+class ContextSink final : public MetadataSink {
+ public:
+  explicit ContextSink(::grpc::ServerContextBase& context)
+      : context_(context) {}
+  void Entry(bool trailing, std::string_view key,
+             std::string_view value) override {
+    // gRPC copies what it is given: these are reused by this thread's
+    // replays rather than allocated for each entry.
+    thread_local std::string key_copy;
+    thread_local std::string value_copy;
+    key_copy.assign(key);
+    value_copy.assign(value);
+    if (trailing) {
+      context_.AddTrailingMetadata(key_copy, value_copy);
+    } else {
+      context_.AddInitialMetadata(key_copy, value_copy);
+    }
+  }
+
+ private:
+  ::grpc::ServerContextBase& context_;
+};
+
+}  // namespace
+
 std::optional<::grpc::Status> ApplyReplay(const Response& replay,
                                           ::grpc::ServerContextBase& context,
                                           google::protobuf::Message& response) {
   std::string_view body = replay.body;
   if (!body.starts_with(kFormatTag)) return std::nullopt;
   body.remove_prefix(kFormatTag.size());
-  // Decoded on an arena whose first block is on this stack: a small record
-  // costs no allocation beyond its longer strings'.
-  alignas(std::max_align_t) char block[1024];
-  google::protobuf::ArenaOptions arena_options;
-  arena_options.initial_block = block;
-  arena_options.initial_block_size = sizeof block;
-  google::protobuf::Arena arena(arena_options);
-  auto* call =
-      google::protobuf::Arena::CreateMessage<internal::StoredCall>(&arena);
-  if (!call->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+  // Checked whole before anything of it reaches the call.
+  DecodedCall call;
+  if (!ReadStoredCall(body, call, nullptr)) return std::nullopt;
+  if (call.code < 0 || call.code > kLastCode ||
+      replay.status != kGuardStatusBase + call.code) {
     return std::nullopt;
   }
-  if (call->code() < 0 || call->code() > kLastCode ||
-      replay.status != kGuardStatusBase + call->code()) {
-    return std::nullopt;
-  }
-  const auto code = static_cast<::grpc::StatusCode>(call->code());
+  const auto code = static_cast<::grpc::StatusCode>(call.code);
   // Parsed in place: gRPC's response message is not sent unless the status
   // is OK, and is left empty when the stored one does not parse.
   if (code == ::grpc::StatusCode::OK &&
-      !response.ParseFromString(call->response())) {
+      !response.ParseFromArray(call.response.data(),
+                               static_cast<int>(call.response.size()))) {
     response.Clear();
     return std::nullopt;
   }
-  for (const auto& e : call->initial_metadata()) {
-    context.AddInitialMetadata(e.key(), e.value());
-  }
-  for (const auto& e : call->trailing_metadata()) {
-    context.AddTrailingMetadata(e.key(), e.value());
-  }
+  // The same bytes, read again: this time they are.
+  ContextSink sink(context);
+  ReadStoredCall(body, call, &sink);
   // The replay marker (the route's replay header, "idempotent-replayed"),
   // lowercased as gRPC requires of metadata keys.
   for (const auto& [name, value] : replay.headers) {
@@ -192,7 +298,8 @@ std::optional<::grpc::Status> ApplyReplay(const Response& replay,
     context.AddTrailingMetadata(key, value);
   }
   if (code == ::grpc::StatusCode::OK) return ::grpc::Status::OK;
-  return ::grpc::Status(code, call->message(), call->details());
+  return ::grpc::Status(code, std::string(call.message),
+                        std::string(call.details));
 }
 
 void SendMetadata(const ReplyMetadata& metadata,

@@ -14,8 +14,10 @@
 #ifndef IDEM_GRPC_SRC_STORED_CALL_H_
 #define IDEM_GRPC_SRC_STORED_CALL_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <google/protobuf/message.h>
@@ -45,6 +47,34 @@ StatusSet StoredStatusSet(const std::vector<::grpc::StatusCode>& codes);
 Response EncodeCall(const ::grpc::Status& status,
                     const google::protobuf::Message& response,
                     const ReplyMetadata& metadata, const MethodCore& method);
+
+// A stored call's fields as the record's body holds them (views into it).
+struct DecodedCall {
+  std::int32_t code = 0;
+  std::string_view message;
+  std::string_view details;
+  std::string_view response;
+};
+
+// Where ReadStoredCall sends the metadata entries (fields 4 and 5).
+class MetadataSink {
+ public:
+  virtual void Entry(bool trailing, std::string_view key,
+                     std::string_view value) = 0;
+
+ protected:
+  ~MetadataSink() = default;
+};
+
+// Reads `encoded` (a record's body after the format tag) as protobuf reads
+// a StoredCall: fields in any order, the last of a repeated singular field
+// kept, unknown fields (or known ones of another wire type) skipped, entry
+// by entry to `sink` (none: only checked) in their order. False when it is
+// not a StoredCall (a broken varint or length, field number 0, a stray
+// end-group); `call` and what `sink` got are then meaningless. Reads no
+// field into memory of its own: no allocation.
+bool ReadStoredCall(std::string_view encoded, DecodedCall& call,
+                    MetadataSink* sink);
 
 // A replay (Decision::response of a kReplayed decision): fills `response`
 // and `context`'s metadata (the stored initial and trailing metadata, and
