@@ -6,6 +6,9 @@ same run — with the targets of the gRPC adapter."""
 # Calls/s against the plain server: fresh keys on the memory store at least
 # 80%, replays at least 100% (a replay skips the handler).
 TARGETS = {"fresh:memory": 0.80, "replay:memory": 1.00}
+# Loads on the pair of servers started with a larger glibc tcache
+# (benchmarks/grpc/bench.sh TCACHE), each against plain+tcache.
+TCACHE_SUFFIX = "+tcache"
 
 
 def section_grpc(grpc):
@@ -25,11 +28,13 @@ def section_grpc(grpc):
         "keys already completed (every call a replay). Targets: fresh keys "
         ">= 80% of plain calls/s, replays >= 100%.", ""]
     loads = {l["name"]: l for l in grpc["loads"]}
-    plain = loads.get("plain")
     out = []
     for l in grpc["loads"]:
+        # A +tcache load against the plain server with the same setting.
+        suffix = TCACHE_SUFFIX if l["name"].endswith(TCACHE_SUFFIX) else ""
+        plain = loads.get("plain" + suffix)
         share = l["calls_per_s"] / plain["calls_per_s"] if plain else None
-        target = TARGETS.get(l["name"])
+        target = TARGETS.get(l["name"][:len(l["name"]) - len(suffix)])
         verdict = "–"
         if target is not None and share is not None:
             verdict = (f">= {100 * target:.0f}%: "
@@ -48,5 +53,13 @@ def section_grpc(grpc):
     lines += ["| " + " | ".join(r) + " |" for r in out]
     lines += ["", f"Store: `{c['store']}`. errors: calls whose status was "
               "not OK; replayed: calls answered with `idempotent-replayed: "
-              "true` (benchmarks/grpc/bench.sh).", ""]
+              "true` (benchmarks/grpc/bench.sh)."]
+    if c.get("tcache"):
+        lines += [f"`+tcache`: both servers of a second pair started with "
+                  f"`GLIBC_TUNABLES=glibc.malloc.tcache_count={c['tcache']}` "
+                  "(glibc's default is 7), each load against `plain+tcache`: "
+                  "gRPC frees a call's objects on another thread than the "
+                  "one that allocated them, which drains the default cache "
+                  "(docs/GRPC.md, \"Allocator\")."]
+    lines += [""]
     return lines
