@@ -43,11 +43,7 @@ TEST_P(StoreContractTest, DurableStoreKeepsRecordsAcrossReopening) {
   }
   if (!GetParam().reopens) GTEST_SKIP() << kNeedsReopen;
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult done,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_OK_AND_ASSIGN(bool completed,
-                       store().Complete(TestId(1), done.token, RichResponse()));
-  ASSERT_TRUE(completed);
+  IDEM_CONTRACT_COMPLETE(done, TestId(1), TestFp(1), t0, RichResponse());
   ASSERT_OK_AND_ASSIGN(ClaimResult held,
                        store().Claim(TestId(2), TestFp(2), t0, kTtl, kLock));
   ASSERT_OK_AND_ASSIGN(std::optional<Record> held_before,

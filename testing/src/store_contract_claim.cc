@@ -90,11 +90,7 @@ TEST_P(StoreContractTest, ClaimOnExpiredInProgressRecordAcquiresAfresh) {
 
 TEST_P(StoreContractTest, ClaimOnExpiredCompletedRecordAcquires) {
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult first,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_OK_AND_ASSIGN(
-      bool completed, store().Complete(TestId(1), first.token, RichResponse()));
-  ASSERT_TRUE(completed);
+  IDEM_CONTRACT_COMPLETE(first, TestId(1), TestFp(1), t0, RichResponse());
 
   // expires_at <= now is expired: exactly at expires_at the key is free.
   const TimePoint t1 = t0 + kTtl;
@@ -110,11 +106,7 @@ TEST_P(StoreContractTest, ClaimOnExpiredCompletedRecordAcquires) {
 
 TEST_P(StoreContractTest, RecordIsLiveUntilJustBeforeExpiresAt) {
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult first,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_OK_AND_ASSIGN(
-      bool completed, store().Complete(TestId(1), first.token, RichResponse()));
-  ASSERT_TRUE(completed);
+  IDEM_CONTRACT_COMPLETE(first, TestId(1), TestFp(1), t0, RichResponse());
 
   const TimePoint last_live = t0 + kTtl - nanoseconds(1);
   ASSERT_OK_AND_ASSIGN(
@@ -151,11 +143,7 @@ TEST_P(StoreContractTest, OtherFingerprintOnInProgressIsMismatch) {
 
 TEST_P(StoreContractTest, OtherFingerprintOnCompletedIsMismatch) {
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult first,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_OK_AND_ASSIGN(
-      bool completed, store().Complete(TestId(1), first.token, RichResponse()));
-  ASSERT_TRUE(completed);
+  IDEM_CONTRACT_COMPLETE(first, TestId(1), TestFp(1), t0, RichResponse());
   ASSERT_OK_AND_ASSIGN(auto before, store().Inspect(TestId(1), t0));
   ASSERT_TRUE(before.has_value());
 
@@ -172,11 +160,7 @@ TEST_P(StoreContractTest, OtherFingerprintOnCompletedIsMismatch) {
 TEST_P(StoreContractTest, CompletedReplaysTheExactResponse) {
   const TimePoint t0 = Now();
   const Response response = RichResponse();
-  ASSERT_OK_AND_ASSIGN(ClaimResult first,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_OK_AND_ASSIGN(bool completed,
-                       store().Complete(TestId(1), first.token, response));
-  ASSERT_TRUE(completed);
+  IDEM_CONTRACT_COMPLETE(first, TestId(1), TestFp(1), t0, response);
 
   // Every replay gets the same response, also after the lock time passed.
   for (const TimePoint t : {t0, t0 + kLock, t0 + kTtl - seconds(1)}) {
@@ -190,11 +174,7 @@ TEST_P(StoreContractTest, CompletedReplaysTheExactResponse) {
 TEST_P(StoreContractTest, CompletedReplaysAnEmptyResponse) {
   const TimePoint t0 = Now();
   const Response empty{.status = 204, .headers = {}, .body = ""};
-  ASSERT_OK_AND_ASSIGN(ClaimResult first,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_OK_AND_ASSIGN(bool completed,
-                       store().Complete(TestId(1), first.token, empty));
-  ASSERT_TRUE(completed);
+  IDEM_CONTRACT_COMPLETE(first, TestId(1), TestFp(1), t0, empty);
 
   ASSERT_OK_AND_ASSIGN(ClaimResult replay,
                        store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
@@ -205,11 +185,7 @@ TEST_P(StoreContractTest, CompletedReplaysAnEmptyResponse) {
 TEST_P(StoreContractTest, CompletedReplaysALargeBinaryBody) {
   const TimePoint t0 = Now();
   const Response large = LargeBinaryResponse();
-  ASSERT_OK_AND_ASSIGN(ClaimResult first,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_OK_AND_ASSIGN(bool completed,
-                       store().Complete(TestId(1), first.token, large));
-  ASSERT_TRUE(completed);
+  IDEM_CONTRACT_COMPLETE(first, TestId(1), TestFp(1), t0, large);
 
   ASSERT_OK_AND_ASSIGN(ClaimResult replay,
                        store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));

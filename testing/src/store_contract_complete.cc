@@ -125,11 +125,7 @@ TEST_P(StoreContractTest, CompleteOnAnAbsentIdReturnsFalseAndCreatesNothing) {
 TEST_P(StoreContractTest, CompleteOnACompletedRecordReturnsFalse) {
   const TimePoint t0 = Now();
   const Response first_response{.status = 201, .headers = {}, .body = "first"};
-  ASSERT_OK_AND_ASSIGN(ClaimResult claim,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_OK_AND_ASSIGN(
-      bool completed, store().Complete(TestId(1), claim.token, first_response));
-  ASSERT_TRUE(completed);
+  IDEM_CONTRACT_COMPLETE(claim, TestId(1), TestFp(1), t0, first_response);
   ASSERT_OK_AND_ASSIGN(auto before, store().Inspect(TestId(1), t0));
 
   const Response second_response{
@@ -210,11 +206,7 @@ TEST_P(StoreContractTest, ReleaseOnAnAbsentIdReturnsFalse) {
 
 TEST_P(StoreContractTest, ReleaseOnACompletedRecordReturnsFalse) {
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult claim,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_OK_AND_ASSIGN(
-      bool completed, store().Complete(TestId(1), claim.token, RichResponse()));
-  ASSERT_TRUE(completed);
+  IDEM_CONTRACT_COMPLETE(claim, TestId(1), TestFp(1), t0, RichResponse());
   ASSERT_OK_AND_ASSIGN(auto before, store().Inspect(TestId(1), t0));
 
   ASSERT_OK_AND_ASSIGN(bool released, store().Release(TestId(1), claim.token));

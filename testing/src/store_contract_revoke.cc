@@ -43,11 +43,7 @@ using std::chrono::seconds;
 
 TEST_P(StoreContractTest, RevokeOfACompletedRecordLetsTheNextClaimAcquire) {
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult claim,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_OK_AND_ASSIGN(
-      bool completed, store().Complete(TestId(1), claim.token, RichResponse()));
-  ASSERT_TRUE(completed);
+  IDEM_CONTRACT_COMPLETE(claim, TestId(1), TestFp(1), t0, RichResponse());
   ASSERT_OK_AND_ASSIGN(bool revoked, store().Revoke(TestId(1)));
   EXPECT_TRUE(revoked);
   ASSERT_OK_AND_ASSIGN(auto record, store().Inspect(TestId(1), t0));
@@ -241,11 +237,7 @@ TEST_P(StoreContractTest, IdsAreIndependent) {
   RecordId first_byte = base;
   first_byte.bytes[0] ^= 1;
 
-  ASSERT_OK_AND_ASSIGN(ClaimResult a,
-                       store().Claim(base, TestFp(1), t0, kTtl, kLock));
-  ASSERT_OK_AND_ASSIGN(bool completed,
-                       store().Complete(base, a.token, RichResponse()));
-  ASSERT_TRUE(completed);
+  IDEM_CONTRACT_COMPLETE(a, base, TestFp(1), t0, RichResponse());
   for (const RecordId& id : {last_byte, first_byte}) {
     ASSERT_OK_AND_ASSIGN(auto record, store().Inspect(id, t0));
     EXPECT_FALSE(record.has_value());

@@ -36,11 +36,7 @@ using std::chrono::seconds;
 TEST_P(StoreContractTest, TryClaimOfACompletedRecordReplaysOrDefers) {
   const TimePoint t0 = Now();
   const Response response = RichResponse();
-  ASSERT_OK_AND_ASSIGN(ClaimResult first,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_OK_AND_ASSIGN(bool completed,
-                       store().Complete(TestId(1), first.token, response));
-  ASSERT_TRUE(completed);
+  IDEM_CONTRACT_COMPLETE(first, TestId(1), TestFp(1), t0, response);
   ASSERT_OK_AND_ASSIGN(auto before, store().Inspect(TestId(1), t0));
 
   for (const TimePoint t : {t0, t0 + kLock}) {
@@ -67,11 +63,7 @@ TEST_P(StoreContractTest, TryClaimOfACompletedRecordReplaysOrDefers) {
 
 TEST_P(StoreContractTest, TryClaimOfAnExpiredRecordIsNoReplay) {
   const TimePoint t0 = Now();
-  ASSERT_OK_AND_ASSIGN(ClaimResult first,
-                       store().Claim(TestId(1), TestFp(1), t0, kTtl, kLock));
-  ASSERT_OK_AND_ASSIGN(
-      bool completed, store().Complete(TestId(1), first.token, RichResponse()));
-  ASSERT_TRUE(completed);
+  IDEM_CONTRACT_COMPLETE(first, TestId(1), TestFp(1), t0, RichResponse());
   // At expires_at the record is gone for Claim: never replayed from memory.
   auto late = store().TryClaimWithoutBlocking(TestId(1), TestFp(1), t0 + kTtl,
                                               kTtl, kLock);

@@ -166,4 +166,17 @@ inline void ExpectSameRecord(const std::optional<Record>& got,
                        store().Claim((id), (fp), (now), kTtl, kLock)); \
   ASSERT_EQ(var.outcome, ClaimOutcome::kAcquired) << Describe(var)
 
+// In a contract test: IDEM_CONTRACT_ACQUIRE, then completes the record with
+// `response` and asserts that it did.
+#define IDEM_CONTRACT_COMPLETE(var, id, fp, now, response)                \
+  IDEM_CONTRACT_ACQUIRE(var, id, fp, now);                                \
+  {                                                                       \
+    auto var##_completed = store().Complete((id), var.token, (response)); \
+    ASSERT_TRUE(var##_completed.has_value())                              \
+        << var##_completed.error().ToString();                            \
+    ASSERT_TRUE(*var##_completed)                                         \
+        << "the claim's own Complete returned false";                     \
+  }                                                                       \
+  static_assert(true)
+
 #endif  // IDEM_TESTING_SRC_STORE_CONTRACT_UTIL_H_

@@ -5,7 +5,7 @@
 //
 // Where: when the store's calls may block (GuardCalls::store_calls_inline()
 // false), the decision begins on the gRPC thread without blocking (key,
-// fingerprint, a local cache's hit: StartWithoutBlocking), and an answer
+// fingerprint, a local cache's hit: StartOnGrpcThread), and an answer
 // that needs no store call is finished there; the rest of the call is a
 // coroutine on the adapter's executor, its store calls on GuardCalls'
 // pool, so that no gRPC callback thread ever waits for the store. When they
@@ -24,7 +24,6 @@
 // <utility>; GCC 12's standard library no longer includes it transitively.
 #include <utility>
 
-#include <chrono>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -32,9 +31,6 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/version.hpp>
 
 #include "answer.h"
@@ -142,9 +138,8 @@ net::awaitable<void> Serve(std::shared_ptr<const MethodCore> method,
 }
 
 // A decision begun on the gRPC thread that needs the store (kCallStore) or
-// a wait (kWait), or a final one whose handler runs on the executor:
-// continued there (the claim on the pool, the wait on a timer), then
-// Proceed.
+// a wait (kWait): continued (the claim on the pool, the wait on a timer,
+// GuardCalls::Continue), then Proceed.
 net::awaitable<void> ServeBegun(std::shared_ptr<const MethodCore> method,
                                 Decision d,
                                 ::grpc::CallbackServerContext* context,
@@ -155,34 +150,6 @@ net::awaitable<void> ServeBegun(std::shared_ptr<const MethodCore> method,
     Decision continued =
         co_await method->adapter->calls->Continue(std::move(d));
     d = std::move(continued);
-  } catch (...) {
-    error = std::current_exception();
-  }
-  if (error) {
-    Complete(*method, reactor, AdapterFailed(*method, What(error)));
-    co_return;
-  }
-  co_await Proceed(std::move(method), std::move(d), context, request, reply,
-                   reactor);
-}
-
-// A kWait decision made on the gRPC thread, continued on the executor: the
-// lock_wait on a timer (store calls inline: Resume never blocks), then
-// Proceed.
-net::awaitable<void> Continue(std::shared_ptr<const MethodCore> method,
-                              Decision d,
-                              ::grpc::CallbackServerContext* context,
-                              const Message* request, Message* reply,
-                              ::grpc::ServerUnaryReactor* reactor) {
-  std::exception_ptr error;
-  try {
-    net::steady_timer timer(co_await net::this_coro::executor);
-    while (d.action == Action::kWait) {
-      timer.expires_after(
-          std::chrono::duration_cast<net::steady_timer::duration>(d.retry_in));
-      co_await timer.async_wait(net::use_awaitable);
-      d = method->adapter->guard->Resume(std::move(d));
-    }
   } catch (...) {
     error = std::current_exception();
   }
@@ -244,23 +211,30 @@ void LaunchHere(const net::any_io_executor& executor,
   return status;
 }
 
-// A store whose calls never block: see the file comment. Returns after the
-// reactor is finished, or once the call continues on the executor.
-void StartInline(const std::shared_ptr<const MethodCore>& method,
-                 ::grpc::CallbackServerContext* context, const Message* request,
-                 Message* reply, ::grpc::ServerUnaryReactor* reactor) {
+// The decision begun on the gRPC thread that delivered the call, without
+// blocking (Guard::BeginWithoutBlocking: the key, the fingerprint, and the
+// claim when the store never blocks or answers it at once, e.g. a local
+// cache's hit); see the file comment. Returns after the reactor is
+// finished, or once the call continues elsewhere.
+void StartOnGrpcThread(const std::shared_ptr<const MethodCore>& method,
+                       ::grpc::CallbackServerContext* context,
+                       const Message* request, Message* reply,
+                       ::grpc::ServerUnaryReactor* reactor) {
+  const bool calls_inline = method->adapter->calls->store_calls_inline();
   ::grpc::Status status;
   std::optional<Decision> d;
   try {
     {
       CallView call(*context, *request, *method);
-      d = method->adapter->guard->Begin(call.view(), method->route);
+      d = method->adapter->guard->BeginWithoutBlocking(call.view(),
+                                                       method->route);
     }
     if (d->action == Action::kRespond) {
       status =
           AnswerFromGuard(*method, d->outcome, d->response, *context, *reply);
       d.reset();
-    } else if (d->action != Action::kWait && method->handler.synchronous()) {
+    } else if (calls_inline && d->action != Action::kWait &&
+               method->handler.synchronous()) {
       status = RunSynchronous(*method, *d, *context, *request, *reply);
       d.reset();
     }
@@ -276,56 +250,22 @@ void StartInline(const std::shared_ptr<const MethodCore>& method,
     Complete(*method, reactor, status);
     return;
   }
-  // A coroutine or completion handler, or a lock_wait: a coroutine that
-  // starts here and finishes here too unless it suspends.
   method->adapter->executor_used.store(true, std::memory_order_relaxed);
-  const bool wait = d->action == Action::kWait;
-  LaunchHere(
-      method->adapter->executor,
-      wait ? Continue(method, std::move(*d), context, request, reply, reactor)
-           : Proceed(method, std::move(*d), context, request, reply, reactor));
-}
-
-// A store whose calls may block: the decision begins on the gRPC thread
-// that delivered the call, without blocking (Guard::BeginWithoutBlocking:
-// the key, the fingerprint, and a claim the store answers at once, such as
-// a local cache's hit). An answer that needs no store call (a cached
-// replay, idem's own answers) is finished there; every other call goes on
-// as a coroutine on the executor (ServeBegun), its store calls on the pool.
-void StartWithoutBlocking(const std::shared_ptr<const MethodCore>& method,
-                          ::grpc::CallbackServerContext* context,
-                          const Message* request, Message* reply,
-                          ::grpc::ServerUnaryReactor* reactor) {
-  ::grpc::Status status;
-  std::optional<Decision> d;
-  try {
-    {
-      CallView call(*context, *request, *method);
-      d = method->adapter->guard->BeginWithoutBlocking(call.view(),
-                                                       method->route);
-    }
-    if (d->action == Action::kRespond) {
-      status =
-          AnswerFromGuard(*method, d->outcome, d->response, *context, *reply);
-      d.reset();
-    }
-  } catch (const std::exception& e) {
-    d.reset();
-    status = AdapterFailed(*method, e.what());
-  } catch (...) {
-    d.reset();
-    status =
-        AdapterFailed(*method, "an exception that is not a std::exception");
+  // A final decision goes straight to Proceed (one frame); a wait, or a
+  // claim for the pool, through ServeBegun.
+  const bool final_decision =
+      d->action != Action::kWait && d->action != Action::kCallStore;
+  net::awaitable<void> call =
+      final_decision
+          ? Proceed(method, std::move(*d), context, request, reply, reactor)
+          : ServeBegun(method, std::move(*d), context, request, reply, reactor);
+  if (calls_inline) {
+    // Starts here, and finishes here too unless it suspends.
+    LaunchHere(method->adapter->executor, std::move(call));
+  } else {
+    // The store may block: the rest runs on the executor.
+    net::co_spawn(method->adapter->executor, std::move(call), net::detached);
   }
-  if (!d) {
-    Complete(*method, reactor, status);
-    return;
-  }
-  method->adapter->executor_used.store(true, std::memory_order_relaxed);
-  net::co_spawn(
-      method->adapter->executor,
-      ServeBegun(method, std::move(*d), context, request, reply, reactor),
-      net::detached);
 }
 
 }  // namespace
@@ -339,10 +279,8 @@ void StartWithoutBlocking(const std::shared_ptr<const MethodCore>& method,
     return reactor;
   }
   core_->adapter->CallStarted();
-  if (core_->adapter->calls->store_calls_inline()) {
-    StartInline(core_, context, request, response, reactor);
-  } else if (core_->adapter->calls->begins_without_blocking()) {
-    StartWithoutBlocking(core_, context, request, response, reactor);
+  if (core_->adapter->calls->begins_without_blocking()) {
+    StartOnGrpcThread(core_, context, request, response, reactor);
   } else {
     core_->adapter->executor_used.store(true, std::memory_order_relaxed);
     net::co_spawn(core_->adapter->executor,
