@@ -50,13 +50,12 @@ Decision Guard::Resume(Decision waiting) {
 void Guard::KeepTrace(detail::WaitState& state, const Trace& trace) const {
   // Only the first decision's views are the request's; a Resume's are
   // views of these copies.
-  if (!state.trace_kept) {
+  if (state.started == std::chrono::steady_clock::time_point()) {
     state.started = trace.started;
     if (!observers_.empty()) {
       state.method = trace.method;
       state.route = trace.route;
     }
-    state.trace_kept = true;
   }
   state.store_latency = trace.store_latency;
 }
@@ -78,9 +77,8 @@ Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace,
       d.wait = std::move(state);
       return d;
     }
-    const auto took = std::chrono::steady_clock::now() - start;
-    metrics_->ObserveStoreLatency(StoreOperation::kClaim, took);
-    trace.store_latency += std::chrono::duration_cast<Duration>(took);
+    internal::Observed(*metrics_, StoreOperation::kClaim, trace.store_latency,
+                       start);
     return Claimed(std::move(*tried), now, std::move(state), trace);
   }
   auto claimed =

@@ -26,15 +26,13 @@ struct WaitState {
   std::string instance;
   TimePoint deadline;
   int attempt = 0;
-  // The Trace of the decision so far (Guard::Resume continues it); method
-  // and route are copied only when the Guard has observers.
+  // The Trace of the decision so far (Guard::Resume continues it), kept at
+  // its first kWait or kCallStore (Guard::KeepTrace; `started` unset until
+  // then); method and route are copied only when the Guard has observers.
   std::chrono::steady_clock::time_point started;
   Duration store_latency{};
   std::string method;
   std::string route;
-  // Whether started, method and route hold the first decision's trace
-  // (Guard::KeepTrace, at its first kWait or kCallStore).
-  bool trace_kept = false;
 };
 
 }  // namespace detail

@@ -123,16 +123,13 @@ net::awaitable<Decision> GuardCalls::Decide(
     } else {
       d = unavailable_->Begin(request, route);
     }
-  } else if (pool_ && options_.store_calls != StoreCalls::kPool) {
-    // Everything up to the claim on this thread, and the claim too when
-    // the store answers it without blocking (a local cache's hit): only a
-    // claim that may block takes the pool (Continue).
-    d = guard_->BeginWithoutBlocking(request, route);
   } else {
-    // No pool: a store that never blocks. Or switched off (SetEnabled):
-    // Begin calls no store, inline so that a busy pool cannot turn a
-    // pass-through into a queue-timeout answer.
-    d = guard_->Begin(request, route);
+    // Everything up to the claim on this thread, and the claim too when
+    // the store never blocks or answers it without blocking (a local
+    // cache's hit): only a claim that may block takes the pool (Continue).
+    // Switched off (SetEnabled), no store is called, so a busy pool cannot
+    // turn a pass-through into a queue-timeout answer.
+    d = guard_->BeginWithoutBlocking(request, route);
   }
   if (d.action != Action::kCallStore && d.action != Action::kWait) co_return d;
   co_return co_await Continue(std::move(d));
