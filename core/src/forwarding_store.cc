@@ -4,8 +4,10 @@
 
 namespace idem {
 
-ForwardingStore::ForwardingStore(std::shared_ptr<Store> inner)
-    : inner_(std::move(inner)) {}
+ForwardingStore::ForwardingStore(std::shared_ptr<Store> inner,
+                                 ForwardAsync forward_async)
+    : inner_(std::move(inner)),
+      forward_async_(forward_async == ForwardAsync::kYes) {}
 
 ForwardingStore::~ForwardingStore() = default;
 
@@ -31,6 +33,27 @@ Result<bool> ForwardingStore::CompleteShared(
     const RecordId& id, const Token& token,
     std::shared_ptr<const Response> response) {
   return inner_->CompleteShared(id, token, std::move(response));
+}
+
+void ForwardingStore::ClaimAsync(const RecordId& id, const Fingerprint& fp,
+                                 TimePoint now, Duration ttl,
+                                 Duration lock_timeout,
+                                 StoreCallback<ClaimResult> done) {
+  if (!forward_async_) {
+    Store::ClaimAsync(id, fp, now, ttl, lock_timeout, std::move(done));
+    return;
+  }
+  inner_->ClaimAsync(id, fp, now, ttl, lock_timeout, std::move(done));
+}
+
+void ForwardingStore::CompleteAsync(const RecordId& id, const Token& token,
+                                    std::shared_ptr<const Response> response,
+                                    StoreCallback<bool> done) {
+  if (!forward_async_) {
+    Store::CompleteAsync(id, token, std::move(response), std::move(done));
+    return;
+  }
+  inner_->CompleteAsync(id, token, std::move(response), std::move(done));
 }
 
 Result<bool> ForwardingStore::Release(const RecordId& id, const Token& token) {
@@ -60,6 +83,10 @@ Result<std::size_t> ForwardingStore::PurgeExpired(TimePoint now,
   return inner_->PurgeExpired(now, limit);
 }
 
-StoreInfo ForwardingStore::Info() const { return inner_->Info(); }
+StoreInfo ForwardingStore::Info() const {
+  StoreInfo info = inner_->Info();
+  info.async_calls = info.async_calls && forward_async_;
+  return info;
+}
 
 }  // namespace idem

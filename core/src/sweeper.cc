@@ -127,7 +127,7 @@ namespace {
 class SweptStore final : public ForwardingStore {
  public:
   explicit SweptStore(std::unique_ptr<Store> inner)
-      : ForwardingStore(std::move(inner)) {}
+      : ForwardingStore(std::move(inner), ForwardAsync::kYes) {}
 
   Status Attach(SweeperOptions options) {
     IDEM_ASSIGN_OR_RETURN(sweeper_,

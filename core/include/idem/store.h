@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -127,7 +128,19 @@ struct StoreInfo {
   // connection) before it fails; 0 when it never waits for one. Adapters
   // bound the wait of a queued store call by it.
   std::chrono::milliseconds acquire_timeout{0};
+  // Whether ClaimAsync and CompleteAsync answer without blocking the
+  // calling thread: the store's own thread or event loop does the work
+  // and calls back. Adapters then make those two calls from their I/O
+  // threads (no hop to the store-call pool and back) and keep the pool for
+  // the others. Default: false (they are the synchronous calls, made
+  // inside).
+  bool async_calls = false;
 };
+
+// How an asynchronous store call (Store::ClaimAsync, CompleteAsync) answers:
+// called exactly once with what the synchronous call would return.
+template <typename T>
+using StoreCallback = std::function<void(Result<T>)>;
 
 // Record counts of Store::Stats.
 struct StoreStats {
@@ -210,6 +223,30 @@ class Store {
       const RecordId& id, const Token& token,
       std::shared_ptr<const Response> response) {
     return Complete(id, token, *response);
+  }
+
+  // Claim and CompleteShared for a caller that must not block (an adapter's
+  // I/O thread), on a store whose Info().async_calls is true: the same
+  // contracts, atomicity and effects, and `done` gets what the synchronous
+  // call would return, exactly once: inside the call (an argument error)
+  // or later on a thread of the store's. The store copies what it needs of
+  // the arguments before it returns. `done` must not block nor call the
+  // store synchronously (it may run on the thread that serves the store's
+  // calls); it may hand the answer to another thread. `done` is called
+  // within the bounds the synchronous call has (the store's own timeouts:
+  // a queue it could not leave in time fails with kUnavailable and has no
+  // effect), and before the store's destructor returns.
+  // Default (async_calls false): the synchronous call, made inside, then
+  // `done`; it blocks as that call does.
+  virtual void ClaimAsync(const RecordId& id, const Fingerprint& fp,
+                          TimePoint now, Duration ttl, Duration lock_timeout,
+                          StoreCallback<ClaimResult> done) {
+    done(Claim(id, fp, now, ttl, lock_timeout));
+  }
+  virtual void CompleteAsync(const RecordId& id, const Token& token,
+                             std::shared_ptr<const Response> response,
+                             StoreCallback<bool> done) {
+    done(CompleteShared(id, token, std::move(response)));
   }
 
   // Deletes the record if and only if it is in_progress with `token`; returns

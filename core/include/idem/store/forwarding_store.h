@@ -12,6 +12,14 @@
 // nullopt is enough) if every claim is to pass through its change: here it
 // forwards, so an inner local cache's hits are answered without it.
 //
+// The asynchronous calls (ClaimAsync, CompleteAsync) are forwarded only by
+// a decorator that says so (ForwardAsync::kYes, e.g. one that owns a
+// sweeper and changes no call): by default they are Store's, the
+// synchronous calls made inside, so they pass through the decorator's own
+// Claim and CompleteShared, and Info().async_calls is false whatever the
+// inner store's is. A decorator that changes claims or completions and
+// forwards the asynchronous calls must override them too.
+//
 // Ownership: the ForwardingStore shares ownership of the inner store, which
 // lives at least as long as it. A derived class's members are destroyed
 // before the inner store is released, so a decorator may own background work
@@ -32,8 +40,12 @@ namespace idem {
 
 class ForwardingStore : public Store {
  public:
-  // `inner` must not be null.
-  explicit ForwardingStore(std::shared_ptr<Store> inner);
+  // Whether ClaimAsync and CompleteAsync go to the inner store's.
+  enum class ForwardAsync { kNo, kYes };
+
+  // `inner` must not be null. Default: kNo.
+  explicit ForwardingStore(std::shared_ptr<Store> inner,
+                           ForwardAsync forward_async = ForwardAsync::kNo);
   ~ForwardingStore() override;
 
   ForwardingStore(const ForwardingStore&) = delete;
@@ -50,6 +62,12 @@ class ForwardingStore : public Store {
   Result<bool> CompleteShared(
       const RecordId& id, const Token& token,
       std::shared_ptr<const Response> response) override;
+  void ClaimAsync(const RecordId& id, const Fingerprint& fp, TimePoint now,
+                  Duration ttl, Duration lock_timeout,
+                  StoreCallback<ClaimResult> done) override;
+  void CompleteAsync(const RecordId& id, const Token& token,
+                     std::shared_ptr<const Response> response,
+                     StoreCallback<bool> done) override;
   Result<bool> Release(const RecordId& id, const Token& token) override;
   Result<bool> Revoke(const RecordId& id) override;
   Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
@@ -65,6 +83,7 @@ class ForwardingStore : public Store {
 
  private:
   std::shared_ptr<Store> inner_;
+  bool forward_async_;
 };
 
 }  // namespace idem

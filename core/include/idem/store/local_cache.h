@@ -118,7 +118,14 @@ class LocalCacheStore final : public StoreBoundary {
 
   ~LocalCacheStore() override;
 
-  StoreInfo Info() const override { return inner_->Info(); }
+  // The inner store's, but with async_calls false: its asynchronous calls
+  // are the synchronous ones (the cache's fills and epochs are kept by
+  // DoClaim and DoComplete).
+  StoreInfo Info() const override {
+    StoreInfo info = inner_->Info();
+    info.async_calls = false;
+    return info;
+  }
   LocalCacheCounters counters() const;
   // Entries held now (fresh or not).
   std::size_t size() const;

@@ -62,6 +62,12 @@ class StoreBoundary : public Store {
                         const Response& response) final;
   Result<bool> CompleteShared(const RecordId& id, const Token& token,
                               std::shared_ptr<const Response> response) final;
+  void ClaimAsync(const RecordId& id, const Fingerprint& fp, TimePoint now,
+                  Duration ttl, Duration lock_timeout,
+                  StoreCallback<ClaimResult> done) final;
+  void CompleteAsync(const RecordId& id, const Token& token,
+                     std::shared_ptr<const Response> response,
+                     StoreCallback<bool> done) final;
   Result<bool> Release(const RecordId& id, const Token& token) final;
   Result<bool> Revoke(const RecordId& id) final;
   Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,
@@ -101,6 +107,24 @@ class StoreBoundary : public Store {
       const RecordId& id, const Token& token,
       std::shared_ptr<const Response> response) {
     return DoComplete(id, token, *response);
+  }
+  // The asynchronous calls' storage logic (store.h, ClaimAsync), behind the
+  // same checks as the synchronous calls (an argument error calls `done` at
+  // once and the Do* call is not made), BeforeCall (which must not block
+  // in a store whose Info().async_calls is true) and exception boundary: a
+  // Do*Async call that throws must not have called `done`, and `done` then
+  // gets the error. An error reaches AfterError before `done`. Called only
+  // with a non-empty `done`. Default: DoClaim or DoCompleteShared, made
+  // inside, then `done`.
+  virtual void DoClaimAsync(const RecordId& id, const Fingerprint& fp,
+                            TimePoint now, Duration ttl, Duration lock_timeout,
+                            StoreCallback<ClaimResult> done) {
+    done(DoClaim(id, fp, now, ttl, lock_timeout));
+  }
+  virtual void DoCompleteAsync(const RecordId& id, const Token& token,
+                               std::shared_ptr<const Response> response,
+                               StoreCallback<bool> done) {
+    done(DoCompleteShared(id, token, std::move(response)));
   }
   virtual Result<bool> DoRelease(const RecordId& id, const Token& token) = 0;
   virtual Result<bool> DoRevoke(const RecordId& id) = 0;
@@ -143,6 +167,12 @@ class StoreBoundary : public Store {
   }
 
  private:
+  // The asynchronous calls' boundary: BeforeCall, then start(callback)
+  // inside the exception boundary; `done` (moved from) gets the answer
+  // once, an error after AfterError.
+  template <typename T, typename Start>
+  void CallAsync(std::string_view op, StoreCallback<T>& done, Start&& start);
+
   std::string context_;
 };
 
