@@ -67,6 +67,7 @@ ClaimHandle& ClaimHandle::operator=(ClaimHandle&& other) noexcept {
     method_ = std::move(other.method_);
     route_ = std::move(other.route_);
     lease_ = std::move(other.lease_);
+    pending_ = std::move(other.pending_);
   }
   return *this;
 }
@@ -148,6 +149,47 @@ FinishResult ClaimHandle::EndInTransaction(int status) {
   return FinishResult::kStaleComplete;
 }
 
+struct ClaimHandle::PendingCompletion {
+  // Written on the store's thread before `answered` runs; read by the
+  // Finish that follows it.
+  std::optional<Result<bool>> answer;
+  Duration latency{};
+};
+
+bool ClaimHandle::StartFinish(const Response& response,
+                              std::function<void()> answered) {
+  if (guard_ == nullptr || pending_ || in_transaction_ != InTransaction::kNo ||
+      !guard_->calls_store_asynchronously()) {
+    return false;
+  }
+  const GuardOptions& opts = *options_;
+  // What Finish would not complete (a release, an unstorable response) is
+  // Finish's to do, on a thread that may block.
+  if (!opts.stored_statuses.Contains(response.status) ||
+      response.body.size() > opts.max_stored_response) {
+    return false;
+  }
+  Guard& guard = *guard_;
+  auto stored =
+      internal::ToStoredForm(options_, guard.options(), id_,
+                             StoredForm(opts, response), guard.clock().Now());
+  if (!stored) return false;  // Finish logs it and releases the key.
+  EndLease();
+  auto pending = std::make_shared<PendingCompletion>();
+  pending_ = pending;
+  const auto start = std::chrono::steady_clock::now();
+  guard.store().CompleteAsync(
+      id_, token_, std::make_shared<const Response>(std::move(*stored)),
+      [&metrics = guard.metrics(), pending = std::move(pending), start,
+       answered = std::move(answered)](Result<bool> done) {
+        internal::Observed(metrics, StoreOperation::kComplete, pending->latency,
+                           start);
+        pending->answer = std::move(done);
+        answered();
+      });
+  return true;
+}
+
 FinishResult ClaimHandle::Finish(const Response& response) {
   if (guard_ == nullptr) return FinishResult::kInactive;
   EndLease();
@@ -155,6 +197,12 @@ FinishResult ClaimHandle::Finish(const Response& response) {
     return EndInTransaction(response.status);
   }
   Guard& guard = *std::exchange(guard_, nullptr);
+  if (pending_) {
+    // StartFinish made the store call; its answer is in.
+    const std::shared_ptr<PendingCompletion> pending = std::move(pending_);
+    return EndCompletion(guard, std::move(*pending->answer), pending->latency,
+                         response.status);
+  }
   const GuardOptions& opts = *options_;
   auto ended = [&](FinishResult result, Duration store_latency) {
     guard.ClaimEnded(*this, result, response.status, store_latency);
@@ -189,22 +237,31 @@ FinishResult ClaimHandle::Finish(const Response& response) {
   auto done = Timed(guard.metrics(), StoreOperation::kComplete, latency, [&] {
     return guard.store().CompleteShared(id_, token_, std::move(stored_ptr));
   });
+  return EndCompletion(guard, std::move(done), latency, response.status);
+}
+
+FinishResult ClaimHandle::EndCompletion(Guard& guard, Result<bool> done,
+                                        Duration latency, int status) {
+  auto ended = [&](FinishResult result) {
+    guard.ClaimEnded(*this, result, status, latency);
+    return result;
+  };
   if (!done) {
     guard.metrics().Count(Outcome::kStoreFailed);
     guard.Log(LogLevel::kError,
               "storing the response failed (" + done.error().ToString() +
                   "); the key stays locked until its lock timeout, record " +
                   id_.ToHex());
-    return ended(FinishResult::kStoreFailed, latency);
+    return ended(FinishResult::kStoreFailed);
   }
   if (!*done) {
     guard.metrics().Count(Outcome::kStaleComplete);
     guard.Log(LogLevel::kWarning,
               "response not stored: " + guard.ClaimLostReason(*this) +
                   ", record " + id_.ToHex());
-    return ended(FinishResult::kStaleComplete, latency);
+    return ended(FinishResult::kStaleComplete);
   }
-  return ended(FinishResult::kStored, latency);
+  return ended(FinishResult::kStored);
 }
 
 }  // namespace idem

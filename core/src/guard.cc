@@ -65,6 +65,7 @@ Result<std::unique_ptr<Guard>> Guard::Create(GuardSetup setup) {
 Guard::Guard(GuardSetup setup)
     : store_(std::move(setup.store)),
       store_may_block_(store_->Info().calls_may_block),
+      store_async_(store_->Info().async_calls),
       options_(std::make_shared<const GuardOptions>(std::move(setup.options))),
       clock_(setup.clock ? std::move(setup.clock) : SystemClock::Instance()),
       metrics_(setup.metrics ? std::move(setup.metrics)

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,9 +43,42 @@ Decision Guard::Resume(Decision waiting) {
   trace.route = state->route;
   trace.record_id = state->id;
   trace.store_latency = state->store_latency;
-  Decision d = Claim(state, trace);
+  Decision d;
+  if (state->answer) {
+    // StartResume's store call answered: its decision, no second call.
+    Result<ClaimResult> answer = std::move(*state->answer);
+    state->answer.reset();
+    d = Claimed(std::move(answer), state->answer_now, state, trace);
+  } else {
+    d = Claim(state, trace);
+  }
   Decided(d, trace);
   return d;
+}
+
+bool Guard::StartResume(Decision& waiting, std::function<void()> answered) {
+  if ((waiting.action != Action::kWait &&
+       waiting.action != Action::kCallStore) ||
+      !waiting.wait || !store_async_) {
+    return false;
+  }
+  detail::WaitState& state = *waiting.wait;
+  const GuardOptions& opts = *state.options;
+  state.answer_now = clock_->Now();
+  const auto start = std::chrono::steady_clock::now();
+  // The state is the caller's again only once `answered` has run: the store
+  // writes the answer into it first.
+  store_->ClaimAsync(
+      state.id, state.fingerprint, state.answer_now, opts.ttl,
+      opts.lock_timeout,
+      [this, state = waiting.wait, start,
+       answered = std::move(answered)](Result<ClaimResult> claimed) {
+        internal::Observed(*metrics_, StoreOperation::kClaim,
+                           state->store_latency, start);
+        state->answer = std::move(claimed);
+        answered();
+      });
+  return true;
 }
 
 void Guard::KeepTrace(detail::WaitState& state, const Trace& trace) const {

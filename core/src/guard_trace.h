@@ -33,6 +33,11 @@ struct WaitState {
   Duration store_latency{};
   std::string method;
   std::string route;
+  // An asynchronous claim's answer and the time it was made at
+  // (Guard::StartResume), written on the store's thread before the caller
+  // is told; the Resume that follows takes it instead of calling the store.
+  std::optional<Result<ClaimResult>> answer;
+  TimePoint answer_now{};
 };
 
 }  // namespace detail

@@ -46,7 +46,7 @@ int internal::StoreContractAnchor() {
          contract::ConcurrencyContractAnchor() +
          contract::RandomContractAnchor() + contract::RenewalContractAnchor() +
          contract::CapabilityContractAnchor() +
-         contract::TryClaimContractAnchor();
+         contract::TryClaimContractAnchor() + contract::AsyncContractAnchor();
 }
 
 std::string StoreFactoryName(

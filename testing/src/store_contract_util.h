@@ -39,6 +39,7 @@ int RandomContractAnchor();       // store_contract_random.cc
 int RenewalContractAnchor();      // store_contract_renewal.cc
 int CapabilityContractAnchor();   // store_contract_capabilities.cc
 int TryClaimContractAnchor();     // store_contract_try_claim.cc
+int AsyncContractAnchor();        // store_contract_async.cc
 
 inline constexpr Duration kTtl = std::chrono::hours(24);
 inline constexpr Duration kLock = std::chrono::seconds(60);

@@ -21,6 +21,7 @@
 #include "idem/store_uri.h"
 #include "idem/testing/status_matchers.h"
 #include "idem/testing/store_contract.h"
+#include "idem/testing/through_async_calls.h"
 
 namespace {
 
@@ -83,6 +84,12 @@ std::vector<StoreFactory> RegisteredSetups(std::string_view name) {
                }
              },
          .skip_reason = skip});
+  }
+  // A store with asynchronous calls runs its first setup through them too
+  // (`<label>_async`), so that every row claims and completes through
+  // ClaimAsync and CompleteAsync, as the adapters do.
+  if (store->capabilities.async_calls && !out.empty()) {
+    out.push_back(idem::testing::WithAsyncCalls({out.front()}).back());
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #define IDEM_CLAIM_HANDLE_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -80,6 +81,22 @@ class ClaimHandle {
   // SEMANTICS.md. Call it before sending the response. Blocks on the store.
   // The response to send is `response` itself, unchanged.
   FinishResult Finish(const Response& response);
+
+  // Finish's store call without blocking, for an adapter's I/O thread on a
+  // store whose calls are asynchronous (Guard::calls_store_asynchronously):
+  // when Finish(response) would complete the record (a status to store, a
+  // body within max_stored_response, no MarkCommitted/MarkClaimLost), puts
+  // the response in its stored form, ends the lease, starts
+  // Store::CompleteAsync and returns true; `answered` is called once, on
+  // the store's thread (or inside this call), when the store answered, and
+  // must not block. Then call Finish with the same response, on a thread of
+  // the caller's: it makes no store call and ends the claim with the
+  // store's answer, as Finish would have. Returns
+  // false, doing nothing, in every other case: then call Finish where it
+  // may block (it releases the key or ends the claim without a store call).
+  // Abandon, Forget or destruction before that Finish end the claim as they
+  // would without it, whatever the completion does.
+  bool StartFinish(const Response& response, std::function<void()> answered);
 
   // Releases the key now (the handler failed). Counted as `released`.
   void Abandon();
@@ -154,6 +171,10 @@ class ClaimHandle {
   // Finish and Abandon after MarkCommitted/MarkClaimLostInTransaction;
   // `status` is the handler's (0 from Abandon), for the observers.
   FinishResult EndInTransaction(int status);
+  // Finish's end once the Complete call answered `done` after `latency`
+  // (the handle is already inactive: `guard` is the one it had).
+  FinishResult EndCompletion(Guard& guard, Result<bool> done, Duration latency,
+                             int status);
   void EndLease() {
     if (lease_) lease_->End();
   }
@@ -180,6 +201,9 @@ class ClaimHandle {
   std::string method_;
   std::string route_;
   std::shared_ptr<ClaimLease> lease_;
+  // Set by StartFinish: the asynchronous completion Finish ends with.
+  struct PendingCompletion;
+  std::shared_ptr<PendingCompletion> pending_;
 };
 }  // namespace idem
 

@@ -29,6 +29,7 @@
 #define IDEM_GUARD_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -198,6 +199,23 @@ class Guard {
   // as it is. Blocks on the store.
   Decision Resume(Decision waiting);
 
+  // Whether StartResume and ClaimHandle::StartFinish can make their store
+  // calls without blocking: the store's Info().async_calls, read once.
+  bool calls_store_asynchronously() const { return store_async_; }
+
+  // Resume's store call without blocking, for an adapter's I/O thread on a
+  // store whose calls are asynchronous (calls_store_asynchronously()):
+  // starts the claim of a kCallStore or kWait decision with
+  // Store::ClaimAsync and returns true at once; `answered` is called once,
+  // on the store's thread (or inside this call), when the store has
+  // answered. It must not block: it hands the decision on to a thread of
+  // the caller's, which then calls Resume(std::move(waiting)): that makes
+  // no store call and returns the decision from the store's answer, as
+  // Resume would have. Until `answered` ran, `waiting` must not be used.
+  // Returns false, doing nothing, for any other decision, or when the store
+  // is not asynchronous (then call Resume where it may block).
+  bool StartResume(Decision& waiting, std::function<void()> answered);
+
   // Begin, wait (sleeping on the guard's clock), run `handler` when the key
   // is acquired or unprotected, Finish, and return what to send. `handler`
   // is a callable returning Response, taking nothing or the ClaimHandle&
@@ -320,8 +338,10 @@ class Guard {
   void NotifyRenewal(const RenewalEvent& event);
 
   std::shared_ptr<Store> store_;
-  // store_->Info().calls_may_block, read once (Info builds a string).
+  // store_->Info().calls_may_block and async_calls, read once (Info builds
+  // a string).
   bool store_may_block_ = true;
+  bool store_async_ = false;
   std::shared_ptr<const GuardOptions> options_;
   std::shared_ptr<Clock> clock_;
   std::shared_ptr<Metrics> metrics_;

@@ -87,6 +87,10 @@ GuardCalls::GuardCalls(std::shared_ptr<Guard> guard, GuardCallOptions options)
     queue_timeout_ = info.acquire_timeout.count() > 0 ? info.acquire_timeout
                                                       : kDefaultQueueTimeout;
   }
+  // Claims and completions go to the store's own thread, from the caller's:
+  // only the rarer calls (releases, renewals) take the pool.
+  async_ = options_.store_calls == StoreCalls::kAuto &&
+           guard_->calls_store_asynchronously();
   pool_threads_ = threads;
   pool_ = std::make_unique<net::thread_pool>(threads);
   // Shares the guard's options, metrics and clock (non-owning: guard_
@@ -105,8 +109,21 @@ GuardCalls::GuardCalls(std::shared_ptr<Guard> guard, GuardCallOptions options)
   if (unavailable) unavailable_ = std::move(*unavailable);
 }
 
-GuardCalls::~GuardCalls() {
+GuardCalls::~GuardCalls() { JoinPool(); }
+
+void GuardCalls::JoinPool() {
   if (pool_) pool_->join();
+  std::unique_lock<std::mutex> lock(in_flight_mu_);
+  in_flight_done_.wait(
+      lock, [this] { return in_flight_.load(std::memory_order_acquire) == 0; });
+}
+
+void GuardCalls::EndInFlight() {
+  if (in_flight_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // Through the mutex, so that JoinPool cannot miss the wake between its
+  // check and its wait.
+  { std::lock_guard<std::mutex> lock(in_flight_mu_); }
+  in_flight_done_.notify_all();
 }
 
 net::awaitable<Decision> GuardCalls::Decide(
@@ -136,20 +153,7 @@ net::awaitable<Decision> GuardCalls::Decide(
 }
 
 net::awaitable<Decision> GuardCalls::Continue(Decision d) {
-  if (d.action == Action::kCallStore) {
-    auto claim = [&] { return guard_->Resume(std::move(d)); };
-    // Without a pool (a store that never blocks) BeginWithoutBlocking never
-    // returns kCallStore; a caller's decision from another guard would.
-    std::optional<Decision> claimed;
-    if (pool_) {
-      claimed = co_await OnPool(claim);
-    } else {
-      claimed = claim();
-    }
-    // Not started in time (`d` untouched): answered without the store, as
-    // step 8.
-    d = claimed ? std::move(*claimed) : unavailable_->Resume(std::move(d));
-  }
+  if (d.action == Action::kCallStore) d = co_await ClaimAgain(std::move(d));
   if (d.action != Action::kWait) co_return d;
 
   // Polls on a timer: the connection's thread is free while it waits.
@@ -158,16 +162,29 @@ net::awaitable<Decision> GuardCalls::Continue(Decision d) {
     timer.expires_after(
         std::chrono::duration_cast<net::steady_timer::duration>(d.retry_in));
     co_await timer.async_wait(net::use_awaitable);
-    auto resume = [&] { return guard_->Resume(std::move(d)); };
-    if (pool_) {
-      std::optional<Decision> resumed = co_await OnPool(resume);
-      // `d` is untouched when the call did not start in time.
-      d = resumed ? std::move(*resumed) : unavailable_->Resume(std::move(d));
-    } else {
-      d = resume();
-    }
+    d = co_await ClaimAgain(std::move(d));
   }
   co_return d;
+}
+
+net::awaitable<Decision> GuardCalls::ClaimAgain(Decision d) {
+  if (async_) {
+    auto start = [&](std::function<void()> answered) {
+      return guard_->StartResume(d, std::move(answered));
+    };
+    // Answered (or declined: then Resume returns `d` as it is).
+    co_await OnStore(start);
+    co_return guard_->Resume(std::move(d));
+  }
+  auto claim = [&] { return guard_->Resume(std::move(d)); };
+  // Without a pool (a store that never blocks) BeginWithoutBlocking never
+  // returns kCallStore; a caller's decision from another guard would.
+  if (!pool_) co_return claim();
+  std::optional<Decision> claimed = co_await OnPool(claim);
+  // Not started in time (`d` untouched): answered without the store, as
+  // step 8.
+  if (claimed) co_return std::move(*claimed);
+  co_return unavailable_->Resume(std::move(d));
 }
 
 std::shared_ptr<RenewalTimer> GuardCalls::StartRenewal(
@@ -189,6 +206,15 @@ net::awaitable<FinishResult> GuardCalls::Finish(ClaimHandle& claim,
                                                 const Response& stored) {
   auto finish = [&] { return claim.Finish(stored); };
   if (!pool_) co_return finish();
+  if (async_) {
+    auto start = [&](std::function<void()> answered) {
+      return claim.StartFinish(stored, std::move(answered));
+    };
+    // Completed by the store's thread: Finish ends the claim with its
+    // answer, without another store call. (A release, or a claim that
+    // needs none, is Finish's on the pool, below.)
+    if (co_await OnStore(start)) co_return finish();
+  }
   if (std::optional<FinishResult> done = co_await OnPool(finish)) {
     co_return *done;
   }

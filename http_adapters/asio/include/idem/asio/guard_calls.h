@@ -16,11 +16,16 @@
 // (StoreInfo::calls_may_block), never on the I/O thread (what precedes the
 // claim, and a claim the store answers without blocking, do), and the coroutine
 // resumes on its own executor; with a store that never blocks (memory) they
-// run inline. Waiting for an in-progress request (lock_wait) is an Asio
-// timer on the caller's executor: the I/O thread serves others meanwhile.
-// A store call that no pool thread started within the queue timeout is not
-// made: a claim is answered as if the store were unreachable (SEMANTICS.md
-// step 8), a Finish or release ends the claim with ClaimHandle::Forget.
+// run inline. A store whose claims and completions are asynchronous
+// (StoreInfo::async_calls: SQLite) gets those two from the I/O thread, with
+// no pool thread in between (Guard::StartResume, ClaimHandle::StartFinish):
+// the coroutine resumes on its executor when the store's thread answers;
+// the pool keeps the other calls (releases, renewals). Waiting for an
+// in-progress request (lock_wait) is an Asio timer on the caller's executor:
+// the I/O thread serves others meanwhile. A store call that no pool thread
+// started within the queue timeout is not made: a claim is answered as if the
+// store were unreachable (SEMANTICS.md step 8), a Finish or release ends the
+// claim with ClaimHandle::Forget.
 //
 // Thread-safety: every member may be called concurrently from any thread.
 // GuardCalls must outlive every coroutine awaiting it; destroying it waits
@@ -35,9 +40,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <type_traits>
 
@@ -154,16 +162,17 @@ class GuardCalls {
   net::awaitable<void> Abandon(ClaimHandle& claim);
 
   Guard& guard() { return *guard_; }
-  // Waits for the store calls in flight on the pool (none when inline) and
-  // stops it. For a server's shutdown: call it after the I/O threads have
-  // stopped and before the I/O context is destroyed, because a finished
-  // store call posts its completion to the request's executor. No store
-  // call may start afterwards.
-  void JoinPool() {
-    if (pool_) pool_->join();
-  }
+  // Waits for the store calls in flight, on the pool (none when inline) or
+  // asynchronous, and stops the pool. For a server's shutdown: call it
+  // after the I/O threads have stopped and before the I/O context is
+  // destroyed, because a finished store call posts its completion to the
+  // request's executor. No store call may start afterwards.
+  void JoinPool();
   // Whether store calls run inline (see StoreCalls).
   bool store_calls_inline() const { return !pool_; }
+  // Whether claims and completions are the store's asynchronous calls,
+  // started on the caller's thread (see StoreCalls).
+  bool store_calls_async() const { return async_; }
   // Whether a caller may begin a decision itself, on a thread that must not
   // block, with Guard::BeginWithoutBlocking and hand it to Continue: false
   // only with StoreCalls::kPool, which puts the whole of Begin on the pool.
@@ -250,8 +259,66 @@ class GuardCalls {
         net::use_awaitable);
   }
 
+  // Starts an asynchronous store call with start(answered), a
+  // Guard::StartResume or ClaimHandle::StartFinish, and resumes on the
+  // caller's executor once `answered` ran: true. False when `start`
+  // declined (returned false; `answered` never runs). The call counts as in
+  // flight (JoinPool) until its completion is posted back; like OnPool's,
+  // that completion keeps the caller's context running and is the last
+  // owner of the call's state, so nothing of it is destroyed on the store's
+  // thread.
+  template <typename Start>
+  net::awaitable<bool> OnStore(Start start) {
+    co_return co_await net::async_initiate<const net::use_awaitable_t<>,
+                                           void(bool)>(
+        [this, &start](auto handler) {
+          using H = decltype(handler);
+          using Home =
+              decltype(net::prefer(net::get_associated_executor(handler),
+                                   net::execution::outstanding_work.tracked));
+          struct Call {
+            H handler;
+            Home home;
+          };
+          Home home = net::prefer(net::get_associated_executor(handler),
+                                  net::execution::outstanding_work.tracked);
+          auto call =
+              std::make_shared<Call>(Call{std::move(handler), std::move(home)});
+          in_flight_.fetch_add(1, std::memory_order_relaxed);
+          // Moves its reference out when called: the store may keep (and
+          // destroy) this function on its own thread afterwards.
+          auto answered = [this, call]() mutable {
+            std::shared_ptr<Call> answer = std::move(call);
+            if (!answer) return;
+            Home back = answer->home;
+            net::post(back, [answer = std::move(answer)] {
+              std::move(answer->handler)(true);
+            });
+            EndInFlight();
+          };
+          if (!start(std::function<void()>(std::move(answered)))) {
+            Home back = call->home;
+            net::post(back, [call = std::move(call)] {
+              std::move(call->handler)(false);
+            });
+            EndInFlight();
+          }
+        },
+        net::use_awaitable);
+  }
+  // The claim of a kCallStore or kWait decision (Guard::Resume): the
+  // store's asynchronous call, on the pool, or inline, as the store is.
+  net::awaitable<Decision> ClaimAgain(Decision d);
+  // One asynchronous call ended (OnStore): wakes JoinPool at the last.
+  void EndInFlight();
+
   std::shared_ptr<Guard> guard_;
   GuardCallOptions options_;
+  // Claims and completions through the store's asynchronous calls.
+  bool async_ = false;
+  std::atomic<std::size_t> in_flight_{0};
+  std::mutex in_flight_mu_;
+  std::condition_variable in_flight_done_;
   std::unique_ptr<net::thread_pool> pool_;  // Null: store calls inline.
   std::size_t pool_threads_ = 0;
   std::chrono::milliseconds queue_timeout_{0};

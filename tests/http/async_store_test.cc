@@ -1,0 +1,113 @@
+// The adapters over a store whose claims and completions are asynchronous
+// (StoreInfo::async_calls, e.g. SQLite): both are the store's asynchronous
+// calls made from the I/O thread, with no synchronous claim or completion
+// (no store-call pool thread in between), and the answers are the same as
+// on any store: the first request runs, its retry replays, another body is
+// 422, a concurrent duplicate waits for the first and replays it. The real
+// SQLite store runs the same path in the semantics and demo tests.
+
+#include <utility>  // Before Asio's coroutine headers; see handler.h.
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "http_test_util.h"
+#include "support/threaded_async_store.h"
+#include "support/wait_for.h"
+
+namespace idem::testing {
+namespace {
+
+constexpr char kBody[] = R"({"n":1})";
+
+// Counts its runs; each run waits, without a thread, until `release` is
+// set (polling every 5 ms, at most a minute): the test orders what happens
+// meanwhile by events.
+beast::Handler Counting(std::atomic<int>& runs,
+                        const std::atomic<bool>& release) {
+  return [&runs, &release](Request req) -> boost::asio::awaitable<Response> {
+    const int run = ++runs;
+    boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor);
+    for (int polls = 0; !release.load() && polls < 12000; ++polls) {
+      timer.expires_after(std::chrono::milliseconds(5));
+      co_await timer.async_wait(boost::asio::use_awaitable);
+    }
+    Response res(http::status::created, req.version());
+    res.body() = "run " + std::to_string(run);
+    res.keep_alive(req.keep_alive());
+    res.prepare_payload();
+    co_return res;
+  };
+}
+
+AdapterSetup Over(std::shared_ptr<Store> store) {
+  AdapterSetup setup;
+  setup.store = std::move(store);
+  setup.routes = {{"POST", "/x"}};
+  setup.options.lock_wait = std::chrono::seconds(30);
+  return setup;
+}
+
+IDEM_HTTP_SERVER_SUITE(AsyncStoreTest);
+
+TEST_P(AsyncStoreTest, ClaimsAndCompletionsAreTheStoresAsynchronousCalls) {
+  std::atomic<int> runs{0};
+  const std::atomic<bool> release{true};
+  auto store = std::make_shared<ThreadedAsyncStore>();
+  AdapterServer server(GetParam(), Counting(runs, release), Over(store));
+  const Response first = SendOnce(server.port(), Post("/x", kBody, "k1"));
+  EXPECT_EQ(first.result_int(), 201u);
+  EXPECT_EQ(first.body(), "run 1");
+  const Response replay = SendOnce(server.port(), Post("/x", kBody, "k1"));
+  EXPECT_EQ(replay.result_int(), 201u);
+  EXPECT_EQ(replay.body(), "run 1");
+  EXPECT_TRUE(HasHeader(replay, "Idempotent-Replayed"));
+  EXPECT_EQ(
+      ProblemMismatch(SendOnce(server.port(), Post("/x", R"({"n":2})", "k1")),
+                      422, "idempotency_key_reused"),
+      "");
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(store->async_claims.load(), 3);
+  EXPECT_EQ(store->async_completes.load(), 1);
+  EXPECT_EQ(store->claims.load(), 0);
+  EXPECT_EQ(store->completes.load(), 0);
+}
+
+TEST_P(AsyncStoreTest, ADuplicateWaitsForTheFirstThroughAsynchronousClaims) {
+  std::atomic<int> runs{0};
+  std::atomic<bool> release{false};
+  auto store = std::make_shared<ThreadedAsyncStore>();
+  AdapterServer server(GetParam(), Counting(runs, release), Over(store));
+  std::optional<Response> first, second;
+  std::thread a(
+      [&] { first = SendOnce(server.port(), Post("/x", kBody, "k")); });
+  ASSERT_TRUE(WaitFor([&] { return runs.load() == 1; }));
+  std::thread b(
+      [&] { second = SendOnce(server.port(), Post("/x", kBody, "k")); });
+  // The duplicate found the key in progress and polls it (lock_wait).
+  ASSERT_TRUE(WaitFor([&] { return store->async_claims.load() >= 3; }));
+  release = true;
+  a.join();
+  b.join();
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->body(), "run 1");
+  EXPECT_EQ(second->result_int(), 201u);
+  EXPECT_EQ(second->body(), "run 1");
+  EXPECT_TRUE(HasHeader(*second, "Idempotent-Replayed"));
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(store->claims.load(), 0);
+  EXPECT_EQ(store->completes.load(), 0);
+}
+
+}  // namespace
+}  // namespace idem::testing
