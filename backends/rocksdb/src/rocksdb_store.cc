@@ -221,6 +221,7 @@ RocksdbStore::RocksdbStore(std::unique_ptr<Impl> impl)
       impl_(std::move(impl)) {}
 
 RocksdbStore::~RocksdbStore() {
+  calls_.Join();  // Its calls use the database closed below.
   try {
     impl_.reset();
   } catch (...) {
@@ -294,6 +295,35 @@ Result<bool> RocksdbStore::DoComplete(const RecordId& id, const Token& token,
   return impl_->Complete(id, token, response);
 }
 
+void RocksdbStore::DoClaimAsync(const RecordId& id, const Fingerprint& fp,
+                                TimePoint now, Duration ttl,
+                                Duration lock_timeout,
+                                StoreCallback<ClaimResult> done) {
+  if (impl_->write_options.sync) {
+    done(DoClaim(id, fp, now, ttl, lock_timeout));
+    return;
+  }
+  calls_.Post([this, id, fp, now, ttl, lock_timeout, done = std::move(done)] {
+    done(CatchExceptions(
+        [&] { return context() + ": claim"; },
+        [&] { return DoClaim(id, fp, now, ttl, lock_timeout); }));
+  });
+}
+
+void RocksdbStore::DoCompleteAsync(const RecordId& id, const Token& token,
+                                   std::shared_ptr<const Response> response,
+                                   StoreCallback<bool> done) {
+  if (impl_->write_options.sync) {
+    done(DoComplete(id, token, *response));
+    return;
+  }
+  calls_.Post([this, id, token, response = std::move(response),
+               done = std::move(done)] {
+    done(CatchExceptions([&] { return context() + ": complete"; },
+                         [&] { return DoComplete(id, token, *response); }));
+  });
+}
+
 Result<bool> RocksdbStore::DoRelease(const RecordId& id, const Token& token) {
   return impl_->Release(id, token);
 }
@@ -322,8 +352,10 @@ Result<std::size_t> RocksdbStore::DoPurgeExpired(TimePoint now,
 }
 
 StoreInfo RocksdbStore::Info() const {
-  return StoreInfo{
-      .name = "rocksdb", .durable = true, .shared_across_processes = false};
+  return StoreInfo{.name = "rocksdb",
+                   .durable = true,
+                   .shared_across_processes = false,
+                   .async_calls = !impl_->write_options.sync};
 }
 
 Status RocksdbStore::Compact() {

@@ -20,7 +20,8 @@ const StoreDescriptor& RocksdbStoreDescriptor() {
       .open = &RocksdbStore::OpenFromUri,
       .capabilities = {.name = "rocksdb",
                        .durable = true,
-                       .shared_across_processes = false},
+                       .shared_across_processes = false,
+                       .async_calls = true},
       .local_uri =
           [](const std::filesystem::path& dir) {
             return "rocksdb:" + (dir / "rocksdb").string();

@@ -66,17 +66,22 @@
 // reported written is lost, and a full disk never aborts the process. A
 // fatal background error (not a full disk) needs a reopen.
 //
-// Blocking (Info().calls_may_block = true): the adapters call the store on
-// their store-call pool. Without sync a call waits for no network, no fsync
-// and no other process, and inline on the I/O threads it costs about a
-// third less CPU per HTTP request (no hop to a pool thread and back); but
-// an inline call still waits for RocksDB's write group (a write joins the
-// one in flight and waits for its leader), for the id's stripe mutex, for
-// a table-file read of an old record and for a write stall, and on a
-// 2-core machine under load that cost more requests/s and p99 than the hop
-// saved (docs/BENCHMARKS.md, "Where a fresh-key request's time goes").
+// Blocking (Info().calls_may_block = true): a call waits for no network
+// and, without sync, for no fsync, but it does wait inside RocksDB: for the
+// write group (a write joins the one in flight and waits for its leader),
+// for the id's stripe mutex, for a table-file read of an old record and for
+// a write stall. Made inline on an adapter's I/O threads those waits cost
+// more requests/s and p99 on a 2-core machine under load than the hop to a
+// pool saved (docs/BENCHMARKS.md, "Where a fresh-key request's time goes").
+// So, without sync, claims and completions are asynchronous
+// (Info().async_calls): ClaimAsync and CompleteAsync are made one after
+// another on the store's own thread (idem/store/store_thread.h), which
+// never waits for another caller inside RocksDB, and answered there; the
+// adapters hand them over from their I/O threads and keep their pool for
+// the other calls. With sync they are made inside the call (async_calls
+// false), so that concurrent callers on the pool share one WAL fsync.
 // Adapters may still choose inline calls (StoreCalls::kInline, idem-demo
-// --store-calls inline).
+// --store-calls inline) or the pool for everything (kPool).
 //
 // Thread-safety: every method may be called concurrently from any number of
 // threads, except the destructor, which must not run concurrently with any
@@ -97,6 +102,7 @@
 #include "idem/rocksdb_store_options.h"
 #include "idem/store.h"
 #include "idem/store/store_boundary.h"
+#include "idem/store/store_thread.h"
 #include "idem/store_uri.h"
 #include "idem/types.h"
 
@@ -146,7 +152,8 @@ class RocksdbStore final : public StoreBoundary {
   RocksdbStore(const RocksdbStore&) = delete;
   RocksdbStore& operator=(const RocksdbStore&) = delete;
 
-  // {"rocksdb", durable = true, shared_across_processes = false}.
+  // {"rocksdb", durable = true, shared_across_processes = false,
+  // async_calls = !sync}.
   StoreInfo Info() const override;
 
   // Compacts the whole record column family now, so that the compaction
@@ -179,6 +186,17 @@ class RocksdbStore final : public StoreBoundary {
   // kInternal when RocksDB fails.
   Result<bool> DoComplete(const RecordId& id, const Token& token,
                           const Response& response) override;
+
+  // Without `sync` (Info().async_calls): DoClaim and DoComplete made on the
+  // store's own thread (idem/store/store_thread.h), one after another, and
+  // answered there. With `sync`: made inside the call, so that concurrent
+  // callers keep sharing one WAL fsync in RocksDB's write group.
+  void DoClaimAsync(const RecordId& id, const Fingerprint& fp, TimePoint now,
+                    Duration ttl, Duration lock_timeout,
+                    StoreCallback<ClaimResult> done) override;
+  void DoCompleteAsync(const RecordId& id, const Token& token,
+                       std::shared_ptr<const Response> response,
+                       StoreCallback<bool> done) override;
 
   // Under the id's lock: deletes the record if it is in_progress with
   // `token`; returns whether it did. Errors as for Complete.
@@ -225,6 +243,9 @@ class RocksdbStore final : public StoreBoundary {
   explicit RocksdbStore(std::unique_ptr<Impl> impl);
 
   std::unique_ptr<Impl> impl_;
+  // Makes ClaimAsync and CompleteAsync (without `sync`); joined first by
+  // the destructor, before the database closes.
+  StoreThread calls_;
 };
 
 }  // namespace idem

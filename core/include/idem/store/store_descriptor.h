@@ -59,8 +59,10 @@ struct StoreDescriptor {
   Result<std::unique_ptr<Store>> (*open)(StoreUri& uri,
                                          const StoreOptions& options) = nullptr;
   // What every store of this backend is (StoreInfo's name, durable,
-  // shared_across_processes, calls_may_block); the pool-sized fields are an
-  // opened store's own (Store::Info()).
+  // shared_across_processes, calls_may_block), and async_calls when its
+  // default URI's store has them (the contract suite then also runs it
+  // through them); the pool-sized fields are an opened store's own
+  // (Store::Info()).
   StoreInfo capabilities;
 
   // For tests and benchmarks.
