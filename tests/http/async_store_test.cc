@@ -17,11 +17,16 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "http_test_util.h"
+#include "idem/asio/guard_calls.h"
+#include "idem/testing/status_matchers.h"
 #include "support/threaded_async_store.h"
 #include "support/wait_for.h"
 
@@ -107,6 +112,54 @@ TEST_P(AsyncStoreTest, ADuplicateWaitsForTheFirstThroughAsynchronousClaims) {
   EXPECT_EQ(runs.load(), 1);
   EXPECT_EQ(store->claims.load(), 0);
   EXPECT_EQ(store->completes.load(), 0);
+}
+
+// GuardCalls alone: JoinPool, which a server calls before it destroys its
+// I/O context, returns only once an asynchronous call in flight has posted
+// its answer back, so the answer never reaches a destroyed context.
+TEST(GuardCallsAsyncTest, JoinPoolWaitsForAnAsynchronousCallInFlight) {
+  auto store = std::make_shared<ThreadedAsyncStore>();
+  GuardSetup setup;
+  setup.store = store;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Guard> made,
+                       Guard::Create(std::move(setup)));
+  std::shared_ptr<Guard> guard(std::move(made));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<asio::GuardCalls> calls,
+                       asio::GuardCalls::Create(guard));
+  ASSERT_TRUE(calls->store_calls_async());
+  boost::asio::io_context io;
+  std::optional<Decision> decided;
+  store->Hold();
+  boost::asio::co_spawn(
+      io,
+      [&]() -> boost::asio::awaitable<void> {
+        const HeaderView headers[] = {{"Idempotency-Key", "k"}};
+        RequestView view;
+        view.method = "POST";
+        view.target = "/x";
+        view.headers = headers;
+        view.body = kBody;
+        Decision d = co_await calls->Decide(view, nullptr);
+        decided.emplace(std::move(d));
+      },
+      boost::asio::detached);
+  io.poll();  // Up to the claim, which the store holds.
+  ASSERT_TRUE(WaitFor([&] { return store->waiting() == 1; }));
+  EXPECT_FALSE(decided.has_value());
+  std::atomic<bool> joined{false};
+  std::thread joiner([&] {
+    calls->JoinPool();
+    joined = true;
+  });
+  EXPECT_FALSE(joined.load());  // The answer is not in yet.
+  store->Let();
+  joiner.join();
+  // The answer was posted before JoinPool returned: the context runs it.
+  io.restart();
+  io.poll();
+  ASSERT_TRUE(decided.has_value());
+  EXPECT_EQ(decided->action, Action::kExecute);
+  EXPECT_EQ(store->claims.load(), 0);
 }
 
 }  // namespace
