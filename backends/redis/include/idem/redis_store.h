@@ -232,6 +232,14 @@ class RedisStore final : public StoreBoundary {
   // store.h's contract; errors as for Claim.
   Result<bool> DoComplete(const RecordId& id, const Token& token,
                           const Response& response) override;
+  // redis: the asynchronous calls (see "Asynchronous calls" above);
+  // redis-cluster: the synchronous calls, made inside (async_calls false).
+  void DoClaimAsync(const RecordId& id, const Fingerprint& fp, TimePoint now,
+                    Duration ttl, Duration lock_timeout,
+                    StoreCallback<ClaimResult> done) override;
+  void DoCompleteAsync(const RecordId& id, const Token& token,
+                       std::shared_ptr<const Response> response,
+                       StoreCallback<bool> done) override;
   Result<bool> DoRelease(const RecordId& id, const Token& token) override;
   Result<bool> DoRevoke(const RecordId& id) override;
   // A GET of the record (kDataLoss when it does not decode), the decision
