@@ -88,11 +88,26 @@ class AsyncLoop {
   struct Request;
   using Deadlines =
       std::multimap<SteadyClock::time_point, std::unique_ptr<Request>>;
+  struct Request {
+    std::vector<OwnedCommand> commands;
+    SteadyClock::time_point deadline;
+    int resends = 0;
+    bool role_resent = false;
+    RepliesCallback done;
+    Deadlines::iterator at;  // Its entry in deadlines_, which owns it.
+    // The send in flight, if any.
+    bool in_flight = false;
+    bool lost = false;
+    std::size_t answered = 0;  // Callbacks received for this send.
+    std::vector<Reply> replies;
+  };
   enum class Conn { kNone, kConnecting, kSetup, kReady };
 
   void Run();
   void Admit(std::vector<std::unique_ptr<Request>> batch);
+  // redis_async_hiredis.cc: a new context; AUTH and SELECT once connected.
   void Connect();
+  void SendSetup();
   void Flush();
   void Expire(SteadyClock::time_point now);
   int PollTimeoutMs(SteadyClock::time_point now) const;
