@@ -290,6 +290,23 @@ TEST(RedisAsyncServerTest, DestroyingTheStoreAnswersEveryCallInFlight) {
   ASSERT_TRUE(server.Thaw());
 }
 
+TEST(RedisAsyncServerTest, AsyncCallsAuthenticateTheirConnection) {
+  PrivateRedis server({"--requirepass", "s3cret-Pass"});
+  ASSERT_TRUE(server.Start()) << server.error();
+  for (const std::string user : {"", "default"}) {
+    auto store =
+        MustOpen("redis://" + user + ":s3cret-Pass@" + server.server() + "/2");
+    ASSERT_NE(store, nullptr);
+    auto claim = ClaimAsync(*store, Id(user.empty() ? 1 : 2), Fp(1));
+    ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+    EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
+    auto done = CompleteAsync(*store, Id(user.empty() ? 1 : 2), claim->token,
+                              {.body = "ok"});
+    ASSERT_TRUE(done.has_value()) << done.error().ToString();
+    EXPECT_TRUE(*done);
+  }
+}
+
 TEST(RedisAsyncServerTest, AClusterStoreKeepsItsCallsSynchronous) {
   auto store = OpenStore("redis-cluster://127.0.0.1:1?connect=lazy",
                          {.sweep_interval = Duration::zero()});
