@@ -82,6 +82,7 @@ void AsyncLoop::Connect() {
   ac->ev.delWrite = DelWrite;
   ac->ev.cleanup = Cleanup;
   redisAsyncSetConnectCallback(ac, OnConnect);
+  redisEnableKeepAlive(&ac->c);  // As the pooled connections.
   ac_ = ac;
   conn_ = Conn::kConnecting;
   conn_deadline_ = SteadyClock::now() + options_.timeout;
