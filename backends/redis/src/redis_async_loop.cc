@@ -5,6 +5,7 @@
 #include "redis_async_loop.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -76,6 +77,8 @@ void AsyncLoop::Send(std::vector<OwnedCommand> commands,
 
 void AsyncLoop::Run() {
   tl_loop = this;
+  // Named for operators (top -H, /proc/<pid>/task/*/comm) and tests.
+  pthread_setname_np(pthread_self(), kThreadName);
   for (;;) {
     std::vector<std::unique_ptr<Request>> batch;
     bool stop;

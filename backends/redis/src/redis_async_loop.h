@@ -64,6 +64,9 @@ class AsyncLoop {
  public:
   using SteadyClock = std::chrono::steady_clock;
 
+  // The loop thread's name (at most 15 characters).
+  static constexpr char kThreadName[] = "idem-redis-loop";
+
   // `display` names the server in messages. The thread starts here.
   AsyncLoop(Endpoint endpoint, ConnectOptions options, std::string display);
   ~AsyncLoop();

@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <string>
@@ -21,8 +23,10 @@
 #include "idem/open_store.h"
 #include "idem/redis_store.h"
 #include "idem/store.h"
+#include "redis_async_loop.h"
 #include "redis_store_fixture.h"
 #include "redis_test_util.h"
+#include "support/wait_for.h"
 
 namespace idem {
 namespace {
@@ -112,6 +116,34 @@ TEST_F(RedisStoreTest, AsyncCallsFollowTheClaimTable) {
   auto again = CompleteAsync(*store_, Id(1), claim->token, {.body = "2"});
   ASSERT_TRUE(again.has_value());
   EXPECT_FALSE(*again);
+}
+
+// The threads of this process named `name`.
+int ThreadsNamed(const std::string& name) {
+  int n = 0;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) ++n;
+  }
+  return n;
+}
+
+// The loop's thread starts at the first asynchronous call, not at Open: a
+// store opened before a fork and used synchronously in the child has no
+// thread to lose.
+TEST_F(RedisStoreTest, TheLoopThreadStartsAtTheFirstAsyncCall) {
+  const std::string name = redis::AsyncLoop::kThreadName;
+  ASSERT_TRUE(testing::WaitFor([&] { return ThreadsNamed(name) == 0; }));
+  auto claim = store_->Claim(Id(7), Fp(1), kT0, seconds(100), seconds(10));
+  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+  EXPECT_EQ(ThreadsNamed(name), 0);
+  auto async = ClaimAsync(*store_, Id(8), Fp(1));
+  ASSERT_TRUE(async.has_value()) << async.error().ToString();
+  EXPECT_EQ(ThreadsNamed(name), 1);
+  store_.reset();
+  EXPECT_TRUE(testing::WaitFor([&] { return ThreadsNamed(name) == 0; }));
 }
 
 TEST_F(RedisStoreTest, AsyncCompleteOfAClaimMadeElsewhereReadsItFirst) {
