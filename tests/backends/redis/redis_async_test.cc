@@ -182,6 +182,22 @@ TEST_F(RedisStoreTest, AsyncTakeoverSurvivesAFlushedScriptCache) {
   EXPECT_TRUE(*done);
 }
 
+// Larger than a socket buffer and than hiredis' 16 KiB reads: written and
+// read in many pieces by the loop.
+TEST_F(RedisStoreTest, AsyncCallsCarryALargeResponse) {
+  std::string body(4 << 20, 'x');
+  for (std::size_t i = 0; i < body.size(); i += 4099) body[i] = 'y';
+  auto claim = ClaimAsync(*store_, Id(9), Fp(1));
+  ASSERT_TRUE(claim.has_value() && claim->outcome == ClaimOutcome::kAcquired);
+  auto done = CompleteAsync(*store_, Id(9), claim->token, {.body = body});
+  ASSERT_TRUE(done.has_value()) << done.error().ToString();
+  EXPECT_TRUE(*done);
+  auto replay = ClaimAsync(*store_, Id(9), Fp(1));
+  ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
+  ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+  EXPECT_TRUE(replay->response->body == body);
+}
+
 TEST_F(RedisStoreTest, AsyncClaimOfADamagedRecordIsDataLoss) {
   ASSERT_EQ(RedisRaw(server_, {"SET", Key(Id(5)), "garbage"}).text, "OK");
   auto claim = ClaimAsync(*store_, Id(5), Fp(1));
