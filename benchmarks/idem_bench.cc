@@ -28,6 +28,11 @@
 //                     Also for label sharded_mutex: the ShardedMutexStore
 //                     baseline (benchmarks/baseline), the bar the memory store
 //                     must beat.
+//   ClaimCompleteAsync
+//                     ClaimComplete through ClaimAsync and CompleteAsync,
+//                     32 in flight from one thread (N = 1 only), for the
+//                     durable and server stores; skipped for a store whose
+//                     Info().async_calls is false.
 //   Replay            Claim of a completed key (1,024 keys prepopulated in
 //                     set-up, outside the timing; threads cycle over them).
 //   HotKeyInProgress  every thread claims one key held in progress: every

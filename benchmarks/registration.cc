@@ -141,6 +141,15 @@ void RegisterAll(std::vector<StoreSpec>& specs, StoreSpec& sharded) {
     }
     if (w != Workload::kClaimComplete) continue;
     RegisterStoreRuns("ClaimComplete/sharded_mutex", sharded, w);
+    // The asynchronous calls of the stores that have them, from one
+    // thread (as an adapter's I/O thread makes them).
+    for (StoreSpec& spec : specs) {
+      if (InMemory(spec)) continue;
+      benchmark::RegisterBenchmark(("ClaimCompleteAsync/" + spec.label).c_str(),
+                                   BM_ClaimCompleteAsync, &spec)
+          ->UseRealTime()
+          ->Threads(1);
+    }
     for (StoreSpec& spec : specs) {
       if (!HasRawOp(spec.uri)) continue;
       benchmark::RegisterBenchmark(("RawWrite/" + spec.label).c_str(),

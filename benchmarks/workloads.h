@@ -54,6 +54,14 @@ void BM_HotKeyExpiring(benchmark::State& state, StoreSpec* spec);
 // (renewal.cc).
 void BM_ExtendLock(benchmark::State& state, StoreSpec* spec);
 
+// Calls ClaimAsync and CompleteAsync kept in flight by one thread
+// (async_calls.cc).
+inline constexpr int kAsyncInFlight = 32;
+
+// ClaimComplete with kAsyncInFlight asynchronous calls in flight from one
+// thread (async_calls.cc); skipped for a store without them.
+void BM_ClaimCompleteAsync(benchmark::State& state, StoreSpec* spec);
+
 // The engine's own write (raw_ops.h) on the engine of `spec`.
 void BM_RawWrite(benchmark::State& state, StoreSpec* spec);
 

@@ -17,9 +17,8 @@ ScriptRunner::ScriptRunner(Router& router, int wait_replicas,
 Result<Reply> ScriptRunner::Run(const Script& script, const std::string& key,
                                 std::span<const std::string_view> args,
                                 bool wait, int resends) {
-  Command call = {"EVALSHA", script.sha1, "1", key};
-  call.insert(call.end(), args.begin(), args.end());
-  const bool waits = wait && wait_replicas_ > 0;
+  Command call = ScriptCall(script, key, args);
+  const bool waits = Waits(wait);
   IDEM_ASSIGN_OR_RETURN(auto replies, Send(key, call, waits, resends));
   if (IsError(replies[0].get(), "NOSCRIPT")) {
     call[0] = "EVAL";
@@ -32,17 +31,23 @@ Result<Reply> ScriptRunner::Run(const Script& script, const std::string& key,
 Result<Reply> ScriptRunner::RunCommand(const std::string& key,
                                        const Command& command, bool wait,
                                        int resends) {
-  const bool waits = wait && wait_replicas_ > 0;
+  const bool waits = Waits(wait);
   IDEM_ASSIGN_OR_RETURN(auto replies, Send(key, command, waits, resends));
   return Answer(std::move(replies), waits);
+}
+
+Command ScriptRunner::ScriptCall(const Script& script, const std::string& key,
+                                 std::span<const std::string_view> args) {
+  Command call = {"EVALSHA", script.sha1, "1", key};
+  call.insert(call.end(), args.begin(), args.end());
+  return call;
 }
 
 Result<std::vector<Reply>> ScriptRunner::Send(const std::string& key,
                                               const Command& command,
                                               bool waits, int resends) {
   if (!waits) return router_.Run(key, {&command, 1}, resends);
-  const Command commands[] = {command,
-                              {"WAIT", wait_replicas_text_, wait_ms_text_}};
+  const Command commands[] = {command, WaitCommand()};
   return router_.Run(key, commands, resends);
 }
 

@@ -44,13 +44,27 @@ class ScriptRunner {
   Result<Reply> RunCommand(const std::string& key, const Command& command,
                            bool wait = false, int resends = 0);
 
+  // The pieces of Run and RunCommand, for a caller that sends the
+  // commands its own way (redis_async_calls.h), so that both paths send
+  // and answer alike.
+  // Whether a call asked to `wait` is followed by WAIT.
+  bool Waits(bool wait) const { return wait && wait_replicas_ > 0; }
+  // WAIT replicas timeout (views into this runner).
+  Command WaitCommand() const {
+    return {"WAIT", wait_replicas_text_, wait_ms_text_};
+  }
+  // EVALSHA sha1 1 key args...
+  static Command ScriptCall(const Script& script, const std::string& key,
+                            std::span<const std::string_view> args);
+  // The command's reply (replies[0]), or the error its reply or the
+  // WAIT's (replies[1], when `waits`) stands for.
+  Result<Reply> Answer(std::vector<Reply> replies, bool waits) const;
+
  private:
   // Sends `command`, followed by WAIT when `waits`, in one pipeline.
   Result<std::vector<Reply>> Send(const std::string& key,
                                   const Command& command, bool waits,
                                   int resends);
-  // The command's reply, or the error its reply or the WAIT's stands for.
-  Result<Reply> Answer(std::vector<Reply> replies, bool waits) const;
 
   Router& router_;
   const int wait_replicas_;

@@ -2,35 +2,16 @@
 // layout and timeouts, redis_scripts.h for the scripts, redis_record.h for
 // the value and its decoding, redis_options.h for the options' ranges,
 // redis_router.h and redis_cluster.h for where commands go,
-// redis_script_runner.h for how a script or command is sent and answered.
-//
-// Why a claim is a plain command: on Redis a script's fixed cost is most of
-// a claim. Measured with INFO commandstats (8 clients, fresh keys), the
-// former claim script (EXISTS, a seven-field HSET, PEXPIRE: each
-// redis.call goes through a fake client) took 6.7 us of server time per
-// call against 2.8 us for SET NX PX, on a round trip of about 10 us, so a
-// claim could not stay within 1.5x of the raw write (issue #11). SET key
-// value NX GET PX ttl costs what SET NX PX does: it claims a free key (the
-// common case) and returns the value in the way otherwise, on which C++
-// decides with ClaimBlockedBy, on exact nanoseconds. Only a record that
-// no longer blocks (expired, or its lock timed out) is replaced by a
-// script, a compare-and-set on the header read, so that two claims over
-// the same old record cannot both win. That is why a record is one string
-// value (the codec's bytes) and not a hash: SET NX GET claims strings, and
-// the scripts that remain need only its 67-byte header.
-//
-// Why a Redis TTL of expires_at - now rather than PEXPIREAT expires_at:
-// records' times are on the caller's clock, which is the system clock in
-// production (where both are the same up to clock skew between the
-// application's hosts and Redis, which the relative form is immune to)
-// but a ManualClock years in the past in tests, where an absolute expiry
-// would delete every record at once.
+// redis_script_runner.h for how a script or command is sent and answered,
+// redis_calls.h for the steps of Claim and Complete (and why a claim is a
+// plain command), redis_async_calls.h for their asynchronous form.
 
 #include "idem/redis_store.h"
 #include "redis_store_test_peer.h"
 
 #include <array>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -42,6 +23,8 @@
 #include "idem/store/claim_memo.h"
 #include "idem/store/record_codec.h"
 #include "idem/token.h"
+#include "redis_async_calls.h"
+#include "redis_calls.h"
 #include "redis_connection.h"
 #include "redis_options.h"
 #include "redis_record.h"
@@ -57,7 +40,6 @@ namespace {
 using redis::Command;
 using redis::IntegerReply;
 using redis::Reply;
-using redis::TtlMs;
 
 }  // namespace
 
@@ -106,42 +88,39 @@ class RedisStore::Impl {
 
   // SET NX GET claims a free key; a record in the way is decided here and
   // replaced only by the Reclaim script, which loses (0) when the record
-  // changed since it was read: then the SET is tried again.
+  // changed since it was read: then the SET is tried again. The steps are
+  // redis_calls.h's, shared with ClaimAsync (redis_async_calls.h).
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) {
-    const Record fresh = NewClaimRecord(fp, now, ttl, lock_timeout);
-    const std::string value = EncodeRecord(fresh);
-    const std::string ttl_ms = TtlMs(now, fresh.expires_at);
-    const std::string key = Key(id);
-    Command set = {"SET", key, value, "NX", "GET"};
-    if (ttl_ms != "0") set.insert(set.end(), {"PX", ttl_ms});
+    const redis::ClaimPlan plan =
+        redis::PlanClaim(Key(id), fp, now, ttl, lock_timeout);
+    const Command set = plan.Set();
     for (int attempt = 0; attempt < RedisStore::kClaimAttempts; ++attempt) {
       IDEM_ASSIGN_OR_RETURN(std::optional<std::string> found,
-                            SetOrGet(id, key, set));
-      // Free, or byte for byte this claim's record: its own SET, resent
-      // after the reply was lost (a token is new for every claim).
-      if (!found || *found == value) return Acquired(id, fresh, false);
-      IDEM_ASSIGN_OR_RETURN(Record existing,
-                            redis::DecodeValue(id, display_, *found));
-      if (auto blocked = ClaimBlockedBy(existing, fp, now)) {
-        return std::move(*blocked);
+                            SetOrGet(id, plan.key, set));
+      std::optional<Result<ClaimResult>> answer;
+      Record existing;
+      switch (redis::AfterSet(id, display_, plan, found, fp, now, answer,
+                              existing)) {
+        case redis::ClaimStep::kAcquired:
+          return redis::Acquired(memo_, id, plan, /*takeover=*/false);
+        case redis::ClaimStep::kAnswered:
+          return std::move(*answer);
+        case redis::ClaimStep::kReclaim:
+          break;
       }
       if (reclaim_hook_) reclaim_hook_(attempt);
-      const std::array<std::string_view, 3> args = {redis::Header(*found),
-                                                    value, ttl_ms};
+      const auto args = redis::ReclaimArgs(plan, *found);
       IDEM_ASSIGN_OR_RETURN(Reply reply,
-                            RunScript(redis::ReclaimScript(), key, args,
+                            RunScript(redis::ReclaimScript(), plan.key, args,
                                       /*wait=*/true, /*resends=*/1));
-      if (IntegerReply(*reply) == 1) {
-        return Acquired(id, fresh, /*takeover=*/!existing.Expired(now));
+      if (redis::Reclaimed(*reply)) {
+        return redis::Acquired(memo_, id, plan,
+                               /*takeover=*/!existing.Expired(now));
       }
     }
-    // Lost every race (store.h): in progress elsewhere, retry later.
-    ClaimResult busy;
-    busy.outcome = ClaimOutcome::kInProgress;
-    busy.locked_until = now;
-    return busy;
+    return redis::LostEveryRace(now);
   }
 
   Result<bool> Complete(const RecordId& id, const Token& token,
@@ -150,24 +129,18 @@ class RedisStore::Impl {
     if (!fields || fields->id != id) {
       IDEM_ASSIGN_OR_RETURN(auto record, Read(id));
       if (!record) return Vanished(id);
-      if (!record->HeldBy(token)) return false;
-      fields = ClaimFields{id, record->fingerprint, record->locked_until,
-                           record->expires_at};
+      fields = redis::HeldFields(id, *record, token);
+      if (!fields) return false;
     }
-    const Record held{.state = RecordState::kInProgress,
-                      .fingerprint = fields->fingerprint,
-                      .token = token,
-                      .locked_until = fields->locked_until,
-                      .expires_at = fields->expires_at};
     // The call id lets a resend of this call recognise its own write.
-    std::string value = EncodeCompleted(held, response);
-    value += NewToken().view();
+    const std::string value = redis::CompletionValue(*fields, token, response);
     const std::array<std::string_view, 2> args = {token.view(), value};
     IDEM_ASSIGN_OR_RETURN(Reply reply,
                           RunScript(redis::CompleteScript(), Key(id), args,
                                     /*wait=*/true, /*resends=*/1));
-    if (IntegerReply(*reply) == 3) return Vanished(id);
-    return IntegerReply(*reply) == 1;
+    const redis::CompleteVerdict verdict = redis::VerdictOf(*reply);
+    if (verdict == redis::CompleteVerdict::kVanished) return Vanished(id);
+    return verdict == redis::CompleteVerdict::kCompleted;
   }
 
   Result<bool> Release(const RecordId& id, const Token& token) {
@@ -261,13 +234,21 @@ class RedisStore::Impl {
     return std::optional<StoreStats>(stats);
   }
 
+  // The asynchronous calls (redis_async_calls.h), on one server only: a
+  // cluster's go where the slot map says, which the loop does not follow.
+  bool async_calls() const { return !o_.cluster; }
+  redis::AsyncCalls& Async() { return async_.Get(); }
+  // Answers the calls in flight (kUnavailable) and stops the loop.
+  void StopAsync() { async_.Stop(); }
+
   StoreInfo Info() const {
     return {.name = o_.cluster ? "redis-cluster" : "redis",
             .durable = watch_.durable(),
             .shared_across_processes = true,
             .calls_may_block = true,
             .max_concurrent_calls = o_.pool_size,
-            .acquire_timeout = o_.acquire_timeout};
+            .acquire_timeout = o_.acquire_timeout,
+            .async_calls = async_calls()};
   }
 
   void SetReclaimHook(std::function<void(int)> hook) {
@@ -290,18 +271,9 @@ class RedisStore::Impl {
     return false;
   }
 
-  ClaimResult Acquired(const RecordId& id, const Record& fresh, bool takeover) {
-    memo_.Remember(fresh.token, {id, fresh.fingerprint, fresh.locked_until,
-                                 fresh.expires_at});
-    return ClaimAcquired(fresh, takeover);
-  }
-
   Result<std::optional<std::string>> Get(const RecordId& id,
                                          const std::string& key) {
-    IDEM_ASSIGN_OR_RETURN(
-        Reply reply,
-        redis::OfRecord(id, display_, RunCommand(key, {"GET", key})));
-    return redis::ValueOf(*reply, display_);
+    return redis::FoundValue(id, display_, RunCommand(key, {"GET", key}));
   }
 
   // The claim's SET NX GET: nullopt when it set the key, else the value in
@@ -314,14 +286,29 @@ class RedisStore::Impl {
                                               const Command& set) {
     Result<Reply> reply =
         runner_.RunCommand(key, set, /*wait=*/true, /*resends=*/1);
-    if (!reply && reply.error().code() == ErrorCode::kResourceExhausted) {
+    if (redis::SetRefusedAsFull(reply)) {
       IDEM_ASSIGN_OR_RETURN(std::optional<std::string> value, Get(id, key));
       if (!value) return tl::unexpected(reply.error());
       return value;
     }
-    IDEM_ASSIGN_OR_RETURN(Reply r,
-                          redis::OfRecord(id, display_, std::move(reply)));
-    return redis::ValueOf(*r, display_);
+    return redis::FoundValue(id, display_, std::move(reply));
+  }
+
+  std::unique_ptr<redis::AsyncCalls> MakeAsync() {
+    return std::make_unique<redis::AsyncCalls>(
+        redis::AsyncCalls::Context{
+            .runner = &runner_,
+            .memo = &memo_,
+            .display = display_,
+            .timeout = o_.timeout,
+            .claim_attempts = RedisStore::kClaimAttempts,
+            .vanished = [this](const RecordId& id) { return Vanished(id); },
+            .reclaim_hook = &reclaim_hook_},
+        redis::Endpoint{o_.nodes[0].host, o_.nodes[0].port},
+        redis::ConnectOptions{.user = o_.user,
+                              .password = o_.password,
+                              .db = o_.db,
+                              .timeout = o_.timeout});
   }
 
   const RedisStoreOptions o_;
@@ -333,6 +320,8 @@ class RedisStore::Impl {
   redis::ServerWatch watch_;   // After router_: stopped before it goes.
   ClaimMemo memo_;
   std::function<void(int)> reclaim_hook_;  // Set before use, by tests only.
+  // Last: its calls use the rest.
+  redis::LazyAsyncCalls async_{[this] { return MakeAsync(); }};
 };
 
 // The boundary's context is the Impl's prefix without its ": ".
@@ -349,7 +338,9 @@ void RedisStore::AfterError(const Error& error) {
   }
 }
 
-RedisStore::~RedisStore() = default;
+// The calls in flight are answered while the store is whole (their
+// errors reach AfterError, which reads impl_).
+RedisStore::~RedisStore() { impl_->StopAsync(); }
 
 Result<std::unique_ptr<RedisStore>> RedisStore::Open(
     const RedisStoreOptions& options, const StoreOptions& store_options) {
@@ -383,6 +374,29 @@ Result<ClaimResult> RedisStore::DoClaim(const RecordId& id,
 Result<bool> RedisStore::DoComplete(const RecordId& id, const Token& token,
                                     const Response& response) {
   return impl_->Complete(id, token, response);
+}
+
+void RedisStore::DoClaimAsync(const RecordId& id, const Fingerprint& fp,
+                              TimePoint now, Duration ttl,
+                              Duration lock_timeout,
+                              StoreCallback<ClaimResult> done) {
+  if (!impl_->async_calls()) {
+    return StoreBoundary::DoClaimAsync(id, fp, now, ttl, lock_timeout,
+                                       std::move(done));
+  }
+  impl_->Async().Claim(id, impl_->Key(id), fp, now, ttl, lock_timeout,
+                       std::move(done));
+}
+
+void RedisStore::DoCompleteAsync(const RecordId& id, const Token& token,
+                                 std::shared_ptr<const Response> response,
+                                 StoreCallback<bool> done) {
+  if (!impl_->async_calls()) {
+    return StoreBoundary::DoCompleteAsync(id, token, std::move(response),
+                                          std::move(done));
+  }
+  impl_->Async().Complete(id, impl_->Key(id), token, std::move(response),
+                          std::move(done));
 }
 
 Result<bool> RedisStore::DoRelease(const RecordId& id, const Token& token) {

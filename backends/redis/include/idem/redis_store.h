@@ -87,6 +87,16 @@
 // (kUnavailable after it); waiting for a free connection by
 // `acquire_timeout`.
 //
+// Asynchronous calls (redis only; Info().async_calls): ClaimAsync and
+// CompleteAsync make the same commands as Claim and Complete on one
+// pipelined hiredis asynchronous connection, driven by one thread that
+// the store starts at its first asynchronous call (src/redis_async_loop.h);
+// `done` runs on that thread. Each call is answered within `timeout` of
+// its start (kUnavailable "timed out"; the stuck connection is dropped and
+// the next call connects again, on that thread). The destructor answers
+// every call in flight (kUnavailable) before it returns. A cluster's
+// asynchronous calls are the synchronous ones (async_calls false).
+//
 // Cluster: the slot map comes from CLUSTER SLOTS of the first reachable
 // seed node at Open; a key goes to the master of CRC16(hash tag) mod 16384.
 // -MOVED refreshes the map and retries on the named node, -ASK sends ASKING
@@ -137,8 +147,9 @@
 //
 // Thread-safety: every method may be called concurrently from any number of
 // threads, except the destructor. Each store runs one background thread
-// (the connect and the checks); the destructor stops it, waiting for a
-// check under way (at most `timeout` per server).
+// (the connect and the checks), and a second one once an asynchronous call
+// was made; the destructor stops them, waiting for a check under way (at
+// most `timeout` per server).
 
 #ifndef IDEM_REDIS_STORE_H_
 #define IDEM_REDIS_STORE_H_
@@ -211,7 +222,8 @@ class RedisStore final : public StoreBoundary {
   // {"redis" or "redis-cluster", durable per the servers' persistence at
   // the last check (false until a check passed: a lazy store not yet
   // connected), shared_across_processes, calls_may_block,
-  // max_concurrent_calls = pool size (per server), acquire_timeout}.
+  // max_concurrent_calls = pool size (per server), acquire_timeout,
+  // async_calls for "redis" only}.
   StoreInfo Info() const override;
 
   // The Redis key of `id` (for tests and tools).
@@ -232,6 +244,14 @@ class RedisStore final : public StoreBoundary {
   // store.h's contract; errors as for Claim.
   Result<bool> DoComplete(const RecordId& id, const Token& token,
                           const Response& response) override;
+  // redis: the asynchronous calls (see "Asynchronous calls" above);
+  // redis-cluster: the synchronous calls, made inside (async_calls false).
+  void DoClaimAsync(const RecordId& id, const Fingerprint& fp, TimePoint now,
+                    Duration ttl, Duration lock_timeout,
+                    StoreCallback<ClaimResult> done) override;
+  void DoCompleteAsync(const RecordId& id, const Token& token,
+                       std::shared_ptr<const Response> response,
+                       StoreCallback<bool> done) override;
   Result<bool> DoRelease(const RecordId& id, const Token& token) override;
   Result<bool> DoRevoke(const RecordId& id) override;
   // A GET of the record (kDataLoss when it does not decode), the decision
