@@ -85,11 +85,14 @@ std::vector<StoreFactory> RegisteredSetups(std::string_view name) {
              },
          .skip_reason = skip});
   }
-  // A store with asynchronous calls runs its first setup through them too
+  // A setup whose store has asynchronous calls runs through them too
   // (`<label>_async`), so that every row claims and completes through
   // ClaimAsync and CompleteAsync, as the adapters do.
-  if (store->capabilities.async_calls && !out.empty()) {
-    out.push_back(idem::testing::WithAsyncCalls({out.front()}).back());
+  const std::size_t n = out.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (store->setups[i].through_async_calls) {
+      out.push_back(idem::testing::WithAsyncCalls({out[i]}).back());
+    }
   }
   return out;
 }

@@ -50,9 +50,11 @@ const StoreDescriptor& RedisStoreDescriptor() {
             return OpenWithLocalCache(uri, options, &RedisStore::OpenFromUri);
           },
       // durable: as the server is configured (RedisStore::Info()).
+      // async_calls: redis://'s (a cluster's calls are synchronous).
       .capabilities = {.name = "redis",
                        .durable = false,
-                       .shared_across_processes = true},
+                       .shared_across_processes = true,
+                       .async_calls = true},
       .fresh_uri =
           [](std::string_view uri, std::string_view name) {
             return WithUriParam(uri, "prefix", std::string(name) + ":");
@@ -62,7 +64,8 @@ const StoreDescriptor& RedisStoreDescriptor() {
       // pool of 8 on a loaded (or sanitized) machine.
       .setups = {{.label = "redis",
                   .server_env = "IDEM_TEST_REDIS_URI",
-                  .params = "acquire_timeout_ms=120000&timeout_ms=60000"},
+                  .params = "acquire_timeout_ms=120000&timeout_ms=60000",
+                  .through_async_calls = true},
                  {.label = "redis_cluster",
                   .server_env = "IDEM_TEST_REDIS_CLUSTER_URI",
                   .params = "acquire_timeout_ms=120000&timeout_ms=60000"},
@@ -71,7 +74,8 @@ const StoreDescriptor& RedisStoreDescriptor() {
                  {.label = "redis_local_cache",
                   .server_env = "IDEM_TEST_REDIS_URI",
                   .params = "acquire_timeout_ms=120000&timeout_ms=60000"
-                            "&local_cache=1000"},
+                            "&local_cache=1000",
+                  .through_async_calls = true},
                  {.label = "redis_cluster_local_cache",
                   .server_env = "IDEM_TEST_REDIS_CLUSTER_URI",
                   .params = "acquire_timeout_ms=120000&timeout_ms=60000"

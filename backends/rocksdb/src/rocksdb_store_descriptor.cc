@@ -43,7 +43,7 @@ const StoreDescriptor& RocksdbStoreDescriptor() {
             std::error_code ec;
             std::filesystem::remove_all(parsed->path(), ec);
           },
-      .setups = {{.label = "rocksdb"},
+      .setups = {{.label = "rocksdb", .through_async_calls = true},
                  {.label = "rocksdb_sync", .params = "sync=true"}},
   };
   return descriptor;

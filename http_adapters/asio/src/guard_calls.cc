@@ -120,9 +120,10 @@ void GuardCalls::JoinPool() {
 
 void GuardCalls::EndInFlight() {
   if (in_flight_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  // Through the mutex, so that JoinPool cannot miss the wake between its
-  // check and its wait.
-  { std::lock_guard<std::mutex> lock(in_flight_mu_); }
+  // Under the mutex: JoinPool cannot miss the wake between its check and
+  // its wait, nor return (and its caller destroy this) before the
+  // notification is done.
+  std::lock_guard<std::mutex> lock(in_flight_mu_);
   in_flight_done_.notify_all();
 }
 

@@ -38,6 +38,11 @@ struct StoreTestSetup {
   // Query parameters this setup adds to its fresh store's URI, e.g.
   // "synchronous=full"; "" for none.
   std::string_view params;
+  // Whether the contract suite also runs this setup through the store's
+  // asynchronous calls (a `<label>_async` setup,
+  // idem/testing/through_async_calls.h): for a setup whose store has
+  // them (StoreInfo::async_calls). Default: false.
+  bool through_async_calls = false;
 };
 
 struct StoreDescriptor {

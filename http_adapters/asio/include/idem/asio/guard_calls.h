@@ -280,6 +280,20 @@ class GuardCalls {
             H handler;
             Home home;
           };
+          // Posts the call's completion home with `value`, then ends it in
+          // flight: last, since JoinPool may then return and the caller's
+          // context go at once, so nothing of the call (its tracked
+          // executor included) may be left on this thread by then.
+          const auto post_back = [this](std::shared_ptr<Call> done,
+                                        bool value) {
+            {
+              Home back = done->home;
+              net::post(back, [done = std::move(done), value] {
+                std::move(done->handler)(value);
+              });
+            }
+            EndInFlight();
+          };
           Home home = net::prefer(net::get_associated_executor(handler),
                                   net::execution::outstanding_work.tracked);
           auto call =
@@ -287,21 +301,12 @@ class GuardCalls {
           in_flight_.fetch_add(1, std::memory_order_relaxed);
           // Moves its reference out when called: the store may keep (and
           // destroy) this function on its own thread afterwards.
-          auto answered = [this, call]() mutable {
-            std::shared_ptr<Call> answer = std::move(call);
-            if (!answer) return;
-            Home back = answer->home;
-            net::post(back, [answer = std::move(answer)] {
-              std::move(answer->handler)(true);
-            });
-            EndInFlight();
+          auto answered = [post_back, call]() mutable {
+            if (!call) return;
+            post_back(std::move(call), true);
           };
           if (!start(std::function<void()>(std::move(answered)))) {
-            Home back = call->home;
-            net::post(back, [call = std::move(call)] {
-              std::move(call->handler)(false);
-            });
-            EndInFlight();
+            post_back(std::move(call), false);
           }
         },
         net::use_awaitable);
