@@ -1,6 +1,6 @@
-// The SQLite store's asynchronous calls (ClaimAsync, CompleteAsync) and the
-// writer's WriteAsync under them: what the contract suite's one thread
-// cannot see.
+// The SQLite store's asynchronous calls (ClaimAsync, CompleteAsync): what
+// the contract suite's one thread cannot see (the writer's WriteAsync under
+// them: sqlite_writer_async_test.cc).
 //
 //  - An asynchronous claim and completion write what the synchronous calls
 //    write, and an argument error answers inside the call.
@@ -10,19 +10,19 @@
 //    asynchronous call waits, runs when it ends, or fails with kUnavailable
 //    after busy_timeout without writing; made from the holding thread it
 //    simply queues.
-//  - In one batch, a call that fails writes nothing and fails alone.
+//  - A stream of asynchronous calls does not keep a transaction from
+//    beginning.
 //  - The destructor answers every queued call before it returns.
 //
 // Waits are for answers (a condition variable with a generous bound) or
 // WaitFor polls for a state another thread reaches (a call queued); the
 // one timeout tested is the store's busy_timeout, made short.
 
-#include <sqlite3.h>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,13 +33,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "async_answer.h"
 #include "idem/sqlite_store.h"
 #include "idem/sqlite_transaction.h"
-#include "sqlite_checkpointer.h"
 #include "sqlite_store_test_peer.h"
-#include "sqlite_writer.h"
 #include "support/ids.h"
-#include "support/sqlite_count.h"
 #include "support/store_times.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
@@ -47,50 +45,17 @@
 namespace idem {
 namespace {
 
-using sqlite_internal::Checkpointer;
-using sqlite_internal::Connection;
-using sqlite_internal::Writer;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::Answer;
 using ::testing::HasSubstr;
+using testing::kAnswerBound;
 using testing::kLock;
 using testing::kT0;
 using testing::kTtl;
 using testing::TestFingerprint;
 using testing::TestId;
 using testing::WaitFor;
-
-constexpr auto kAnswerBound = seconds(120);
-
-// One asynchronous call's answer: how often `done` was called, and the
-// first result.
-template <typename T>
-class Answer {
- public:
-  StoreCallback<T> Callback() {
-    return [this](Result<T> result) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (++calls_ == 1) result_.emplace(std::move(result));
-      cv_.notify_all();  // Under mu_: Wait may return and destroy this.
-    };
-  }
-  // The first answer, once there is one (nullopt after kAnswerBound).
-  std::optional<Result<T>> Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, kAnswerBound, [&] { return calls_ > 0; });
-    return result_;
-  }
-  int calls() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return calls_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int calls_ = 0;
-  std::optional<Result<T>> result_;
-};
 
 Response Created(const std::string& body) {
   return Response{201, {{"Content-Type", "application/json"}}, body};
@@ -295,6 +260,50 @@ TEST_F(SqliteAsyncStoreTest, AQueuedCallHeldBeyondBusyTimeoutIsUnavailable) {
   EXPECT_EQ(claim.calls(), 1);
 }
 
+// Eight chains of calls, each made by the previous one's `done`, keep the
+// writer's queue from ever emptying; a transaction's Begin still gets the
+// writer at the end of the batch running (the writer's thread leaves it to
+// a waiting Hold) instead of after the stream (bounded by kBound claims).
+TEST_F(SqliteAsyncStoreTest, ATransactionBeginsDuringAStreamOfCalls) {
+  constexpr int kChains = 8;
+  constexpr std::uint64_t kBound = 1'000'000;
+  std::atomic<std::uint64_t> next{1};
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = kChains;  // Guarded by mu.
+  std::function<void()> claim_next = [&] {
+    const std::uint64_t n = next.fetch_add(1);
+    if (stop.load() || n > kBound) {
+      std::lock_guard<std::mutex> lock(mu);
+      --running;
+      cv.notify_all();
+      return;
+    }
+    store_->ClaimAsync(TestId(n), TestFingerprint(n), kT0, kTtl, kLock,
+                       [&](Result<ClaimResult> claim) {
+                         if (!claim) ++errors;
+                         claim_next();
+                       });
+  };
+  for (int i = 0; i < kChains; ++i) claim_next();
+  ASSERT_TRUE(WaitFor([&] { return next.load() > 1000; }));
+  {
+    SqliteTransaction tx(*store_);
+    ASSERT_TRUE(tx.Begin());
+    EXPECT_LT(next.load(), kBound);  // The stream did not end first.
+    ASSERT_TRUE(tx.Commit());
+  }
+  stop = true;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, kAnswerBound, [&] { return running == 0; }));
+  }
+  store_.reset();  // Its thread is out of claim_next before it goes.
+  EXPECT_EQ(errors.load(), 0);
+}
+
 // The first claim waits in the claim hook (on the thread running it) until
 // every call was made, so that the store is destroyed with calls queued
 // (most of them: the writer's thread goes on meanwhile).
@@ -333,106 +342,6 @@ TEST_F(SqliteAsyncStoreTest, TheDestructorAnswersEveryQueuedCall) {
     ASSERT_TRUE(*result) << result->error().ToString();
     EXPECT_EQ((*result)->outcome, ClaimOutcome::kAcquired);
   }
-}
-
-// The writer itself, with calls of the test's own.
-class SqliteAsyncWriterTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    options_.path = (dir_.path() / "writer.db").string();
-    options_.busy_timeout = seconds(60);
-    auto checkpointer = Checkpointer::Start(options_);
-    ASSERT_TRUE(checkpointer) << checkpointer.error().ToString();
-    checkpointer_ = std::move(*checkpointer);
-    writer_ = std::make_unique<Writer>(options_, *checkpointer_);
-    ASSERT_TRUE(writer_->Open());
-    auto made = writer_->Write<int>("create", [](Connection& conn) {
-      return conn.Exec("CREATE TABLE t (v TEXT)", "create").map([] {
-        return 0;
-      });
-    });
-    ASSERT_TRUE(made) << made.error().ToString();
-  }
-
-  // Inserts `v` into t; whether the writer was in a transaction (a batch of
-  // more than one call) then, as 1 or 0.
-  static auto Insert(std::string v) {
-    return [v](Connection& conn) -> Result<int> {
-      const std::string sql = "INSERT INTO t VALUES ('" + v + "')";
-      IDEM_RETURN_IF_ERROR(conn.Exec(sql.c_str(), "insert"));
-      return sqlite3_get_autocommit(conn.db()) == 0 ? 1 : 0;
-    };
-  }
-  long long Rows() { return testing::SqliteCountRows(options_.path, "t"); }
-
-  testing::TempDir dir_{"idem-sqlite-async-writer"};
-  SqliteStoreOptions options_;
-  std::unique_ptr<Checkpointer> checkpointer_;
-  std::unique_ptr<Writer> writer_;
-};
-
-// Four calls queued behind a hold (three asynchronous, one synchronous
-// from another thread) run in one transaction when it ends.
-TEST_F(SqliteAsyncWriterTest, ACallThatFailsInABatchFailsAlone) {
-  ASSERT_TRUE(writer_->Hold());
-  Answer<int> a, b, c;
-  writer_->WriteAsync<int>("a", Insert("a"), a.Callback());
-  writer_->WriteAsync<int>(
-      "b",
-      [insert = Insert("b")](Connection& conn) -> Result<int> {
-        IDEM_RETURN_IF_ERROR(insert(conn));
-        return MakeError(ErrorCode::kInternal, "b failed");
-      },
-      b.Callback());
-  writer_->WriteAsync<int>("c", Insert("c"), c.Callback());
-  std::optional<Result<int>> d;
-  std::thread sync([&] { d.emplace(writer_->Write<int>("d", Insert("d"))); });
-  ASSERT_TRUE(WaitFor([&] { return writer_->queued() == 4; }));
-  ASSERT_TRUE(writer_->EndHold(true));
-  sync.join();
-  for (Answer<int>* ok : {&a, &c}) {
-    auto result = ok->Wait();
-    ASSERT_TRUE(*result) << result->error().ToString();
-    EXPECT_EQ(**result, 1);  // In the batch's transaction.
-  }
-  auto failed = b.Wait();
-  ASSERT_FALSE(*failed);
-  EXPECT_EQ(failed->error().message(), "b failed");
-  ASSERT_TRUE(*d) << d->error().ToString();
-  EXPECT_EQ(**d, 1);
-  EXPECT_EQ(Rows(), 3);  // a, c and d: nothing of b.
-}
-
-// A `done` that queues another call while the writer is destroyed: the
-// call runs in the drain or is answered at once with "store closing";
-// either way every answer came before the destructor returned.
-TEST_F(SqliteAsyncWriterTest, TheDestructorAnswersCallsMadeByCallbacks) {
-  constexpr int kCalls = 100;
-  Writer* writer = writer_.get();
-  std::atomic<int> first{0};
-  std::atomic<int> second{0};
-  std::atomic<int> closing{0};
-  for (int i = 0; i < kCalls; ++i) {
-    writer->WriteAsync<int>(
-        "first", Insert("first"), [&, writer](Result<int> result) {
-          EXPECT_TRUE(result) << result.error().ToString();
-          ++first;
-          writer->WriteAsync<int>(
-              "second", Insert("second"), [&](Result<int> again) {
-                if (!again) {
-                  EXPECT_EQ(again.error().code(), ErrorCode::kUnavailable);
-                  EXPECT_THAT(again.error().message(),
-                              HasSubstr("second: store closing"));
-                  ++closing;
-                }
-                ++second;
-              });
-        });
-  }
-  writer_.reset();
-  EXPECT_EQ(first.load(), kCalls);
-  EXPECT_EQ(second.load(), kCalls);
-  EXPECT_EQ(Rows(), 2 * kCalls - closing.load());
 }
 
 }  // namespace
