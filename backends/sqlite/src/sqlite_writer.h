@@ -98,11 +98,14 @@ class Writer {
   // for the writer's short lock, never for a write. The same bound as
   // Write's: queued while an application transaction holds the writer, the
   // call fails with kUnavailable once busy_timeout passed since it was
-  // made, and never runs. `done` must not block, throw (std::terminate) or
-  // call the writer synchronously (it may run inside a batch's leader).
-  // Throws (std::bad_alloc, std::system_error when the writer's thread
-  // cannot start) only before anything was queued: `done` is then not
-  // called.
+  // made, and never runs; made while the writer is being destroyed (by
+  // another call's `done`), it is answered inside the call with
+  // kUnavailable "store closing". A call made from the thread holding the
+  // writer simply queues (its caller does not wait for itself). `done`
+  // must not block, throw (std::terminate) or call the writer synchronously
+  // (it may run inside a batch's leader). Throws (std::bad_alloc,
+  // std::system_error when the writer's thread cannot start) only before
+  // anything was queued: `done` is then not called.
   template <typename T, typename Fn>
   void WriteAsync(std::string_view op, Fn fn,
                   std::function<void(Result<T>)> done);
