@@ -118,6 +118,36 @@ class SqliteStore::Impl {
         });
   }
 
+  // Claim and Complete without waiting for the writer: the same writes,
+  // on copies of the arguments, answered by the writer (sqlite_writer.h).
+  void ClaimAsync(const RecordId& id, const Fingerprint& fp, TimePoint now,
+                  Duration ttl, Duration lock_timeout,
+                  StoreCallback<ClaimResult> done) {
+    writer_->WriteAsync<ClaimResult>(
+        "claim",
+        [this, id, fp, now, ttl, lock_timeout](Connection& conn) {
+          return sqlite_internal::ClaimOn(conn, claims_, claim_hook_,
+                                          SqliteStore::kClaimAttempts, id, fp,
+                                          now, ttl, lock_timeout);
+        },
+        std::move(done));
+  }
+
+  void CompleteAsync(const RecordId& id, const Token& token,
+                     std::shared_ptr<const Response> response,
+                     StoreCallback<bool> done) {
+    writer_->WriteAsync<bool>(
+        "complete",
+        [this, id, token,
+         response = std::move(response)](Connection& conn) -> Result<bool> {
+          IDEM_ASSIGN_OR_RETURN(
+              bool completed, CompleteOn(conn, claims_, id, token, *response));
+          claims_.Forget(token);
+          return completed;
+        },
+        std::move(done));
+  }
+
   Result<bool> Release(const RecordId& id, const Token& token) {
     return writer_->Write<bool>(
         "release", [&](Connection& conn) -> Result<bool> {
@@ -245,14 +275,16 @@ class SqliteStore::Impl {
   std::size_t QueuedWrites() { return writer_->queued(); }
 
  private:
-  // Declared in this order so that they are destroyed writer first, then
-  // the checkpointer (its thread stopped), then the readers; options_ last.
+  // Declared in this order so that they are destroyed writer first (its
+  // thread runs the asynchronous calls still queued, which use claims_ and
+  // claim_hook_), then the checkpointer (its thread stopped), then the
+  // readers; options_ last.
   const SqliteStoreOptions options_;
   ConnectionPool pool_;
-  std::unique_ptr<Checkpointer> checkpointer_;
-  std::unique_ptr<Writer> writer_;
   ClaimMemo claims_;
   ClaimAttemptHook claim_hook_;  // Set before use, by tests only.
+  std::unique_ptr<Checkpointer> checkpointer_;
+  std::unique_ptr<Writer> writer_;
 };
 
 // The boundary's context is Prefix(path) without its ": ".
@@ -331,6 +363,19 @@ Result<bool> SqliteStore::DoComplete(const RecordId& id, const Token& token,
   return impl_->Complete(id, token, response);
 }
 
+void SqliteStore::DoClaimAsync(const RecordId& id, const Fingerprint& fp,
+                               TimePoint now, Duration ttl,
+                               Duration lock_timeout,
+                               StoreCallback<ClaimResult> done) {
+  impl_->ClaimAsync(id, fp, now, ttl, lock_timeout, std::move(done));
+}
+
+void SqliteStore::DoCompleteAsync(const RecordId& id, const Token& token,
+                                  std::shared_ptr<const Response> response,
+                                  StoreCallback<bool> done) {
+  impl_->CompleteAsync(id, token, std::move(response), std::move(done));
+}
+
 Result<bool> SqliteStore::DoRelease(const RecordId& id, const Token& token) {
   return impl_->Release(id, token);
 }
@@ -364,8 +409,10 @@ Result<std::size_t> SqliteStore::DoPurgeExpired(TimePoint now,
 }
 
 StoreInfo SqliteStore::Info() const {
-  return StoreInfo{
-      .name = "sqlite", .durable = true, .shared_across_processes = true};
+  return StoreInfo{.name = "sqlite",
+                   .durable = true,
+                   .shared_across_processes = true,
+                   .async_calls = true};
 }
 
 const std::string& SqliteStore::path() const { return impl_->path(); }

@@ -20,7 +20,8 @@ const StoreDescriptor& SqliteStoreDescriptor() {
       .open = &SqliteStore::OpenFromUri,
       .capabilities = {.name = "sqlite",
                        .durable = true,
-                       .shared_across_processes = true},
+                       .shared_across_processes = true,
+                       .async_calls = true},
       .local_uri =
           [](const std::filesystem::path& dir) {
             return "sqlite:" + (dir / "idem.db").string();

@@ -62,7 +62,24 @@ void Writer::RunQueued(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   RunBatch(batch_);
   lock.lock();
-  for (WriteOp* w : batch_) w->done = true;
+  // The asynchronous calls move to the front of batch_: a synchronous one
+  // marked done may be gone (its caller returned) once mu_ is unlocked.
+  std::size_t answers = 0;
+  for (std::size_t i = 0; i < batch_.size(); ++i) {
+    if (batch_[i]->async()) {
+      batch_[answers++] = batch_[i];
+    } else {
+      batch_[i]->done = true;
+    }
+  }
+  if (answers > 0) {
+    // Outside mu_: a callback may queue the next call (a Complete after its
+    // Claim). The synchronous callers need not wait for the callbacks.
+    lock.unlock();
+    cv_.notify_all();
+    for (std::size_t i = 0; i < answers; ++i) batch_[i]->Answer();
+    lock.lock();
+  }
   batch_.clear();
 }
 
@@ -72,6 +89,13 @@ Error Writer::HeldByCaller(std::string_view op) const {
                    ": this thread holds the store's writer in an open "
                    "SqliteTransaction, so the call would wait for itself; "
                    "make store calls before Begin or after Commit/Rollback");
+}
+
+Error Writer::Closing(std::string_view op) const {
+  return Error(ErrorCode::kUnavailable,
+               Prefix(options_.path) + std::string(op) +
+                   ": store closing (the call was made while the store was "
+                   "being destroyed)");
 }
 
 Error Writer::HeldTooLong(std::string_view op) const {
@@ -90,13 +114,19 @@ Status Writer::Hold() {
       std::chrono::steady_clock::now() + options_.busy_timeout;
   std::unique_lock<std::mutex> lock(mu_);
   if (HeldByThisThread()) return tl::unexpected(HeldByCaller("begin"));
-  if (!AwaitWriter(lock, deadline, [] { return false; })) {
+  ++hold_waiters_;
+  const bool idle = AwaitWriter(lock, deadline, [] { return false; });
+  --hold_waiters_;
+  if (!idle) {
+    WakeServer();  // It may have left the writer to this call.
     return tl::unexpected(HeldTooLong("begin"));
   }
   writing_ = true;
   if (!queue_.empty()) RunQueued(lock);
   held_ = true;
   holder_ = std::this_thread::get_id();
+  // Calls queued beyond the batch that ran now have deadlines to keep.
+  if (!queue_.empty()) WakeServer();
   lock.unlock();
   cv_.notify_all();  // The callers of the calls that ran, if any.
   // Released on every way out but success, exceptions included.
@@ -150,6 +180,7 @@ void Writer::Release() {
     held_ = false;
     holder_ = std::thread::id();
     writing_ = false;
+    WakeServer();
   }
   cv_.notify_all();
 }

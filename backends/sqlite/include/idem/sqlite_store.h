@@ -27,6 +27,22 @@
 // for it, at most busy_timeout (then kUnavailable), and a write from the
 // thread that holds it fails at once with kInvalidArgument.
 //
+// Asynchronous calls (Info(): async_calls = true): ClaimAsync and
+// CompleteAsync queue their write on the store's writer and return without
+// waiting for it (only for the writer's short lock); the write joins the
+// same group commits as the synchronous calls, so many calls in flight
+// share one transaction. `done` is called on the thread that ran the batch:
+// the writer's own thread (started by the first asynchronous call; a store
+// used only synchronously has none, and may be used in a child after
+// fork()), or a synchronous call's thread that led that batch. `done` must
+// not block, throw, or call this store synchronously. Same bounds as the
+// synchronous calls: while a SqliteTransaction holds the writer, a queued
+// call fails with kUnavailable once busy_timeout passed since it was made
+// (nothing written); one made from the holding thread simply queues behind
+// the transaction. The destructor runs the calls still queued and calls
+// every `done` before it returns (a call made by a `done` meanwhile fails
+// with kUnavailable "store closing").
+//
 // Errors: SQLITE_BUSY and SQLITE_LOCKED (after busy_timeout), I/O errors,
 // a full disk, a read-only or unopenable file -> kUnavailable;
 // SQLITE_CORRUPT, SQLITE_NOTADB and records that do not decode or disagree
@@ -97,14 +113,17 @@ class SqliteStore final : public StoreBoundary {
   static Result<std::unique_ptr<Store>> OpenFromUri(
       StoreUri& uri, const StoreOptions& options);
 
-  // Stops the checkpointer and closes every connection. Must not run
-  // concurrently with any other call on this store.
+  // Runs the asynchronous calls still queued (calling their `done`), stops
+  // the writer's and the checkpointer's threads and closes every
+  // connection. Must not run concurrently with any other call on this
+  // store.
   ~SqliteStore() override;
 
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  // {"sqlite", durable = true, shared_across_processes = true}.
+  // {"sqlite", durable = true, shared_across_processes = true,
+  // async_calls = true}.
   StoreInfo Info() const override;
 
   // The database file, as given in the options.
@@ -161,6 +180,14 @@ class SqliteStore final : public StoreBoundary {
                               Duration lock_timeout) override;
   Result<bool> DoComplete(const RecordId& id, const Token& token,
                           const Response& response) override;
+  // Claim and Complete through the writer's queue without waiting (see
+  // above): the same writes, and the same errors through `done`.
+  void DoClaimAsync(const RecordId& id, const Fingerprint& fp, TimePoint now,
+                    Duration ttl, Duration lock_timeout,
+                    StoreCallback<ClaimResult> done) override;
+  void DoCompleteAsync(const RecordId& id, const Token& token,
+                       std::shared_ptr<const Response> response,
+                       StoreCallback<bool> done) override;
   Result<bool> DoRelease(const RecordId& id, const Token& token) override;
   Result<bool> DoRevoke(const RecordId& id) override;
   // In the writer's transaction: a SELECT of the row (kDataLoss when it
