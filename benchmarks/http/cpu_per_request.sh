@@ -33,6 +33,11 @@ for f in "$@"; do flags+=("${f//\{tmp\}/$tmp}"); done
 start server "${flags[@]}"
 server_pid=${pids[-1]}
 seconds=${duration%s}
+# A short load first: threads a store starts at its first call (the SQLite
+# writer's, the Redis event loop's, the RocksDB store's) must exist before
+# perf attaches, or their CPU is not counted.
+IDEM_BENCH_KEY=warm-$$ wrk -t1 -c1 -d1s -s "$here/fresh_keys.lua" \
+  "http://127.0.0.1:$port_server" >/dev/null
 perf stat ${PER_THREAD:+--per-thread} -e task-clock,context-switches \
   -p "$server_pid" -o "$tmp/stat" -- sleep "$seconds" &
 perf_pid=$!

@@ -50,7 +50,9 @@ const StoreDescriptor& SqliteStoreDescriptor() {
           },
       // A long busy timeout: the concurrency tests put 32 writers on one
       // file of a loaded (or sanitized) machine.
-      .setups = {{.label = "sqlite", .params = "busy_timeout_ms=60000"},
+      .setups = {{.label = "sqlite",
+                  .params = "busy_timeout_ms=60000",
+                  .through_async_calls = true},
                  {.label = "sqlite_full",
                   .params = "synchronous=full&busy_timeout_ms=60000"}},
   };
