@@ -118,9 +118,14 @@ class LocalCacheStore final : public StoreBoundary {
 
   ~LocalCacheStore() override;
 
-  // The inner store's (async_calls included: the cache answers its hits
-  // and keeps its fills through the inner store's asynchronous calls too).
-  StoreInfo Info() const override { return inner_->Info(); }
+  // The inner store's, but with async_calls false: its asynchronous calls
+  // are the synchronous ones (the cache's fills and epochs are kept by
+  // DoClaim and DoComplete).
+  StoreInfo Info() const override {
+    StoreInfo info = inner_->Info();
+    info.async_calls = false;
+    return info;
+  }
   LocalCacheCounters counters() const;
   // Entries held now (fresh or not).
   std::size_t size() const;
@@ -129,18 +134,6 @@ class LocalCacheStore final : public StoreBoundary {
   Result<ClaimResult> DoClaim(const RecordId& id, const Fingerprint& fp,
                               TimePoint now, Duration ttl,
                               Duration lock_timeout) override;
-  // DoClaim and DoCompleteShared over the inner store's asynchronous calls:
-  // a hit is answered inside the call; the rest as DoClaim and
-  // DoCompleteShared do, in the inner store's callback, except that a
-  // claim the store answers kCompleted is not read back to be cached (the
-  // read would block the inner store's thread): such a record is cached
-  // by the synchronous path or by a completion made through this cache.
-  void DoClaimAsync(const RecordId& id, const Fingerprint& fp, TimePoint now,
-                    Duration ttl, Duration lock_timeout,
-                    StoreCallback<ClaimResult> done) override;
-  void DoCompleteAsync(const RecordId& id, const Token& token,
-                       std::shared_ptr<const Response> response,
-                       StoreCallback<bool> done) override;
   // A fresh entry's answer (a hit, counted); nullopt otherwise (not
   // counted: the Claim that follows counts it).
   std::optional<Result<ClaimResult>> DoTryClaimWithoutBlocking(
