@@ -64,8 +64,6 @@ Result<std::unique_ptr<Guard>> Guard::Create(GuardSetup setup) {
 
 Guard::Guard(GuardSetup setup)
     : store_(std::move(setup.store)),
-      store_may_block_(store_->Info().calls_may_block),
-      store_async_(store_->Info().async_calls),
       options_(std::make_shared<const GuardOptions>(std::move(setup.options))),
       clock_(setup.clock ? std::move(setup.clock) : SystemClock::Instance()),
       metrics_(setup.metrics ? std::move(setup.metrics)
@@ -78,6 +76,9 @@ Guard::Guard(GuardSetup setup)
                ? std::make_unique<LogRateLimiter>(switch_log_, clock_,
                                                   setup.log_repeat_interval)
                : nullptr) {
+  const StoreInfo info = store_->Info();
+  store_may_block_ = info.calls_may_block;
+  store_async_ = info.async_calls;
   // Started off, the operator is told as when it is switched off.
   SetEnabled(setup.enabled);
 }

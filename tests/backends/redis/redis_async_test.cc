@@ -17,7 +17,6 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <hiredis/hiredis.h>
 
 #include "idem/clock.h"
 #include "idem/open_store.h"
@@ -356,37 +355,6 @@ TEST(RedisAsyncServerTest, AsyncCallsAuthenticateTheirConnection) {
   }
 }
 
-// Runs `argv` on `server` after AUTH `password`; the reply's text.
-std::string RunAuthenticated(const PrivateRedis& server,
-                             const std::string& password,
-                             std::vector<std::string> argv) {
-  redisContext* c = redisConnect(
-      "127.0.0.1",
-      std::stoi(server.server().substr(server.server().find(':') + 1)));
-  if (c == nullptr || c->err != 0) {
-    if (c != nullptr) redisFree(c);
-    return "cannot connect";
-  }
-  std::string text;
-  auto* auth = static_cast<redisReply*>(
-      redisCommand(c, "AUTH %b", password.data(), password.size()));
-  if (auth != nullptr) freeReplyObject(auth);
-  std::vector<const char*> args;
-  std::vector<std::size_t> lens;
-  for (const std::string& a : argv) {
-    args.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  auto* r = static_cast<redisReply*>(redisCommandArgv(
-      c, static_cast<int>(args.size()), args.data(), lens.data()));
-  if (r != nullptr) {
-    if (r->str != nullptr) text.assign(r->str, r->len);
-    freeReplyObject(r);
-  }
-  redisFree(c);
-  return text;
-}
-
 TEST(RedisAsyncServerTest, ARefusedPasswordFailsTheCallsWaitingToConnect) {
   PrivateRedis server({"--requirepass", "old-Pass"});
   ASSERT_TRUE(server.Start()) << server.error();
@@ -394,8 +362,9 @@ TEST(RedisAsyncServerTest, ARefusedPasswordFailsTheCallsWaitingToConnect) {
   ASSERT_NE(store, nullptr);
   // The asynchronous connection is made at the first asynchronous call,
   // after the password changed.
-  ASSERT_EQ(RunAuthenticated(server, "old-Pass",
-                             {"CONFIG", "SET", "requirepass", "new-Pass"}),
+  ASSERT_EQ(RedisRaw(server.server(),
+                     {"CONFIG", "SET", "requirepass", "new-Pass"}, "old-Pass")
+                .text,
             "OK");
   auto refused = ClaimAsync(*store, Id(1), Fp(1));
   ASSERT_FALSE(refused.has_value());
@@ -406,8 +375,9 @@ TEST(RedisAsyncServerTest, ARefusedPasswordFailsTheCallsWaitingToConnect) {
       << refused.error().ToString();
   EXPECT_EQ(refused.error().message().find("Pass"), std::string::npos)
       << refused.error().ToString();
-  ASSERT_EQ(RunAuthenticated(server, "new-Pass",
-                             {"CONFIG", "SET", "requirepass", "old-Pass"}),
+  ASSERT_EQ(RedisRaw(server.server(),
+                     {"CONFIG", "SET", "requirepass", "old-Pass"}, "new-Pass")
+                .text,
             "OK");
   auto accepted = ClaimAsync(*store, Id(1), Fp(1));
   ASSERT_TRUE(accepted.has_value()) << accepted.error().ToString();

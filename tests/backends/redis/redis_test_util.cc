@@ -102,7 +102,8 @@ std::string UniqueRedisPrefix(std::string_view name) {
 }
 
 RawReply RedisRaw(const std::string& server,
-                  const std::vector<std::string>& argv) {
+                  const std::vector<std::string>& argv,
+                  const std::string& password) {
   RawReply out;
   const std::size_t colon = server.rfind(':');
   const timeval tv{.tv_sec = 30, .tv_usec = 0};
@@ -113,6 +114,11 @@ RawReply RedisRaw(const std::string& server,
     return out;
   }
   redisSetTimeout(c, tv);
+  if (!password.empty()) {
+    auto* auth = static_cast<redisReply*>(
+        redisCommand(c, "AUTH %b", password.data(), password.size()));
+    if (auth != nullptr) freeReplyObject(auth);
+  }
   std::vector<const char*> args;
   std::vector<std::size_t> lens;
   for (const std::string& a : argv) {

@@ -63,9 +63,11 @@ struct RawReply {
   std::vector<std::string> elements;
 };
 
-// Runs one command on `server` (host:port) over a fresh connection.
+// Runs one command on `server` (host:port) over a fresh connection, after
+// AUTH `password` when it is not empty.
 RawReply RedisRaw(const std::string& server,
-                  const std::vector<std::string>& argv);
+                  const std::vector<std::string>& argv,
+                  const std::string& password = "");
 
 // Deletes every key starting with `prefix` on every server of `uri`.
 void DeleteRedisKeys(const std::string& uri, const std::string& prefix);

@@ -65,9 +65,9 @@ struct StoreDescriptor {
                                          const StoreOptions& options) = nullptr;
   // What every store of this backend is (StoreInfo's name, durable,
   // shared_across_processes, calls_may_block), and async_calls when its
-  // default URI's store has them (the contract suite then also runs it
-  // through them); the pool-sized fields are an opened store's own
-  // (Store::Info()).
+  // default URI's store has them (which setups the contract suite runs
+  // through them is StoreTestSetup::through_async_calls); the pool-sized
+  // fields are an opened store's own (Store::Info()).
   StoreInfo capabilities;
 
   // For tests and benchmarks.
