@@ -268,23 +268,21 @@ Result<std::unique_ptr<Demo>> Demo::Create(DemoOptions options,
 namespace idem::demo {
 
 #if IDEM_DEMO_WITH_RESTINIO
-// Stops the RESTinio server's I/O threads, then waits for the adapter's
-// store calls in flight (each posts its completion to the server's I/O
-// context, which must still exist), then destroys the server (and its I/O
-// context) before the adapter goes.
+// Stops the servers' I/O threads, then waits for what posts to their I/O
+// contexts (the /transfers pool's Responders, the adapter's store calls in
+// flight), then destroys the server (and its I/O context) before the
+// adapter goes.
 Demo::~Demo() {
-  // The store calls in flight post their completions to the server's I/O
-  // context: they end before it goes (JoinStoreCalls), once its I/O threads
-  // have stopped.
   if (server_) {
     server_->Shutdown();
     server_->Wait();
-    if (handler_) handler_->JoinStoreCalls();
   }
   if (restinio_server_) {
     restinio_server_->Shutdown();
     restinio_server_->Wait();
   }
+  if (transfers_) transfers_->pool().join();
+  if (server_ && handler_) handler_->JoinStoreCalls();
   if (restinio_handler_) restinio_handler_->JoinStoreCalls();
   restinio_server_.reset();
 }
@@ -319,10 +317,11 @@ void Demo::Wait() {
 }
 #else
 Demo::~Demo() {
-  // As above: the store calls in flight end before the I/O context goes.
+  // As above: what posts to the I/O context ends before it goes.
   if (!server_) return;
   server_->Shutdown();
   server_->Wait();
+  if (transfers_) transfers_->pool().join();
   if (handler_) handler_->JoinStoreCalls();
 }
 Status Demo::Start() { return server_->Start(); }

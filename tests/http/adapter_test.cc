@@ -88,19 +88,23 @@ class HandlerFormTest : public ::testing::TestWithParam<
     };
   }
 
+  // The handler's threads end before the server (a member, destroyed after
+  // TearDown) and its I/O context go: a Responder's call posts to it.
   void TearDown() override {
     std::lock_guard lock(mu_);
     for (auto& t : threads_) t.join();
   }
 
+  std::optional<AdapterServer> server_;
   std::atomic<int> runs_{0};
   std::mutex mu_;
   std::vector<std::thread> threads_;  // Under mu_.
 };
 
 TEST_P(HandlerFormTest, ExecutesReplaysAndReleases) {
-  AdapterServer server(std::get<0>(GetParam()), MakeHandler(),
-                       {.routes = {{"POST", "/jobs/*"}}});
+  AdapterServer& server = server_.emplace(
+      std::get<0>(GetParam()), MakeHandler(),
+      AdapterSetup{.routes = {{"POST", "/jobs/*"}}});
   const Response first = SendOnce(server.port(), Post("/jobs/a", kBody, "k1"));
   EXPECT_EQ(first.result_int(), 201u);
   EXPECT_EQ(first.body(), "run 1");

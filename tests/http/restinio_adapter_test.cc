@@ -8,9 +8,11 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <restinio/all.hpp>
@@ -51,16 +53,20 @@ TEST(RestinioAdapterTest, WrappedRouteHandlersExecuteReplayAndAnswerLater) {
     return idem::Response{
         201, {{"Content-Type", "text/plain"}}, "s:" + req->body()};
   }));
-  // Answers from a thread of its own, after the RESTinio thread returned.
+  // Answers from a thread of its own, after the RESTinio thread returned;
+  // joined before the I/O context goes (a Responder's call posts to it).
+  std::mutex later_mu;
+  std::vector<std::thread> later;  // Under later_mu.
   router->http_post(
       "/later/:id",
       idem->Wrap(
-          [&runs](restinio::RequestHandle req, restinio::Responder done) {
+          [&](restinio::RequestHandle req, restinio::Responder done) {
             ++runs;
-            std::thread([req, done = std::move(done)]() mutable {
+            std::lock_guard lock(later_mu);
+            later.emplace_back([req, done = std::move(done)]() mutable {
               done(idem::Response{
                   201, {{"Content-Type", "text/plain"}}, "l:" + req->body()});
-            }).detach();
+            });
           },
           nullptr, "/later/{id}"));
   std::atomic<std::uint16_t> port{0};
@@ -105,6 +111,10 @@ TEST(RestinioAdapterTest, WrappedRouteHandlersExecuteReplayAndAnswerLater) {
   EXPECT_EQ(runs.load(), 2);
   EXPECT_EQ(guard->metrics().Get(Outcome::kReplayed), 2u);
 
+  {
+    std::lock_guard lock(later_mu);
+    for (std::thread& t : later) t.join();
+  }
   boost::asio::post(ioc, [&] {
     server.close_sync();
     work.reset();

@@ -45,8 +45,10 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "idem/guard.h"
@@ -58,6 +60,13 @@ namespace net = boost::asio;
 // The completion of a completion-handler-form handler. Move-only; call
 // exactly once. Destroying it uncalled completes the request with an error
 // (std::runtime_error), so a lost Responder cannot hang a connection.
+//
+// Calling it posts to the connection's I/O context, and until it is called
+// it holds work on that context. A server that shuts down must therefore
+// let every thread holding a Responder finish with it (join the
+// application's pool) before it destroys its I/O context: Asio allows no
+// post to a context being destroyed. Once the call returns, nothing of the
+// Responder touches the context any more.
 template <typename Response>
 class BasicResponder {
  public:
@@ -98,12 +107,24 @@ class BasicResponder {
     void Complete(std::exception_ptr error, Response response) override {
       // Posted, not called: the handler may be called from the initiating
       // function itself or from a foreign thread, and the caller's coroutine
-      // must resume on its own executor either way.
-      auto ex = work.get_executor();
-      net::post(
-          ex, [h = std::move(handler), error,
-               r = std::move(response)]() mutable { h(error, std::move(r)); });
-      work.reset();
+      // must resume on its own executor either way. The work travels with
+      // the completion and ends on the executor's thread: once the post
+      // returns, this thread holds nothing that touches the I/O context,
+      // which may be gone as soon as the response is sent.
+      const auto ex = Untracked(work.get_executor());
+      net::post(ex, [h = std::move(handler), w = std::move(work), error,
+                     r = std::move(response)]() mutable {
+        w.reset();
+        h(error, std::move(r));
+      });
+    }
+    template <typename Executor>
+    static auto Untracked(const Executor& ex) {
+      if constexpr (net::execution::is_executor<Executor>::value) {
+        return net::prefer(ex, net::execution::outstanding_work.untracked);
+      } else {
+        return ex;
+      }
     }
     H handler;
     net::executor_work_guard<net::associated_executor_t<H>> work;
