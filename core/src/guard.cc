@@ -17,6 +17,7 @@
 
 #include "fingerprint_fields.h"
 #include "guard_trace.h"
+#include "idempotency_key_view.h"
 #include "idem/fingerprint.h"
 #include "idem/idempotency_key.h"
 #include "idem/record_id.h"
@@ -222,10 +223,13 @@ Decision Guard::BeginSteps(const RequestView& request,
     }
     return Problem(Outcome::kAnonymousRejected, opts, instance);
   }
-  auto key =
-      ParseIdempotencyKeyHeaders(std::span<const std::string_view>(
-                                     values, std::min<std::size_t>(count, 2)),
-                                 opts.max_key_length);
+  // A view (of the header, or of `unescaped`): hashed into the record id
+  // below, never kept.
+  std::string unescaped;
+  auto key = internal::ParseIdempotencyKeyView(
+      std::span<const std::string_view>(values,
+                                        std::min<std::size_t>(count, 2)),
+      opts.max_key_length, unescaped);
   if (!key) {
     return Problem(Outcome::kKeyInvalid, opts, instance,
                    std::string(KeyErrorDetail(key.error())));
@@ -275,20 +279,20 @@ Decision Guard::BeginSteps(const RequestView& request,
   }
   input.headers = fp_headers;
 
-  auto state = std::make_shared<detail::WaitState>();
+  detail::WaitState state;
   const std::string_view scope = request.scope.value_or(std::string_view());
   // The operation is the route pattern (trace.route), not the path: see
   // GuardOptions::key_per_operation.
-  state->id = opts.key_per_operation
-                  ? MakeRecordId(
-                        scope, OperationName(request.method, trace.route), *key)
-                  : MakeRecordId(scope, *key);
-  trace.record_id = state->id;
-  state->fingerprint = ComputeFingerprint(input);
-  state->options = std::move(route);
-  state->instance = std::string(instance);
-  state->deadline = now + opts.lock_wait;
-  return Claim(std::move(state), trace, may_block);
+  state.id = opts.key_per_operation
+                 ? MakeRecordId(
+                       scope, OperationName(request.method, trace.route), *key)
+                 : MakeRecordId(scope, *key);
+  trace.record_id = state.id;
+  state.fingerprint = ComputeFingerprint(input);
+  state.options = std::move(route);
+  state.instance = instance;
+  state.deadline = now + opts.lock_wait;
+  return Claim(state, nullptr, trace, may_block);
 }
 
 Decision Guard::BeginWithKey(std::string_view scope, std::string_view key,
@@ -341,19 +345,19 @@ Decision Guard::BeginWithKeySteps(std::string_view scope, std::string_view key,
   }
   const TimePoint now = clock_->Now();
   if (InFailOpenBackoff(opts, now)) return PassThrough(Outcome::kFailOpen);
-  auto state = std::make_shared<detail::WaitState>();
+  detail::WaitState state;
   // "CALL <operation>", so that idemctl --method CALL --path <operation>
   // names the record.
-  state->id =
+  state.id =
       opts.key_per_operation
           ? MakeRecordId(scope, OperationName(kCallMethod, operation), key)
           : MakeRecordId(scope, key);
-  trace.record_id = state->id;
-  state->fingerprint = ComputeFingerprint(fp);
-  state->options = std::move(route);
-  state->instance = std::string(operation);
-  state->deadline = now + opts.lock_wait;
-  return Claim(std::move(state), trace);
+  trace.record_id = state.id;
+  state.fingerprint = ComputeFingerprint(fp);
+  state.options = std::move(route);
+  state.instance = operation;
+  state.deadline = now + opts.lock_wait;
+  return Claim(state, nullptr, trace);
 }
 
 }  // namespace idem

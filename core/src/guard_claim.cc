@@ -27,6 +27,19 @@ using internal::Timed;
 constexpr Duration kFirstPoll = std::chrono::milliseconds(10);
 constexpr Duration kMaxPoll = std::chrono::milliseconds(250);
 
+// The state a kWait or kCallStore decision carries: `owner` when the state
+// is shared already (a Resume's), else a shared copy of the Begin call's
+// own, with its instance copied (the request's path it viewed dies with the
+// call). Only a request that waits pays for the allocation.
+std::shared_ptr<detail::WaitState> Kept(
+    detail::WaitState& state, std::shared_ptr<detail::WaitState> owner) {
+  if (owner) return owner;
+  auto kept = std::make_shared<detail::WaitState>(std::move(state));
+  kept->kept_instance = std::string(kept->instance);
+  kept->instance = kept->kept_instance;
+  return kept;
+}
+
 }  // namespace
 
 Decision Guard::Resume(Decision waiting) {
@@ -48,9 +61,9 @@ Decision Guard::Resume(Decision waiting) {
     // StartResume's store call answered: its decision, no second call.
     Result<ClaimResult> answer = std::move(*state->answer);
     state->answer.reset();
-    d = Claimed(std::move(answer), state->answer_now, state, trace);
+    d = Claimed(std::move(answer), state->answer_now, *state, state, trace);
   } else {
-    d = Claim(state, trace);
+    d = Claim(*state, state, trace);
   }
   Decided(d, trace);
   return d;
@@ -94,58 +107,60 @@ void Guard::KeepTrace(detail::WaitState& state, const Trace& trace) const {
   state.store_latency = trace.store_latency;
 }
 
-Decision Guard::Claim(std::shared_ptr<detail::WaitState> state, Trace& trace,
+Decision Guard::Claim(detail::WaitState& state,
+                      std::shared_ptr<detail::WaitState> owner, Trace& trace,
                       bool may_block) {
-  const GuardOptions& opts = *state->options;
+  const GuardOptions& opts = *state.options;
   const TimePoint now = clock_->Now();
   if (!may_block && store_may_block_) {
     // Timed and counted only when the store answered: a nullopt is not a
     // store call, and the Claim that Resume makes is.
     const auto start = std::chrono::steady_clock::now();
     std::optional<Result<ClaimResult>> tried = store_->TryClaimWithoutBlocking(
-        state->id, state->fingerprint, now, opts.ttl, opts.lock_timeout);
+        state.id, state.fingerprint, now, opts.ttl, opts.lock_timeout);
     if (!tried) {
-      KeepTrace(*state, trace);
+      KeepTrace(state, trace);
       Decision d;
       d.action = Action::kCallStore;
-      d.wait = std::move(state);
+      d.wait = Kept(state, std::move(owner));
       return d;
     }
     internal::Observed(*metrics_, StoreOperation::kClaim, trace.store_latency,
                        start);
-    return Claimed(std::move(*tried), now, std::move(state), trace);
+    return Claimed(std::move(*tried), now, state, std::move(owner), trace);
   }
   auto claimed =
       Timed(*metrics_, StoreOperation::kClaim, trace.store_latency, [&] {
-        return store_->Claim(state->id, state->fingerprint, now, opts.ttl,
+        return store_->Claim(state.id, state.fingerprint, now, opts.ttl,
                              opts.lock_timeout);
       });
-  return Claimed(std::move(claimed), now, std::move(state), trace);
+  return Claimed(std::move(claimed), now, state, std::move(owner), trace);
 }
 
 Decision Guard::Claimed(Result<ClaimResult> claimed, TimePoint now,
-                        std::shared_ptr<detail::WaitState> state,
+                        detail::WaitState& state,
+                        std::shared_ptr<detail::WaitState> owner,
                         Trace& trace) {
-  const GuardOptions& opts = *state->options;
+  const GuardOptions& opts = *state.options;
 
   // One record's problem, not the store's: only this key is refused, and
   // the full id lets an operator revoke the record, so each damaged record
   // is a kind of its own in the rate limit.
   const auto damaged = [&](const Error& error) {
     Log(LogLevel::kError,
-        "damaged idempotency record " + state->id.ToHex() + " (" +
+        "damaged idempotency record " + state.id.ToHex() + " (" +
             error.ToString() +
             "); requests with its key get 500 until it is revoked "
             "(idemctl revoke --record-id)",
-        "damaged record " + state->id.ToHex());
-    return Problem(Outcome::kRecordDamaged, opts, state->instance);
+        "damaged record " + state.id.ToHex());
+    return Problem(Outcome::kRecordDamaged, opts, state.instance);
   };
   if (!claimed) {
     const Error& error = claimed.error();
     switch (error.code()) {
       case ErrorCode::kResourceExhausted:
         Log(LogLevel::kWarning, "idempotency store full: " + error.message());
-        return Problem(Outcome::kStoreFull, opts, state->instance);
+        return Problem(Outcome::kStoreFull, opts, state.instance);
       case ErrorCode::kDataLoss:
         return damaged(error);
       case ErrorCode::kUnavailable:
@@ -171,7 +186,7 @@ Decision Guard::Claimed(Result<ClaimResult> claimed, TimePoint now,
         break;
     }
     Log(LogLevel::kError, "idempotency store failed: " + error.ToString());
-    return Problem(Outcome::kStoreError, opts, state->instance);
+    return Problem(Outcome::kStoreError, opts, state.instance);
   }
 
   switch (claimed->outcome) {
@@ -181,23 +196,23 @@ Decision Guard::Claimed(Result<ClaimResult> claimed, TimePoint now,
         metrics_->Count(Outcome::kTakeover);
         Log(LogLevel::kInfo,
             "took over a request whose lock timed out, record " +
-                state->id.ToHex());
+                state.id.ToHex());
       }
       Decision d;
       d.action = Action::kExecute;
       d.outcome = Outcome::kExecuted;
       d.claim.guard_ = this;
-      d.claim.id_ = state->id;
+      d.claim.id_ = state.id;
       d.claim.Acquired(*claimed);
       // The fingerprint and claim time ride with the options: the stored
       // form needs them (response_seal.h).
-      d.claim.options_ = internal::WithClaimContext(std::move(state->options),
-                                                    state->fingerprint, now);
-      d.claim.instance_ = std::move(state->instance);
+      d.claim.options_ = internal::WithClaimContext(std::move(state.options),
+                                                    state.fingerprint, now);
+      d.claim.instance_ = std::string(state.instance);
       return d;
     }
     case ClaimOutcome::kMismatch:
-      return Problem(Outcome::kMismatch, opts, state->instance);
+      return Problem(Outcome::kMismatch, opts, state.instance);
     case ClaimOutcome::kCompleted: {
       // Opened (sealed), decompressed, the replay header added and the
       // route's on_replay run; a response that cannot be opened is a
@@ -206,14 +221,14 @@ Decision Guard::Claimed(Result<ClaimResult> claimed, TimePoint now,
       // Both arms lvalues: the stored response is not copied to pass it.
       static const Response kNoResponse;
       auto replay = internal::ToReplay(
-          opts, *options_, state->id, state->fingerprint,
+          opts, *options_, state.id, state.fingerprint,
           claimed->response ? *claimed->response : kNoResponse, &hook_error);
       if (!replay) return damaged(replay.error());
       if (hook_error) {
         Log(LogLevel::kError,
             "on_replay threw (" + *hook_error +
                 "); the replay was sent without its changes, record " +
-                state->id.ToHex(),
+                state.id.ToHex(),
             "on_replay threw");
       }
       return Respond(Outcome::kReplayed, std::move(*replay));
@@ -222,20 +237,20 @@ Decision Guard::Claimed(Result<ClaimResult> claimed, TimePoint now,
       break;
   }
 
-  if (now < state->deadline) {
-    Duration delay = kFirstPoll * (1 << std::min(state->attempt, 5));
-    delay = std::min({delay, kMaxPoll, state->deadline - now});
+  if (now < state.deadline) {
+    Duration delay = kFirstPoll * (1 << std::min(state.attempt, 5));
+    delay = std::min({delay, kMaxPoll, state.deadline - now});
     // The request's own views die with the Begin call: keep copies for the
     // observers of the decision Resume will make.
-    KeepTrace(*state, trace);
-    ++state->attempt;
+    KeepTrace(state, trace);
+    ++state.attempt;
     Decision d;
     d.action = Action::kWait;
     d.retry_in = delay;
-    d.wait = std::move(state);
+    d.wait = Kept(state, std::move(owner));
     return d;
   }
-  return Problem(Outcome::kConflict, opts, state->instance);
+  return Problem(Outcome::kConflict, opts, state.instance);
 }
 
 }  // namespace idem

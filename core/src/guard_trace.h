@@ -18,12 +18,17 @@
 namespace idem {
 namespace detail {
 
-// A request between claim attempts (only kept across a lock_wait).
+// A request's claim: on the Begin call's stack while the store answers at
+// once, shared (a Decision's `wait`) between claim attempts, across a
+// lock_wait or an asynchronous store call.
 struct WaitState {
   RecordId id;
   Fingerprint fingerprint;
   std::shared_ptr<const GuardOptions> options;
-  std::string instance;
+  // The problems' instance: a view of the request's path or operation on
+  // the stack, of kept_instance once shared.
+  std::string_view instance;
+  std::string kept_instance;
   TimePoint deadline;
   int attempt = 0;
   // The Trace of the decision so far (Guard::Resume continues it), kept at

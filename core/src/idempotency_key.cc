@@ -3,6 +3,8 @@
 
 #include "idem/idempotency_key.h"
 
+#include "idempotency_key_view.h"
+
 namespace idem {
 namespace {
 
@@ -47,15 +49,44 @@ tl::expected<std::size_t, KeyError> CheckQuoted(std::string_view v) {
   return tl::unexpected(KeyError::kBadQuoting);  // No closing quote.
 }
 
-std::string Unescape(std::string_view quoted, std::size_t length) {
-  std::string key;
-  key.reserve(length);
-  // Validated already: skip the quotes; every backslash escapes one byte.
-  for (std::size_t i = 1; i + 1 < quoted.size(); ++i) {
-    if (quoted[i] == '\\') ++i;
-    key.push_back(quoted[i]);
+// The key inside a validated sf-string: a view of it when nothing is
+// escaped, else unescaped into `scratch`.
+std::string_view Unescape(std::string_view quoted, std::size_t length,
+                          std::string& scratch) {
+  const std::string_view inner = quoted.substr(1, quoted.size() - 2);
+  if (inner.size() == length) return inner;
+  scratch.clear();
+  scratch.reserve(length);
+  // Every backslash escapes one byte.
+  for (std::size_t i = 0; i < inner.size(); ++i) {
+    if (inner[i] == '\\') ++i;
+    scratch.push_back(inner[i]);
   }
-  return key;
+  return scratch;
+}
+
+tl::expected<std::string_view, KeyError> ParseOne(std::string_view value,
+                                                  std::size_t max_key_length,
+                                                  std::string& scratch) {
+  const std::string_view v = Trim(value);
+  if (v.empty()) return tl::unexpected(KeyError::kEmpty);
+  for (const char c : v) {
+    if (!IsPrintable(c)) return tl::unexpected(KeyError::kInvalidCharacter);
+  }
+
+  if (v.front() == '"') {
+    const auto length = CheckQuoted(v);
+    if (!length) return tl::unexpected(length.error());
+    if (*length == 0) return tl::unexpected(KeyError::kEmpty);
+    if (*length > max_key_length) return tl::unexpected(KeyError::kTooLong);
+    return Unescape(v, *length, scratch);
+  }
+
+  if (v.find_first_of("\"\\") != std::string_view::npos) {
+    return tl::unexpected(KeyError::kBadQuoting);
+  }
+  if (v.size() > max_key_length) return tl::unexpected(KeyError::kTooLong);
+  return v;
 }
 
 }  // namespace
@@ -102,25 +133,11 @@ std::string_view KeyErrorDetail(KeyError error) {
 
 tl::expected<std::string, KeyError> ParseIdempotencyKey(
     std::string_view value, std::size_t max_key_length) {
-  const std::string_view v = Trim(value);
-  if (v.empty()) return tl::unexpected(KeyError::kEmpty);
-  for (const char c : v) {
-    if (!IsPrintable(c)) return tl::unexpected(KeyError::kInvalidCharacter);
-  }
-
-  if (v.front() == '"') {
-    const auto length = CheckQuoted(v);
-    if (!length) return tl::unexpected(length.error());
-    if (*length == 0) return tl::unexpected(KeyError::kEmpty);
-    if (*length > max_key_length) return tl::unexpected(KeyError::kTooLong);
-    return Unescape(v, *length);
-  }
-
-  if (v.find_first_of("\"\\") != std::string_view::npos) {
-    return tl::unexpected(KeyError::kBadQuoting);
-  }
-  if (v.size() > max_key_length) return tl::unexpected(KeyError::kTooLong);
-  return std::string(v);
+  std::string scratch;
+  auto key = ParseOne(value, max_key_length, scratch);
+  if (!key) return tl::unexpected(key.error());
+  if (key->data() == scratch.data()) return scratch;
+  return std::string(*key);
 }
 
 tl::expected<std::string, KeyError> ParseIdempotencyKeyHeaders(
@@ -129,5 +146,17 @@ tl::expected<std::string, KeyError> ParseIdempotencyKeyHeaders(
   if (values.size() > 1) return tl::unexpected(KeyError::kDuplicate);
   return ParseIdempotencyKey(values.front(), max_key_length);
 }
+
+namespace internal {
+
+tl::expected<std::string_view, KeyError> ParseIdempotencyKeyView(
+    std::span<const std::string_view> values, std::size_t max_key_length,
+    std::string& scratch) {
+  if (values.empty()) return tl::unexpected(KeyError::kEmpty);
+  if (values.size() > 1) return tl::unexpected(KeyError::kDuplicate);
+  return ParseOne(values.front(), max_key_length, scratch);
+}
+
+}  // namespace internal
 
 }  // namespace idem

@@ -238,6 +238,22 @@ TEST_F(GuardTest, QuotedAndBareFormsAreTheSameKey) {
   EXPECT_EQ(runs_, 1);
 }
 
+// A quoted key is its unescaped bytes: `"a\\b\"c"` names the record of
+// a\b"c, and `"kq"` that of kq, the same as the bare key.
+TEST_F(GuardTest, AQuotedKeyIsItsUnescapedBytes) {
+  EXPECT_EQ(Send(Req{}.Key(R"("a\\b\"c")")).status, 201);
+  EXPECT_EQ(Send(Req{}.Key(R"("a\\b\"c")")).FindHeader("Idempotent-Replayed"),
+            "true");
+  EXPECT_EQ(Send(Req{}.Key(R"("kq")")).status, 201);
+  EXPECT_EQ(Send(Req{}.Key("kq")).FindHeader("Idempotent-Replayed"), "true");
+  EXPECT_EQ(runs_, 2);
+  for (const std::string_view key : {R"(a\b"c)", "kq"}) {
+    auto record = inner_->Inspect(MakeRecordId("tenant-a", key), clock_->Now());
+    ASSERT_TRUE(record.has_value());
+    EXPECT_TRUE(record->has_value()) << key;
+  }
+}
+
 TEST_F(GuardTest, Step3OversizeBodyIs413) {
   GuardOptions o;
   o.max_request_body = 8;
@@ -344,7 +360,8 @@ TEST_F(GuardTest, Step5LockWaitEndsIn409AfterTheWait) {
     EXPECT_LE(d, milliseconds(250));
   });
   const Response r = Send(Req{}.Key("secret-key"));
-  EXPECT_EQ(r.status, 409);
+  // The instance outlived the Begin call that viewed it, kept with the wait.
+  ExpectProblem(r, 409, problem_code::kInProgress);
   EXPECT_EQ(clock_->Now() - start, seconds(2));  // Waited exactly lock_wait.
   EXPECT_GT(sleeps, 3);                          // Backed off in steps...
   EXPECT_LT(sleeps, 40);                         // ...not a busy poll.

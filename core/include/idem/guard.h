@@ -299,11 +299,17 @@ class Guard {
   // Times the decision, tells the observers and, for kExecute, stamps the
   // claim; a kWait decision is not final and is left alone.
   void Decided(Decision& d, const Trace& trace);
-  Decision Claim(std::shared_ptr<detail::WaitState> state, Trace& trace,
+  // Claims `state`'s record. `owner` shares `state` when it is shared
+  // already (Resume), else is null: `state` is the Begin call's, copied
+  // into a shared one only for a decision that carries it (kWait,
+  // kCallStore).
+  Decision Claim(detail::WaitState& state,
+                 std::shared_ptr<detail::WaitState> owner, Trace& trace,
                  bool may_block = true);
   // The decision of a claim the store answered (`claimed`), made at `now`.
   Decision Claimed(Result<ClaimResult> claimed, TimePoint now,
-                   std::shared_ptr<detail::WaitState> state, Trace& trace);
+                   detail::WaitState& state,
+                   std::shared_ptr<detail::WaitState> owner, Trace& trace);
   // Keeps what Resume needs of `trace` in `state` (the request's own views
   // die with the Begin call).
   void KeepTrace(detail::WaitState& state, const Trace& trace) const;
