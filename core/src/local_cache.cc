@@ -67,7 +67,11 @@ LocalCacheStore::LocalCacheStore(std::unique_ptr<Store> inner,
       table_(std::make_unique<Table>(options_.max_records, options_.max_bytes,
                                      options_.metrics.get())) {}
 
-LocalCacheStore::~LocalCacheStore() = default;
+LocalCacheStore::~LocalCacheStore() {
+  // First: the inner store answers its asynchronous calls in flight before
+  // its destructor returns, and their callbacks use the table and the memo.
+  inner_.reset();
+}
 
 LocalCacheCounters LocalCacheStore::counters() const {
   return table_->counters();
@@ -97,19 +101,97 @@ Result<ClaimResult> LocalCacheStore::DoClaim(const RecordId& id,
                                    .locked_until = claim.locked_until,
                                    .expires_at = AddSaturated(now, ttl)});
   } else if (claim.outcome == ClaimOutcome::kCompleted) {
-    // A claim does not say when the record expires: read it. A failed read
-    // only leaves the record uncached.
-    auto record = inner_->Inspect(id, now);
-    if (record && record->has_value()) {
-      Record& r = **record;
-      if (r.state == RecordState::kCompleted && r.fingerprint == fp &&
-          !r.Expired(now) && r.response != nullptr) {
-        Keep(id, std::move(r), AddSaturated(clock_now, options_.ttl),
-             found.epoch);
+    if (!KeepReplayed(id, fp, claim, clock_now, found.epoch)) {
+      // A store that does not say when the record expires: read it. A
+      // failed read only leaves the record uncached.
+      auto record = inner_->Inspect(id, now);
+      if (record && record->has_value()) {
+        Record& r = **record;
+        if (r.state == RecordState::kCompleted && r.fingerprint == fp &&
+            !r.Expired(now) && r.response != nullptr) {
+          Keep(id, std::move(r), AddSaturated(clock_now, options_.ttl),
+               found.epoch);
+        }
       }
     }
   }
   return claim;
+}
+
+bool LocalCacheStore::KeepReplayed(const RecordId& id, const Fingerprint& fp,
+                                   const ClaimResult& claim,
+                                   TimePoint clock_now, std::uint64_t epoch) {
+  if (claim.expires_at == TimePoint{} || claim.response == nullptr) {
+    return false;
+  }
+  Keep(id,
+       Record{.state = RecordState::kCompleted,
+              .fingerprint = fp,
+              .expires_at = claim.expires_at,
+              .response = claim.response},
+       AddSaturated(clock_now, options_.ttl), epoch);
+  return true;
+}
+
+void LocalCacheStore::DoClaimAsync(const RecordId& id, const Fingerprint& fp,
+                                   TimePoint now, Duration ttl,
+                                   Duration lock_timeout,
+                                   StoreCallback<ClaimResult> done) {
+  // As DoClaim: read before the store is.
+  const TimePoint clock_now = options_.clock->Now();
+  Table::Lookup found = table_->Find(id, fp, now, clock_now);
+  if (found.answer) {
+    done(std::move(*found.answer));
+    return;
+  }
+  inner_->ClaimAsync(
+      id, fp, now, ttl, lock_timeout,
+      [this, id, fp, now, ttl, clock_now, epoch = found.epoch,
+       done = std::move(done)](Result<ClaimResult> claim) {
+        if (claim && claim->outcome == ClaimOutcome::kAcquired) {
+          // As DoClaim: the store holds a new record.
+          table_->Invalidate(id);
+          claims_.Remember(claim->token,
+                           {.id = id,
+                            .fingerprint = fp,
+                            .locked_until = claim->locked_until,
+                            .expires_at = AddSaturated(now, ttl)});
+        } else if (claim && claim->outcome == ClaimOutcome::kCompleted) {
+          // Without its expiry it stays uncached: reading the record back
+          // would block the store's thread.
+          KeepReplayed(id, fp, *claim, clock_now, epoch);
+        }
+        done(std::move(claim));
+      });
+}
+
+void LocalCacheStore::DoCompleteAsync(const RecordId& id, const Token& token,
+                                      std::shared_ptr<const Response> response,
+                                      StoreCallback<bool> done) {
+  std::optional<ClaimFields> fields = claims_.Take(token);
+  if (!fields || fields->id != id || response == nullptr) {
+    inner_->CompleteAsync(id, token, std::move(response), std::move(done));
+    return;
+  }
+  // As DoCompleteShared: an invalidation after this point drops the fill.
+  const std::uint64_t epoch = table_->Epoch(id);
+  const TimePoint clock_now = options_.clock->Now();
+  inner_->CompleteAsync(
+      id, token, response,
+      [this, id, token, fields = *fields, response, epoch, clock_now,
+       done = std::move(done)](Result<bool> completed) {
+        if (completed && *completed) {
+          Keep(id,
+               Record{.state = RecordState::kCompleted,
+                      .fingerprint = fields.fingerprint,
+                      .token = token,
+                      .locked_until = fields.locked_until,
+                      .expires_at = fields.expires_at,
+                      .response = response},
+               AddSaturated(clock_now, options_.ttl), epoch);
+        }
+        done(std::move(completed));
+      });
 }
 
 std::optional<Result<ClaimResult>> LocalCacheStore::DoTryClaimWithoutBlocking(

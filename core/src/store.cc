@@ -34,6 +34,7 @@ std::optional<ClaimResult> ClaimBlockedBy(const Record& existing,
   if (existing.state == RecordState::kCompleted) {
     result.outcome = ClaimOutcome::kCompleted;
     result.response = existing.response;
+    result.expires_at = existing.expires_at;
     return result;
   }
   if (existing.locked_until > now) {

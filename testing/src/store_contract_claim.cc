@@ -162,12 +162,14 @@ TEST_P(StoreContractTest, CompletedReplaysTheExactResponse) {
   const Response response = RichResponse();
   IDEM_CONTRACT_COMPLETE(first, TestId(1), TestFp(1), t0, response);
 
-  // Every replay gets the same response, also after the lock time passed.
+  // Every replay gets the same response, also after the lock time passed,
+  // and says when the record expires (what a local cache keeps it until).
   for (const TimePoint t : {t0, t0 + kLock, t0 + kTtl - seconds(1)}) {
     ASSERT_OK_AND_ASSIGN(ClaimResult replay,
                          store().Claim(TestId(1), TestFp(1), t, kTtl, kLock));
     ASSERT_EQ(replay.outcome, ClaimOutcome::kCompleted) << Describe(replay);
     ExpectSameResponse(replay.response, response);
+    EXPECT_EQ(replay.expires_at, t0 + kTtl);
   }
 }
 

@@ -1,9 +1,9 @@
 // The inner store of the local cache's tests: the memory store behind a
 // ForwardingStore that counts the claims and reads that reach it, may say
-// that its calls block (as a remote store's do), and can
-// run a hook in the middle of a read or a completion (after the store
-// answered, before the cache sees the answer), to interleave a revoke with
-// a fill deterministically.
+// that its calls block (as a remote store's do) or leave out a replay's
+// expiry, and can run a hook in the middle of a claim, a read or a
+// completion (after the store answered, before the cache sees the answer),
+// to interleave a revoke with a fill deterministically.
 //
 // Thread-safety: as the memory store's; the hooks are set before the
 // threads start.
@@ -30,7 +30,10 @@ class CountingStore final : public ForwardingStore {
                             TimePoint now, Duration ttl,
                             Duration lock_timeout) override {
     claims.fetch_add(1);
-    return ForwardingStore::Claim(id, fp, now, ttl, lock_timeout);
+    auto out = ForwardingStore::Claim(id, fp, now, ttl, lock_timeout);
+    if (out && forget_expiry) out->expires_at = TimePoint{};
+    if (after_claim) after_claim();
+    return out;
   }
   std::optional<Result<ClaimResult>> TryClaimWithoutBlocking(
       const RecordId& id, const Fingerprint& fp, TimePoint now, Duration ttl,
@@ -71,6 +74,10 @@ class CountingStore final : public ForwardingStore {
   std::atomic<int> tries{0};  // TryClaimWithoutBlocking calls.
   std::atomic<int> inspects{0};
   bool says_it_blocks = false;
+  // Answers claims without ClaimResult::expires_at, as a store that builds
+  // its answers itself may.
+  bool forget_expiry = false;
+  std::function<void()> after_claim;
   std::function<void()> after_inspect;
   std::function<void()> after_complete;
 

@@ -7,7 +7,9 @@
 #include "idem/store/local_cache.h"
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -110,7 +112,7 @@ TEST_F(LocalCacheTest, AnotherFingerprintOnACachedKeyIsAMismatch) {
             ClaimOutcome::kAcquired);
 }
 
-TEST_F(LocalCacheTest, AReplayReadFromTheStoreIsCachedWithItsExpiry) {
+TEST_F(LocalCacheTest, AReplayFromTheStoreIsCachedWithItsExpiry) {
   // Completed by another instance: only the store knows it.
   auto claim = inner_->Claim(TestId(1), TestFingerprint(1), t0_, kTtl, kLock);
   ASSERT_TRUE(claim.has_value());
@@ -118,7 +120,7 @@ TEST_F(LocalCacheTest, AReplayReadFromTheStoreIsCachedWithItsExpiry) {
       *inner_->Complete(TestId(1), claim->token, Response{200, {}, "x"}));
   EXPECT_EQ(ClaimAt(TestId(1), TestFingerprint(1), t0_ + seconds(1)),
             ClaimOutcome::kCompleted);
-  EXPECT_EQ(inner_->inspects, 1);  // The fill's read.
+  EXPECT_EQ(inner_->inspects, 0);  // The claim's answer said its expiry.
   const int claims = inner_->claims;
   EXPECT_EQ(ClaimAt(TestId(1), TestFingerprint(1), t0_ + seconds(2)),
             ClaimOutcome::kCompleted);
@@ -126,6 +128,65 @@ TEST_F(LocalCacheTest, AReplayReadFromTheStoreIsCachedWithItsExpiry) {
   // Its expiry is the record's: at t0 + ttl the store decides (acquires).
   EXPECT_EQ(ClaimAt(TestId(1), TestFingerprint(1), t0_ + kTtl),
             ClaimOutcome::kAcquired);
+}
+
+// A store that does not say when a replayed record expires: the
+// synchronous claim reads the record back to cache it; the asynchronous
+// one, which must not block the store's thread, leaves it uncached.
+TEST_F(LocalCacheTest, AReplayWithoutItsExpiryIsReadBackOrLeftUncached) {
+  inner_->forget_expiry = true;
+  for (int id : {1, 2}) {
+    auto claim =
+        inner_->Claim(TestId(id), TestFingerprint(1), t0_, kTtl, kLock);
+    ASSERT_TRUE(claim.has_value());
+    ASSERT_TRUE(
+        *inner_->Complete(TestId(id), claim->token, Response{200, {}, "x"}));
+  }
+  EXPECT_EQ(ClaimAt(TestId(1), TestFingerprint(1), t0_ + seconds(1)),
+            ClaimOutcome::kCompleted);
+  EXPECT_EQ(inner_->inspects, 1);
+  EXPECT_EQ(cache().size(), 1u);
+
+  std::optional<Result<ClaimResult>> answer;
+  cache_->ClaimAsync(TestId(2), TestFingerprint(1), t0_ + seconds(1), kTtl,
+                     kLock, [&](Result<ClaimResult> r) { answer = r; });
+  ASSERT_TRUE(answer.has_value() && answer->has_value());
+  EXPECT_EQ((*answer)->outcome, ClaimOutcome::kCompleted);
+  EXPECT_EQ(inner_->inspects, 1);
+  EXPECT_EQ(cache().size(), 1u);
+}
+
+// Through the asynchronous calls: a replay the store answers is cached from
+// its answer, a completion made through the cache too; both are then
+// answered inside the call.
+TEST_F(LocalCacheTest, TheAsynchronousCallsFillTheCache) {
+  auto claim = inner_->Claim(TestId(1), TestFingerprint(1), t0_, kTtl, kLock);
+  ASSERT_TRUE(claim.has_value());
+  ASSERT_TRUE(
+      *inner_->Complete(TestId(1), claim->token, Response{200, {}, "x"}));
+  const auto claim_async = [&](int id) {
+    std::optional<Result<ClaimResult>> answer;
+    cache_->ClaimAsync(TestId(id), TestFingerprint(1), t0_ + seconds(1), kTtl,
+                       kLock, [&](Result<ClaimResult> r) { answer = r; });
+    EXPECT_TRUE(answer.has_value() && answer->has_value());
+    return answer && *answer ? **answer : ClaimResult{};
+  };
+  EXPECT_EQ(claim_async(1).outcome, ClaimOutcome::kCompleted);
+  const ClaimResult acquired = claim_async(2);
+  ASSERT_EQ(acquired.outcome, ClaimOutcome::kAcquired);
+  std::optional<Result<bool>> completed;
+  cache_->CompleteAsync(
+      TestId(2), acquired.token,
+      std::make_shared<const Response>(Response{201, {}, "y"}),
+      [&](Result<bool> r) { completed = r; });
+  ASSERT_TRUE(completed.has_value() && completed->has_value() && **completed);
+  EXPECT_EQ(cache().size(), 2u);
+
+  const int claims = inner_->claims;
+  EXPECT_EQ(claim_async(1).response->body, "x");
+  EXPECT_EQ(claim_async(2).response->body, "y");
+  EXPECT_EQ(inner_->claims, claims);
+  EXPECT_EQ(inner_->inspects, 0);
 }
 
 TEST_F(LocalCacheTest, InProgressAndNewKeysAlwaysGoToTheStore) {
@@ -172,18 +233,29 @@ TEST_F(LocalCacheTest, ARevokeElsewhereIsSeenAfterTheCacheTtl) {
             ClaimOutcome::kAcquired);
 }
 
-// A revoke that lands after the fill read the store and before it put the
-// record in: the fill is dropped, nothing replays the revoked record.
+// A revoke that lands after the store answered the fill's claim (or, from
+// a store that does not say a replay's expiry, its read) and before the
+// fill put the record in: the fill is dropped, nothing replays the revoked
+// record.
 TEST_F(LocalCacheTest, ARevokeRacingAFillFromTheStoreWins) {
-  auto claim = inner_->Claim(TestId(1), TestFingerprint(1), t0_, kTtl, kLock);
-  ASSERT_TRUE(*inner_->Complete(TestId(1), claim->token, Response{}));
-  inner_->after_inspect = [&] { ASSERT_TRUE(*cache_->Revoke(TestId(1))); };
-  EXPECT_EQ(ClaimAt(TestId(1), TestFingerprint(1), t0_),
-            ClaimOutcome::kCompleted);  // Before the revoke: right.
-  inner_->after_inspect = nullptr;
-  EXPECT_EQ(cache().size(), 0u);
-  EXPECT_EQ(ClaimAt(TestId(1), TestFingerprint(1), t0_),
-            ClaimOutcome::kAcquired);
+  for (const bool read_back : {false, true}) {
+    SCOPED_TRACE(read_back ? "read back" : "from the claim");
+    inner_->forget_expiry = read_back;
+    auto claim =
+        inner_->Claim(TestId(1), TestFingerprint(1), t0_, kTtl, kLock);
+    ASSERT_EQ(claim->outcome, ClaimOutcome::kAcquired);
+    ASSERT_TRUE(*inner_->Complete(TestId(1), claim->token, Response{}));
+    std::function<void()>& hook =
+        read_back ? inner_->after_inspect : inner_->after_claim;
+    hook = [&] { ASSERT_TRUE(*cache_->Revoke(TestId(1))); };
+    EXPECT_EQ(ClaimAt(TestId(1), TestFingerprint(1), t0_),
+              ClaimOutcome::kCompleted);  // Before the revoke: right.
+    hook = nullptr;
+    EXPECT_EQ(cache().size(), 0u);
+    ASSERT_EQ(ClaimAt(TestId(1), TestFingerprint(1), t0_),
+              ClaimOutcome::kAcquired);
+    ASSERT_TRUE(*cache_->Revoke(TestId(1)));  // For the next turn.
+  }
 }
 
 TEST_F(LocalCacheTest, ARevokeRacingACompletionWins) {

@@ -74,7 +74,8 @@ const StoreDescriptor& RedisStoreDescriptor() {
                  {.label = "redis_local_cache",
                   .server_env = "IDEM_TEST_REDIS_URI",
                   .params = "acquire_timeout_ms=120000&timeout_ms=60000"
-                            "&local_cache=1000"},
+                            "&local_cache=1000",
+                  .through_async_calls = true},
                  {.label = "redis_cluster_local_cache",
                   .server_env = "IDEM_TEST_REDIS_CLUSTER_URI",
                   .params = "acquire_timeout_ms=120000&timeout_ms=60000"

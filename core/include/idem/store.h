@@ -55,6 +55,11 @@ struct ClaimResult {
   TimePoint locked_until;
   // kCompleted: the stored response (shared, immutable).
   std::shared_ptr<const Response> response;
+  // kCompleted: when the record expires, so that a cache in front
+  // (LocalCacheStore) keeps the answer without reading the record back.
+  // ClaimBlockedBy, which every store of idem's decides with, sets it;
+  // TimePoint{} (not said) from a store that builds its answers itself.
+  TimePoint expires_at{};
 };
 
 // The claim table (SEMANTICS.md) for the record a claim finds under its id:

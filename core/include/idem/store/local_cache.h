@@ -25,10 +25,12 @@
 // after at most `ttl`. A PurgeExpired(now) through this store makes every
 // entry expired at `now` unusable, as the store deleted those records.
 //
-// Fills: a claim of the store that answers kCompleted costs one more call
-// (Inspect, for the record's expires_at, which a claim does not return);
-// a completion through this store costs none (the claim it completes told
-// the record's expiry). A fill that raced a Revoke, or a claim that
+// Fills: a claim of the store that answers kCompleted is kept from its
+// answer (the response and ClaimResult::expires_at); from a store that
+// does not fill expires_at it costs one more call (Inspect) on the
+// synchronous path and is not kept on the asynchronous one. A completion
+// through this store costs none (the claim it completes told the record's
+// expiry). A fill that raced a Revoke, or a claim that
 // acquired, of the same id in this process is dropped (an epoch per slot
 // of ids), so a stale record is never put back.
 //
@@ -118,14 +120,9 @@ class LocalCacheStore final : public StoreBoundary {
 
   ~LocalCacheStore() override;
 
-  // The inner store's, but with async_calls false: its asynchronous calls
-  // are the synchronous ones (the cache's fills and epochs are kept by
-  // DoClaim and DoComplete).
-  StoreInfo Info() const override {
-    StoreInfo info = inner_->Info();
-    info.async_calls = false;
-    return info;
-  }
+  // The inner store's (async_calls included: the cache answers its hits
+  // and keeps its fills through the inner store's asynchronous calls too).
+  StoreInfo Info() const override { return inner_->Info(); }
   LocalCacheCounters counters() const;
   // Entries held now (fresh or not).
   std::size_t size() const;
@@ -134,6 +131,18 @@ class LocalCacheStore final : public StoreBoundary {
   Result<ClaimResult> DoClaim(const RecordId& id, const Fingerprint& fp,
                               TimePoint now, Duration ttl,
                               Duration lock_timeout) override;
+  // DoClaim and DoCompleteShared over the inner store's asynchronous calls:
+  // a hit is answered inside the call; the rest as DoClaim and
+  // DoCompleteShared do, in the inner store's callback, except that a
+  // claim answered kCompleted by a store that does not say when the record
+  // expires (ClaimResult::expires_at) is not read back to be cached: the
+  // read would block the inner store's thread.
+  void DoClaimAsync(const RecordId& id, const Fingerprint& fp, TimePoint now,
+                    Duration ttl, Duration lock_timeout,
+                    StoreCallback<ClaimResult> done) override;
+  void DoCompleteAsync(const RecordId& id, const Token& token,
+                       std::shared_ptr<const Response> response,
+                       StoreCallback<bool> done) override;
   // A fresh entry's answer (a hit, counted); nullopt otherwise (not
   // counted: the Claim that follows counts it).
   std::optional<Result<ClaimResult>> DoTryClaimWithoutBlocking(
@@ -161,6 +170,12 @@ class LocalCacheStore final : public StoreBoundary {
   // leaves it uncached.
   void Keep(const RecordId& id, Record record, TimePoint fresh_until,
             std::uint64_t epoch) noexcept;
+  // Keeps the record a claim answered kCompleted from the answer itself
+  // (its response and expires_at); false, keeping nothing, when the store
+  // did not say when the record expires.
+  bool KeepReplayed(const RecordId& id, const Fingerprint& fp,
+                    const ClaimResult& claim, TimePoint clock_now,
+                    std::uint64_t epoch);
 
   std::unique_ptr<Store> inner_;
   LocalCacheOptions options_;
