@@ -8,7 +8,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-#include "guard_renewal.h"
 
 #include <benchmark/benchmark.h>
 
