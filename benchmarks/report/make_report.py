@@ -538,6 +538,36 @@ def section_allocations(rows, threads):
                   ["---", "---"] + ["---:"] * len(pick)), ""]
 
 
+def section_async_calls(rows):
+    """The stores' asynchronous calls (Store::ClaimAsync, CompleteAsync)
+    from one thread, against their synchronous Claim+Complete on one
+    thread: what an adapter's I/O thread gets from them."""
+    out = []
+    for s in STORES:
+        a = rows.get(("ClaimCompleteAsync", s, 1))
+        if not a or "items_per_second" not in a:
+            continue
+        sync = rows.get(("ClaimComplete", s, 1))
+        ratio = (f"{a['items_per_second'] / sync['items_per_second']:.2f}×"
+                 if sync and sync.get("items_per_second") else "–")
+        out.append([f"`{s}`", rate(a["items_per_second"]) + "/s",
+                    duration_ns(a["cpu_time"]),
+                    rate(sync["items_per_second"]) + "/s" if sync else "–",
+                    ratio])
+    if not out:
+        return []
+    return ["## Asynchronous store calls", "",
+            "`ClaimCompleteAsync`: one benchmark thread keeps 32 claims of "
+            "new keys in flight through `Store::ClaimAsync`, each completed "
+            "in its callback with `CompleteAsync`, as an adapter's I/O "
+            "thread makes them; against `ClaimComplete`, the synchronous "
+            "calls on one thread. CPU is the benchmark thread's per "
+            "Claim+Complete (the store's own threads not counted). Stores "
+            "without asynchronous calls are not run.", "",
+            table(["store", "async, 1 thread", "CPU per op (caller)",
+                   "sync, 1 thread", "async / sync"], out), ""]
+
+
 def section_hashing(rows):
     out = []
     for size in ("64B", "1KiB", "64KiB"):
@@ -1150,6 +1180,7 @@ def report(args):
                 ""]
         doc += section_hashing(rows)
         doc += section_allocations(rows, threads)
+        doc += section_async_calls(rows)
         doc += section_targets(rows, retimed)
     else:
         doc += ["No idem-bench results (no idem-bench.json).", ""]

@@ -150,6 +150,14 @@ class MakeReportTest(unittest.TestCase):
         self.assertIn("| HotKeyExpiring | `sharded_mutex` | 0.05 (3 B) | "
                       "0.01 (0 B) |", self.page)
 
+    def test_async_calls_beside_the_synchronous_ones(self):
+        self.assertIn("## Asynchronous store calls", self.page)
+        self.assertIn("| `rocksdb` | 68.4k/s | 2.03 µs | 32.4k/s | 2.11× |",
+                      self.page)
+        # A store without an asynchronous row has none here.
+        self.assertNotIn("| `sqlite` | ", self.page.split(
+            "## Asynchronous store calls")[1].split("##")[0])
+
     def test_targets(self):
         # 1271.3 ns; 1277.2 / 1079.1 ns; ClaimComplete/RawWrite at 1 thread.
         self.assertIn("| Claim+Complete of new keys, `memory`, 1 thread ≤ "
