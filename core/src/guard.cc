@@ -17,10 +17,10 @@
 
 #include "fingerprint_fields.h"
 #include "guard_trace.h"
-#include "idempotency_key_view.h"
 #include "idem/fingerprint.h"
 #include "idem/idempotency_key.h"
 #include "idem/record_id.h"
+#include "idempotency_key_view.h"
 
 namespace idem {
 namespace {

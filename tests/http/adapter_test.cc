@@ -102,9 +102,9 @@ class HandlerFormTest : public ::testing::TestWithParam<
 };
 
 TEST_P(HandlerFormTest, ExecutesReplaysAndReleases) {
-  AdapterServer& server = server_.emplace(
-      std::get<0>(GetParam()), MakeHandler(),
-      AdapterSetup{.routes = {{"POST", "/jobs/*"}}});
+  AdapterServer& server =
+      server_.emplace(std::get<0>(GetParam()), MakeHandler(),
+                      AdapterSetup{.routes = {{"POST", "/jobs/*"}}});
   const Response first = SendOnce(server.port(), Post("/jobs/a", kBody, "k1"));
   EXPECT_EQ(first.result_int(), 201u);
   EXPECT_EQ(first.body(), "run 1");

@@ -241,8 +241,7 @@ TEST_F(LocalCacheTest, ARevokeRacingAFillFromTheStoreWins) {
   for (const bool read_back : {false, true}) {
     SCOPED_TRACE(read_back ? "read back" : "from the claim");
     inner_->forget_expiry = read_back;
-    auto claim =
-        inner_->Claim(TestId(1), TestFingerprint(1), t0_, kTtl, kLock);
+    auto claim = inner_->Claim(TestId(1), TestFingerprint(1), t0_, kTtl, kLock);
     ASSERT_EQ(claim->outcome, ClaimOutcome::kAcquired);
     ASSERT_TRUE(*inner_->Complete(TestId(1), claim->token, Response{}));
     std::function<void()>& hook =
