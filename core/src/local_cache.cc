@@ -100,18 +100,17 @@ Result<ClaimResult> LocalCacheStore::DoClaim(const RecordId& id,
                                    .fingerprint = fp,
                                    .locked_until = claim.locked_until,
                                    .expires_at = AddSaturated(now, ttl)});
-  } else if (claim.outcome == ClaimOutcome::kCompleted) {
-    if (!KeepReplayed(id, fp, claim, clock_now, found.epoch)) {
-      // A store that does not say when the record expires: read it. A
-      // failed read only leaves the record uncached.
-      auto record = inner_->Inspect(id, now);
-      if (record && record->has_value()) {
-        Record& r = **record;
-        if (r.state == RecordState::kCompleted && r.fingerprint == fp &&
-            !r.Expired(now) && r.response != nullptr) {
-          Keep(id, std::move(r), AddSaturated(clock_now, options_.ttl),
-               found.epoch);
-        }
+  } else if (claim.outcome == ClaimOutcome::kCompleted &&
+             !KeepReplayed(id, fp, claim, clock_now, found.epoch)) {
+    // A store that does not say when the record expires: read it. A failed
+    // read only leaves the record uncached.
+    auto record = inner_->Inspect(id, now);
+    if (record && record->has_value()) {
+      Record& r = **record;
+      if (r.state == RecordState::kCompleted && r.fingerprint == fp &&
+          !r.Expired(now) && r.response != nullptr) {
+        Keep(id, std::move(r), AddSaturated(clock_now, options_.ttl),
+             found.epoch);
       }
     }
   }
@@ -131,6 +130,20 @@ bool LocalCacheStore::KeepReplayed(const RecordId& id, const Fingerprint& fp,
               .response = claim.response},
        AddSaturated(clock_now, options_.ttl), epoch);
   return true;
+}
+
+void LocalCacheStore::KeepCompleted(const RecordId& id, const Token& token,
+                                    const ClaimFields& fields,
+                                    std::shared_ptr<const Response> response,
+                                    TimePoint clock_now, std::uint64_t epoch) {
+  Keep(id,
+       Record{.state = RecordState::kCompleted,
+              .fingerprint = fields.fingerprint,
+              .token = token,
+              .locked_until = fields.locked_until,
+              .expires_at = fields.expires_at,
+              .response = std::move(response)},
+       AddSaturated(clock_now, options_.ttl), epoch);
 }
 
 void LocalCacheStore::DoClaimAsync(const RecordId& id, const Fingerprint& fp,
@@ -181,14 +194,7 @@ void LocalCacheStore::DoCompleteAsync(const RecordId& id, const Token& token,
       [this, id, token, fields = *fields, response, epoch, clock_now,
        done = std::move(done)](Result<bool> completed) {
         if (completed && *completed) {
-          Keep(id,
-               Record{.state = RecordState::kCompleted,
-                      .fingerprint = fields.fingerprint,
-                      .token = token,
-                      .locked_until = fields.locked_until,
-                      .expires_at = fields.expires_at,
-                      .response = response},
-               AddSaturated(clock_now, options_.ttl), epoch);
+          KeepCompleted(id, token, fields, response, clock_now, epoch);
         }
         done(std::move(completed));
       });
@@ -218,14 +224,7 @@ Result<bool> LocalCacheStore::DoComplete(const RecordId& id, const Token& token,
     } catch (...) {
       return completed;  // No memory for the copy: stored, not cached.
     }
-    Keep(id,
-         Record{.state = RecordState::kCompleted,
-                .fingerprint = fields->fingerprint,
-                .token = token,
-                .locked_until = fields->locked_until,
-                .expires_at = fields->expires_at,
-                .response = std::move(copy)},
-         AddSaturated(clock_now, options_.ttl), epoch);
+    KeepCompleted(id, token, *fields, std::move(copy), clock_now, epoch);
   }
   return completed;
 }
@@ -244,14 +243,7 @@ Result<bool> LocalCacheStore::DoCompleteShared(
   IDEM_ASSIGN_OR_RETURN(bool completed,
                         inner_->CompleteShared(id, token, response));
   if (completed) {
-    Keep(id,
-         Record{.state = RecordState::kCompleted,
-                .fingerprint = fields->fingerprint,
-                .token = token,
-                .locked_until = fields->locked_until,
-                .expires_at = fields->expires_at,
-                .response = std::move(response)},
-         AddSaturated(clock_now, options_.ttl), epoch);
+    KeepCompleted(id, token, *fields, std::move(response), clock_now, epoch);
   }
   return completed;
 }

@@ -176,6 +176,12 @@ class LocalCacheStore final : public StoreBoundary {
   bool KeepReplayed(const RecordId& id, const Fingerprint& fp,
                     const ClaimResult& claim, TimePoint clock_now,
                     std::uint64_t epoch);
+  // Keeps the record a completion through this store wrote: the claim's
+  // remembered `fields` with `response`.
+  void KeepCompleted(const RecordId& id, const Token& token,
+                     const ClaimFields& fields,
+                     std::shared_ptr<const Response> response,
+                     TimePoint clock_now, std::uint64_t epoch);
 
   std::unique_ptr<Store> inner_;
   LocalCacheOptions options_;
