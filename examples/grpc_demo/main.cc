@@ -18,6 +18,7 @@
 
 #include <string>
 
+#include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <boost/program_options.hpp>
 
@@ -41,6 +42,14 @@ int BadFlags(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Debian's Abseil is built without NDEBUG, so every absl::Mutex that gRPC
+  // locks also runs Abseil's deadlock detector: a process-wide graph of
+  // lock orders behind one global spin lock. That serializes gRPC's threads
+  // and, on 2 cores, cost a protected call about a quarter of its
+  // throughput (docs/GRPC.md, "Abseil's deadlock detection"). It is a
+  // debugging aid, off in Abseil's release builds: off here, before gRPC
+  // starts, for --no-idem alike.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   idem::grpc_demo::GrpcDemoOptions options;
   std::string listen = "127.0.0.1:50051";
   std::string store = std::string(idem::grpc_demo::kDefaultStoreUri);
