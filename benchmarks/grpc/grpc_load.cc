@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <boost/program_options.hpp>
 
@@ -150,6 +151,10 @@ bool MakeReplayKeys(Shared& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As idem-grpc-demo (examples/grpc_demo/main.cc): Debian's Abseil would
+  // run its deadlock detector, a global lock per absl::Mutex acquisition,
+  // in the client that shares the servers' cores.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::string target;
   std::string keys = "fresh";
   std::string label;
