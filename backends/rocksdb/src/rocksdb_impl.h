@@ -47,6 +47,14 @@ struct RocksdbStore::Impl {
   rocksdb::ColumnFamilyHandle* cf = nullptr;
   rocksdb::WriteOptions write_options;
   rocksdb::ReadOptions read_options;
+  // For reads on a caller's thread (BlockedClaim): answered from the
+  // memtables and the block cache, or Incomplete where a table file would
+  // have to be read.
+  rocksdb::ReadOptions memory_read_options = [] {
+    rocksdb::ReadOptions options;
+    options.read_tier = rocksdb::kBlockCacheTier;
+    return options;
+  }();
   std::unique_ptr<Stripe[]> stripes{new Stripe[kStripes]};
   // Registered as a listener: stops and resumes writes around RocksDB's
   // background errors (rocksdb_background_errors.h).
@@ -85,6 +93,17 @@ struct RocksdbStore::Impl {
 
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl, Duration lock_timeout);
+  // Claim's answer when the record of `id` blocks the claim (ClaimBlockedBy:
+  // a replay, a mismatch, a claim in progress), decided from one read
+  // without the stripe lock, without writing and without reading a table
+  // file (memory_read_options); nullopt when Claim has to decide (no
+  // record, an expired one, a timed-out lock, or one that is not in
+  // memory). A record that blocks a claim changes only by a write, which
+  // the read sees entirely or not at all, so the answer is the one Claim
+  // would have given at the moment of the read. Errors: Claim's.
+  Result<std::optional<ClaimResult>> BlockedClaim(const RecordId& id,
+                                                  const Fingerprint& fp,
+                                                  TimePoint now);
   Result<bool> Complete(const RecordId& id, const Token& token,
                         const Response& response);
   Result<bool> Release(const RecordId& id, const Token& token);

@@ -144,6 +144,18 @@ Result<ClaimResult> RocksdbStore::Impl::Claim(const RecordId& id,
   return Update<ClaimResult>(id, "claim", decide);
 }
 
+Result<std::optional<ClaimResult>> RocksdbStore::Impl::BlockedClaim(
+    const RecordId& id, const Fingerprint& fp, TimePoint now) {
+  rocksdb::PinnableSlice value;
+  const rocksdb::Status s = RocksdbCall(
+      [&] { return db->Get(memory_read_options, cf, KeyOf(id), &value); });
+  // Incomplete: the record may be in a table file; Claim reads it.
+  if (s.IsNotFound() || s.IsIncomplete()) return std::nullopt;
+  if (!s.ok()) return tl::unexpected(StatusError(path, "claim", s));
+  IDEM_ASSIGN_OR_RETURN(const Record record, Decode(id, View(value)));
+  return ClaimBlockedBy(record, fp, now);
+}
+
 Result<bool> RocksdbStore::Impl::Complete(const RecordId& id,
                                           const Token& token,
                                           const Response& response) {
@@ -301,6 +313,20 @@ void RocksdbStore::DoClaimAsync(const RecordId& id, const Fingerprint& fp,
                                 StoreCallback<ClaimResult> done) {
   if (impl_->write_options.sync) {
     done(DoClaim(id, fp, now, ttl, lock_timeout));
+    return;
+  }
+  // A record that blocks the claim (a replay above all) is answered here,
+  // on the caller's thread, from memory: no hop to the store's thread and
+  // back for a claim that writes nothing.
+  Result<std::optional<ClaimResult>> blocked =
+      CatchExceptions([&] { return context() + ": claim"; },
+                      [&] { return impl_->BlockedClaim(id, fp, now); });
+  if (!blocked) {
+    done(tl::unexpected(std::move(blocked.error())));
+    return;
+  }
+  if (*blocked) {
+    done(std::move(**blocked));
     return;
   }
   calls_.Post([this, id, fp, now, ttl, lock_timeout, done = std::move(done)] {

@@ -29,6 +29,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -147,6 +148,31 @@ class RocksdbStoreTest : public ::testing::Test {
   std::shared_ptr<ManualClock> clock_;
 };
 
+// ClaimAsync's answer, and whether it came inside the call: on the calling
+// thread (which only the call itself can have answered on, since the
+// caller waits here afterwards) rather than on the store's thread.
+struct AsyncClaim {
+  Result<ClaimResult> result;
+  bool inside_the_call = false;
+};
+
+AsyncClaim ClaimAsyncOn(Store& store, const RecordId& id, const Fingerprint& fp,
+                        TimePoint now) {
+  std::promise<std::pair<Result<ClaimResult>, std::thread::id>> answer;
+  auto answered = answer.get_future();
+  store.ClaimAsync(id, fp, now, kTtl, kLock, [&](Result<ClaimResult> r) {
+    answer.set_value({std::move(r), std::this_thread::get_id()});
+  });
+  // Generous: the store's thread may be slow to run on a loaded machine.
+  if (answered.wait_for(std::chrono::minutes(1)) != std::future_status::ready) {
+    // `answer` is on this frame, and the callback may still come.
+    ADD_FAILURE() << "ClaimAsync did not answer within a minute";
+    std::abort();
+  }
+  auto [result, thread] = answered.get();
+  return {std::move(result), thread == std::this_thread::get_id()};
+}
+
 TEST_F(RocksdbStoreTest, ReopeningKeepsInProgressAndCompletedRecords) {
   testing::ExpectReopeningKeepsInProgressAndCompletedRecords(
       [&] { return OpenStore(); });
@@ -203,6 +229,12 @@ TEST_F(RocksdbStoreTest, CorruptedValuesAreDataLossNotMisses) {
   for (int i = 1; i <= 3; ++i) {
     SCOPED_TRACE(i);
     testing::ExpectDataLossOnEveryCall(*store, TestId(i), token, DbPath());
+    // The asynchronous claim too, now that those reads left the value's
+    // block in the block cache: read and refused on the caller's thread.
+    AsyncClaim async = ClaimAsyncOn(*store, TestId(i), TestFingerprint(1), kT0);
+    ASSERT_FALSE(async.result.has_value());
+    EXPECT_EQ(async.result.error().code(), ErrorCode::kDataLoss);
+    EXPECT_TRUE(async.inside_the_call);
     // RocksDB's Release decodes the value first (SQLite's is one DELETE on
     // the token column, which a damaged blob does not stop).
     auto release = store->Release(TestId(i), token);
@@ -245,6 +277,91 @@ TEST_F(RocksdbStoreTest, CorruptedValuesAreDataLossNotMisses) {
     EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
     EXPECT_FALSE(claim->takeover);
   }
+}
+
+// Without sync, a claim that a record in memory blocks (a replay, a
+// mismatch, a claim in progress) is answered inside ClaimAsync, from one
+// read on the caller's thread; a claim that writes (a new id, an expired
+// record) is still made on the store's thread.
+TEST_F(RocksdbStoreTest, AClaimARecordInMemoryBlocksIsAnsweredInsideTheCall) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto first = store->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(first.has_value()) << first.error().ToString();
+  ASSERT_EQ(store->Complete(TestId(1), first->token, SomeResponse()), true);
+  auto held = store->Claim(TestId(2), TestFingerprint(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(held.has_value()) << held.error().ToString();
+  const TimePoint later = kT0 + seconds(1);
+
+  AsyncClaim replay =
+      ClaimAsyncOn(*store, TestId(1), TestFingerprint(1), later);
+  ASSERT_TRUE(replay.result.has_value()) << replay.result.error().ToString();
+  EXPECT_TRUE(replay.inside_the_call);
+  EXPECT_EQ(replay.result->outcome, ClaimOutcome::kCompleted);
+  ASSERT_NE(replay.result->response, nullptr);
+  EXPECT_EQ(*replay.result->response, SomeResponse());
+  EXPECT_EQ(replay.result->expires_at, kT0 + kTtl);
+
+  AsyncClaim mismatch =
+      ClaimAsyncOn(*store, TestId(1), TestFingerprint(2), later);
+  ASSERT_TRUE(mismatch.result.has_value());
+  EXPECT_TRUE(mismatch.inside_the_call);
+  EXPECT_EQ(mismatch.result->outcome, ClaimOutcome::kMismatch);
+
+  AsyncClaim busy = ClaimAsyncOn(*store, TestId(2), TestFingerprint(1), later);
+  ASSERT_TRUE(busy.result.has_value());
+  EXPECT_TRUE(busy.inside_the_call);
+  EXPECT_EQ(busy.result->outcome, ClaimOutcome::kInProgress);
+  EXPECT_EQ(busy.result->locked_until, kT0 + kLock);
+
+  // Writes: on the store's thread.
+  AsyncClaim fresh = ClaimAsyncOn(*store, TestId(3), TestFingerprint(1), later);
+  ASSERT_TRUE(fresh.result.has_value()) << fresh.result.error().ToString();
+  EXPECT_FALSE(fresh.inside_the_call);
+  EXPECT_EQ(fresh.result->outcome, ClaimOutcome::kAcquired);
+  AsyncClaim takeover = ClaimAsyncOn(*store, TestId(2), TestFingerprint(1),
+                                     kT0 + kLock + seconds(1));
+  ASSERT_TRUE(takeover.result.has_value());
+  EXPECT_FALSE(takeover.inside_the_call);
+  EXPECT_EQ(takeover.result->outcome, ClaimOutcome::kAcquired);
+  EXPECT_TRUE(takeover.result->takeover);
+  AsyncClaim expired = ClaimAsyncOn(*store, TestId(1), TestFingerprint(1),
+                                    kT0 + kTtl + seconds(1));
+  ASSERT_TRUE(expired.result.has_value());
+  EXPECT_FALSE(expired.inside_the_call);
+  EXPECT_EQ(expired.result->outcome, ClaimOutcome::kAcquired);
+  EXPECT_FALSE(expired.result->takeover);
+}
+
+// The caller's thread never reads a table file: a record that is in one
+// only (flushed at close, no block cache) is claimed on the store's thread,
+// and still replays. With sync every claim is made inside the call.
+TEST_F(RocksdbStoreTest, ARecordOnlyInATableFileIsReadOnTheStoresThread) {
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    auto claim = store->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
+    ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+    ASSERT_EQ(store->Complete(TestId(1), claim->token, SomeResponse()), true);
+  }  // Closing flushes the memtable to a table file.
+  {
+    auto store = OpenStoreWith({.block_cache_mb = 0});
+    ASSERT_NE(store, nullptr);
+    AsyncClaim replay =
+        ClaimAsyncOn(*store, TestId(1), TestFingerprint(1), kT0 + seconds(1));
+    ASSERT_TRUE(replay.result.has_value()) << replay.result.error().ToString();
+    EXPECT_FALSE(replay.inside_the_call);
+    EXPECT_EQ(replay.result->outcome, ClaimOutcome::kCompleted);
+    ASSERT_NE(replay.result->response, nullptr);
+    EXPECT_EQ(*replay.result->response, SomeResponse());
+  }
+  auto store = OpenStore(/*sync=*/true);
+  ASSERT_NE(store, nullptr);
+  AsyncClaim fresh =
+      ClaimAsyncOn(*store, TestId(2), TestFingerprint(1), kT0 + seconds(1));
+  ASSERT_TRUE(fresh.result.has_value()) << fresh.result.error().ToString();
+  EXPECT_TRUE(fresh.inside_the_call);
+  EXPECT_EQ(fresh.result->outcome, ClaimOutcome::kAcquired);
 }
 
 // A store that receives no more writes never compacts, so its compaction

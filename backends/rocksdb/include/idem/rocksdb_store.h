@@ -78,10 +78,15 @@
 // another on the store's own thread (idem/store/store_thread.h), which
 // never waits for another caller inside RocksDB, and answered there; the
 // adapters hand them over from their I/O threads and keep their pool for
-// the other calls. With sync they are made inside the call (async_calls
-// false), so that concurrent callers on the pool share one WAL fsync.
-// Adapters may still choose inline calls (StoreCalls::kInline, idem-demo
-// --store-calls inline) or the pool for everything (kPool).
+// the other calls. A ClaimAsync first reads the record on the caller's
+// thread, from memory only (the memtables and the block cache, never a
+// table file, no lock): when the record there blocks the claim (a replay,
+// a mismatch, a claim in progress) it is answered at once, on that
+// thread, inside the call; every other claim goes to the store's thread.
+// With sync they are made inside the call (async_calls false), so that
+// concurrent callers on the pool share one WAL fsync. Adapters may still
+// choose inline calls (StoreCalls::kInline, idem-demo --store-calls
+// inline) or the pool for everything (kPool).
 //
 // Thread-safety: every method may be called concurrently from any number of
 // threads, except the destructor, which must not run concurrently with any
@@ -189,8 +194,10 @@ class RocksdbStore final : public StoreBoundary {
 
   // Without `sync` (Info().async_calls): DoClaim and DoComplete made on the
   // store's own thread (idem/store/store_thread.h), one after another, and
-  // answered there. With `sync`: made inside the call, so that concurrent
-  // callers keep sharing one WAL fsync in RocksDB's write group.
+  // answered there; a claim that a record in memory blocks (a replay, a
+  // mismatch, a claim in progress) is answered inside the call instead. With
+  // `sync`: made inside the call, so that concurrent callers keep sharing one
+  // WAL fsync in RocksDB's write group.
   void DoClaimAsync(const RecordId& id, const Fingerprint& fp, TimePoint now,
                     Duration ttl, Duration lock_timeout,
                     StoreCallback<ClaimResult> done) override;
