@@ -1,9 +1,15 @@
 // Why a thread: the writer does not copy the WAL into the database file
 // itself, as SQLite's automatic checkpoint would (that costs two fsyncs
 // inside some unlucky call's commit, with every other write of this process
-// waiting). The thread runs a PASSIVE checkpoint, which waits for nobody;
-// only a WAL of kInlineCheckpointFrames makes the writer checkpoint inline,
-// which bounds the WAL and lets SQLite restart it from the beginning.
+// waiting). The thread runs a PASSIVE checkpoint, which waits for nobody.
+//
+// Why the writer still checkpoints, and when (the header says what): the
+// WAL restarts only after a checkpoint that copied all of it, and the
+// thread never catches up with a writer that commits all the time. The
+// writer's own checkpoint is a stall for every call queued behind it, as
+// long as its copy and its two fsyncs (benchmarks/http/NOTES.md, "SQLite's
+// checkpoints"). Made right after the thread's, it copies only what came
+// in meanwhile, and its fsyncs find little left to write.
 
 #include "sqlite_checkpointer.h"
 
@@ -46,7 +52,19 @@ void Checkpointer::OnCommit(sqlite3* db, int frames) {
     done = 0;
     checkpointed_frames_.store(0, std::memory_order_relaxed);
   }
-  if (frames >= kInlineCheckpointFrames) {
+  const bool restart = frames >= kRestartFrames;
+  if (restart && frames < kInlineCheckpointFrames &&
+      frames - done <= kRestartRemainder &&
+      !busy_.load(std::memory_order_acquire)) {
+    // The thread just copied nearly all of it: copy the rest here, so that
+    // the next transaction starts the WAL again. Busy (another process's
+    // checkpoint): left for the next commit.
+    int log = 0, copied = 0;
+    if (sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log,
+                                  &copied) == SQLITE_OK) {
+      checkpointed_frames_.store(copied, std::memory_order_relaxed);
+    }
+  } else if (frames >= kInlineCheckpointFrames) {
     // The thread fell far behind: checkpoint here, so that the WAL stays
     // bounded. SQLITE_BUSY: a checkpoint holds the checkpoint lock — most
     // likely the thread's, descheduled on a loaded machine while every
@@ -61,11 +79,16 @@ void Checkpointer::OnCommit(sqlite3* db, int frames) {
       sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
                                 nullptr);
     }
-  } else if (frames - done >= kCheckpointFrames) {
+  } else if (frames - done >=
+                 (restart ? kRestartRemainder : kCheckpointFrames) &&
+             !busy_.load(std::memory_order_acquire)) {
     bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!running_) wake = wanted_ = true;
+      if (!running_ && !wanted_) {
+        wake = wanted_ = true;
+        busy_.store(true, std::memory_order_release);
+      }
     }
     if (wake) cv_.notify_one();
   }
@@ -90,6 +113,9 @@ void Checkpointer::Loop() {
     }
     lock.lock();
     running_ = false;
+    // After checkpointed_frames_: a writer that sees the thread idle sees
+    // what it copied.
+    busy_.store(false, std::memory_order_release);
     idle_.notify_all();
   }
 }
