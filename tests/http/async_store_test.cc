@@ -114,6 +114,44 @@ TEST_P(AsyncStoreTest, ADuplicateWaitsForTheFirstThroughAsynchronousClaims) {
   EXPECT_EQ(store->completes.load(), 0);
 }
 
+// A store that answers inside the call (a local cache's hit, a RocksDB
+// claim that a record in memory blocks): the same answers, the coroutine
+// goes on without waiting for a post, and the server still stops cleanly
+// (nothing counted in flight for good).
+TEST_P(AsyncStoreTest, AnswersMadeInsideTheCallAreServedTheSame) {
+  std::atomic<int> runs{0};
+  const std::atomic<bool> release{true};
+  auto store = std::make_shared<ThreadedAsyncStore>();
+  store->answer_inside = true;
+  {
+    AdapterServer server(GetParam(), Counting(runs, release), Over(store));
+    const Response first = SendOnce(server.port(), Post("/x", kBody, "k1"));
+    EXPECT_EQ(first.result_int(), 201u);
+    EXPECT_EQ(first.body(), "run 1");
+    const Response replay = SendOnce(server.port(), Post("/x", kBody, "k1"));
+    EXPECT_EQ(replay.result_int(), 201u);
+    EXPECT_EQ(replay.body(), "run 1");
+    EXPECT_TRUE(HasHeader(replay, "Idempotent-Replayed"));
+    EXPECT_EQ(
+        ProblemMismatch(SendOnce(server.port(), Post("/x", R"({"n":2})", "k1")),
+                        422, "idempotency_key_reused"),
+        "");
+    // Answers from the store's thread and from inside, mixed.
+    store->answer_inside = false;
+    const Response second = SendOnce(server.port(), Post("/x", kBody, "k2"));
+    EXPECT_EQ(second.body(), "run 2");
+    store->answer_inside = true;
+    const Response again = SendOnce(server.port(), Post("/x", kBody, "k2"));
+    EXPECT_EQ(again.body(), "run 2");
+    EXPECT_TRUE(HasHeader(again, "Idempotent-Replayed"));
+  }  // The server's JoinPool returned: nothing was left in flight.
+  EXPECT_EQ(runs.load(), 2);
+  EXPECT_EQ(store->async_claims.load(), 5);
+  EXPECT_EQ(store->async_completes.load(), 2);
+  EXPECT_EQ(store->claims.load(), 0);
+  EXPECT_EQ(store->completes.load(), 0);
+}
+
 // GuardCalls alone: JoinPool, which a server calls before it destroys its
 // I/O context, returns only once an asynchronous call in flight has posted
 // its answer back, so the answer never reaches a destroyed context.
@@ -160,6 +198,54 @@ TEST(GuardCallsAsyncTest, JoinPoolWaitsForAnAsynchronousCallInFlight) {
   ASSERT_TRUE(decided.has_value());
   EXPECT_EQ(decided->action, Action::kExecute);
   EXPECT_EQ(store->claims.load(), 0);
+}
+
+// An answer made inside the store's call resumes the decision at once: the
+// coroutine's first step (one handler of the context) runs it to its end,
+// where an answer held back on the store's thread until that step is over
+// takes a second one (the post back).
+TEST(GuardCallsAsyncTest, AnAnswerInsideTheCallNeedsNoPostBack) {
+  for (const bool inside : {true, false}) {
+    SCOPED_TRACE(inside ? "inside" : "from the store's thread");
+    auto store = std::make_shared<ThreadedAsyncStore>();
+    store->answer_inside = inside;
+    if (!inside) store->Hold();
+    GuardSetup setup;
+    setup.store = store;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Guard> made,
+                         Guard::Create(std::move(setup)));
+    std::shared_ptr<Guard> guard(std::move(made));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<asio::GuardCalls> calls,
+                         asio::GuardCalls::Create(guard));
+    boost::asio::io_context io;
+    std::atomic<bool> decided{false};
+    boost::asio::co_spawn(
+        io,
+        [&]() -> boost::asio::awaitable<void> {
+          const HeaderView headers[] = {{"Idempotency-Key", "k"}};
+          RequestView view;
+          view.method = "POST";
+          view.target = "/x";
+          view.headers = headers;
+          view.body = kBody;
+          Decision d = co_await calls->Decide(view, nullptr);
+          EXPECT_EQ(d.action, Action::kExecute);
+          decided = true;
+        },
+        boost::asio::detached);
+    ASSERT_EQ(io.run_one(), 1u);
+    EXPECT_EQ(decided.load(), inside);
+    if (!inside) {
+      // The store's thread answers and posts the decision back.
+      store->Let();
+      ASSERT_TRUE(WaitFor([&] {
+        io.poll();
+        return decided.load();
+      }));
+    }
+    calls->JoinPool();
+    EXPECT_EQ(store->async_claims.load(), 1);
+  }
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // A store whose claims and completions are asynchronous
 // (StoreInfo::async_calls): the memory store behind a ForwardingStore that
 // answers ClaimAsync and CompleteAsync on a thread of its own, as the
-// SQLite writer and the Redis event loop do, for the tests of the Guard's
+// SQLite writer and the Redis event loop do (or inside the call:
+// answer_inside), for the tests of the Guard's
 // and the adapters' asynchronous path. The answers can be held back
 // (Hold, Let) to check what waits for them, and the store counts the
 // calls each form received.
@@ -52,6 +53,10 @@ class ThreadedAsyncStore final : public ForwardingStore {
                   Duration ttl, Duration lock_timeout,
                   StoreCallback<ClaimResult> done) override {
     async_claims.fetch_add(1);
+    if (answer_inside) {
+      done(ForwardingStore::Claim(id, fp, now, ttl, lock_timeout));
+      return;
+    }
     Queue([this, id, fp, now, ttl, lock_timeout, done = std::move(done)] {
       done(ForwardingStore::Claim(id, fp, now, ttl, lock_timeout));
     });
@@ -60,6 +65,10 @@ class ThreadedAsyncStore final : public ForwardingStore {
                      std::shared_ptr<const idem::Response> response,
                      StoreCallback<bool> done) override {
     async_completes.fetch_add(1);
+    if (answer_inside) {
+      done(ForwardingStore::CompleteShared(id, token, std::move(response)));
+      return;
+    }
     Queue([this, id, token, response = std::move(response),
            done = std::move(done)]() mutable {
       done(ForwardingStore::CompleteShared(id, token, std::move(response)));
@@ -101,6 +110,10 @@ class ThreadedAsyncStore final : public ForwardingStore {
     return queue_.size();
   }
 
+  // Answers ClaimAsync and CompleteAsync inside the call, on the caller's
+  // thread, as a local cache's hit or a RocksDB claim that a record in
+  // memory blocks does.
+  std::atomic<bool> answer_inside{false};
   std::atomic<int> async_claims{0};
   std::atomic<int> async_completes{0};
   std::atomic<int> claims{0};     // Synchronous Claim calls.

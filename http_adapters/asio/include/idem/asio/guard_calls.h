@@ -262,16 +262,45 @@ class GuardCalls {
   // Starts an asynchronous store call with start(answered), a
   // Guard::StartResume or ClaimHandle::StartFinish, and resumes on the
   // caller's executor once `answered` ran: true. False when `start`
-  // declined (returned false; `answered` never runs). The call counts as in
-  // flight (JoinPool) until its completion is posted back; like OnPool's,
-  // that completion keeps the caller's context running and is the last
-  // owner of the call's state, so nothing of it is destroyed on the store's
-  // thread.
+  // declined (returned false; `answered` never runs). A store that answers
+  // before `start` returns (a local cache's hit, a RocksDB claim that a
+  // record in memory blocks) costs no suspension: the coroutine goes on at
+  // once. Otherwise the call counts as in flight (JoinPool) until its
+  // completion is posted back; like OnPool's, that completion keeps the
+  // caller's context running and is the last owner of the call's state, so
+  // nothing of it is destroyed on the store's thread.
   template <typename Start>
   net::awaitable<bool> OnStore(Start start) {
+    auto race = std::make_shared<StoreRace>();
+    in_flight_.fetch_add(1, std::memory_order_relaxed);
+    // `race` only: the store may keep (and destroy) this function on its
+    // own thread afterwards, and nothing of the caller's is in it.
+    auto answered = [race] {
+      if (race->state.exchange(StoreRace::kAnswered,
+                               std::memory_order_acq_rel) ==
+          StoreRace::kAwaiting) {
+        std::function<void()> resume = std::move(race->resume);
+        resume();
+      }
+    };
+    bool started = false;
+    try {
+      started = start(std::function<void()>(std::move(answered)));
+    } catch (...) {
+      EndInFlight();  // Never started: JoinPool must not wait for it.
+      throw;
+    }
+    if (!started) {
+      EndInFlight();
+      co_return false;
+    }
+    if (race->state.load(std::memory_order_acquire) == StoreRace::kAnswered) {
+      EndInFlight();
+      co_return true;
+    }
     co_return co_await net::async_initiate<const net::use_awaitable_t<>,
                                            void(bool)>(
-        [this, &start](auto handler) {
+        [this, &race](auto handler) {
           using H = decltype(handler);
           using Home =
               decltype(net::prefer(net::get_associated_executor(handler),
@@ -280,16 +309,15 @@ class GuardCalls {
             H handler;
             Home home;
           };
-          // Posts the call's completion home with `value`, then ends it in
-          // flight: last, since JoinPool may then return and the caller's
-          // context go at once, so nothing of the call (its tracked
-          // executor included) may be left on this thread by then.
-          const auto post_back = [this](std::shared_ptr<Call> done,
-                                        bool value) {
+          // Posts the call's completion home, then ends it in flight: last,
+          // since JoinPool may then return and the caller's context go at
+          // once, so nothing of the call (its tracked executor included)
+          // may be left on this thread by then.
+          const auto post_back = [this](std::shared_ptr<Call> done) {
             {
               Home back = done->home;
-              net::post(back, [done = std::move(done), value] {
-                std::move(done->handler)(value);
+              net::post(back, [done = std::move(done)] {
+                std::move(done->handler)(true);
               });
             }
             EndInFlight();
@@ -298,19 +326,31 @@ class GuardCalls {
                                   net::execution::outstanding_work.tracked);
           auto call =
               std::make_shared<Call>(Call{std::move(handler), std::move(home)});
-          in_flight_.fetch_add(1, std::memory_order_relaxed);
-          // Moves its reference out when called: the store may keep (and
-          // destroy) this function on its own thread afterwards.
-          auto answered = [post_back, call]() mutable {
-            if (!call) return;
-            post_back(std::move(call), true);
+          // Moves its reference out when run: what runs it keeps nothing.
+          race->resume = [post_back, call]() mutable {
+            post_back(std::move(call));
           };
-          if (!start(std::function<void()>(std::move(answered)))) {
-            post_back(std::move(call), false);
+          int expected = StoreRace::kStarting;
+          if (!race->state.compare_exchange_strong(
+                  expected, StoreRace::kAwaiting, std::memory_order_acq_rel)) {
+            // Answered since the check above: resumed from here.
+            std::function<void()> resume = std::move(race->resume);
+            resume();
           }
         },
         net::use_awaitable);
   }
+  // OnStore's: who came first, the store's answer or the coroutine's
+  // suspension. The one that comes second resumes the coroutine; an answer
+  // before the suspension began means no suspension at all.
+  struct StoreRace {
+    static constexpr int kStarting = 0;
+    static constexpr int kAnswered = 1;
+    static constexpr int kAwaiting = 2;
+    std::atomic<int> state{kStarting};
+    // Set before kAwaiting; run (moved out) by whichever comes second.
+    std::function<void()> resume;
+  };
   // The claim of a kCallStore or kWait decision (Guard::Resume): the
   // store's asynchronous call, on the pool, or inline, as the store is.
   net::awaitable<Decision> ClaimAgain(Decision d);
