@@ -271,21 +271,22 @@ class GuardCalls {
   // nothing of it is destroyed on the store's thread.
   template <typename Start>
   net::awaitable<bool> OnStore(Start start) {
-    auto race = std::make_shared<StoreRace>();
+    // In the coroutine's frame, which outlives every use of it: the answer
+    // touches it only before the coroutine can go on (see StoreRace).
+    StoreRace race;
+    race.calls = this;
     in_flight_.fetch_add(1, std::memory_order_relaxed);
-    // `race` only: the store may keep (and destroy) this function on its
-    // own thread afterwards, and nothing of the caller's is in it.
-    auto answered = [race] {
-      if (race->state.exchange(StoreRace::kAnswered,
-                               std::memory_order_acq_rel) ==
+    // A pointer only (no allocation for the function): the store may keep
+    // (and destroy) this function on its own thread afterwards.
+    auto answered = [r = &race] {
+      if (r->state.exchange(StoreRace::kAnswered, std::memory_order_acq_rel) ==
           StoreRace::kAwaiting) {
-        std::function<void()> resume = std::move(race->resume);
-        resume();
+        r->Resume();
       }
     };
     bool started = false;
     try {
-      started = start(std::function<void()>(std::move(answered)));
+      started = start(std::function<void()>(answered));
     } catch (...) {
       EndInFlight();  // Never started: JoinPool must not wait for it.
       throw;
@@ -294,13 +295,13 @@ class GuardCalls {
       EndInFlight();
       co_return false;
     }
-    if (race->state.load(std::memory_order_acquire) == StoreRace::kAnswered) {
+    if (race.state.load(std::memory_order_acquire) == StoreRace::kAnswered) {
       EndInFlight();
       co_return true;
     }
     co_return co_await net::async_initiate<const net::use_awaitable_t<>,
                                            void(bool)>(
-        [this, &race](auto handler) {
+        [&race](auto handler) {
           using H = decltype(handler);
           using Home =
               decltype(net::prefer(net::get_associated_executor(handler),
@@ -309,47 +310,52 @@ class GuardCalls {
             H handler;
             Home home;
           };
+          Home home = net::prefer(net::get_associated_executor(handler),
+                                  net::execution::outstanding_work.tracked);
+          race.call =
+              std::make_shared<Call>(Call{std::move(handler), std::move(home)});
           // Posts the call's completion home, then ends it in flight: last,
           // since JoinPool may then return and the caller's context go at
           // once, so nothing of the call (its tracked executor included)
           // may be left on this thread by then.
-          const auto post_back = [this](std::shared_ptr<Call> done) {
+          race.resume = [](GuardCalls& self, std::shared_ptr<void> erased) {
+            std::shared_ptr<Call> done =
+                std::static_pointer_cast<Call>(std::move(erased));
             {
               Home back = done->home;
               net::post(back, [done = std::move(done)] {
                 std::move(done->handler)(true);
               });
             }
-            EndInFlight();
-          };
-          Home home = net::prefer(net::get_associated_executor(handler),
-                                  net::execution::outstanding_work.tracked);
-          auto call =
-              std::make_shared<Call>(Call{std::move(handler), std::move(home)});
-          // Moves its reference out when run: what runs it keeps nothing.
-          race->resume = [post_back, call]() mutable {
-            post_back(std::move(call));
+            self.EndInFlight();
           };
           int expected = StoreRace::kStarting;
-          if (!race->state.compare_exchange_strong(
+          if (!race.state.compare_exchange_strong(
                   expected, StoreRace::kAwaiting, std::memory_order_acq_rel)) {
-            // Answered since the check above: resumed from here.
-            std::function<void()> resume = std::move(race->resume);
-            resume();
+            race.Resume();  // Answered since the check above.
           }
         },
         net::use_awaitable);
   }
   // OnStore's: who came first, the store's answer or the coroutine's
   // suspension. The one that comes second resumes the coroutine; an answer
-  // before the suspension began means no suspension at all.
+  // before the suspension began means no suspension at all. Resume reads
+  // every field before it posts, since the coroutine (whose frame holds
+  // this) may go on and end as soon as it has.
   struct StoreRace {
     static constexpr int kStarting = 0;
     static constexpr int kAnswered = 1;
     static constexpr int kAwaiting = 2;
     std::atomic<int> state{kStarting};
-    // Set before kAwaiting; run (moved out) by whichever comes second.
-    std::function<void()> resume;
+    GuardCalls* calls = nullptr;
+    // Set before kAwaiting: the suspended call, type-erased, and what posts
+    // its completion home.
+    std::shared_ptr<void> call;
+    void (*resume)(GuardCalls&, std::shared_ptr<void>) = nullptr;
+    void Resume() {
+      std::shared_ptr<void> taken = std::move(call);
+      resume(*calls, std::move(taken));
+    }
   };
   // The claim of a kCallStore or kWait decision (Guard::Resume): the
   // store's asynchronous call, on the pool, or inline, as the store is.
