@@ -1,12 +1,14 @@
 // A per-thread cache of freed blocks for the memory store's chains of one and
-// two entries (the usual sizes, since buckets >= capacity).
+// two entries (the usual sizes, since buckets >= capacity), in front of the
+// store's own memory (memory_record_memory.h).
 //
 // Every change allocates a chain and frees an old one a little later, in a
 // batch once no hazard pointer holds it; through malloc that was half of a
 // claim's cost (free-list consolidation of the cold blocks), from this cache
-// it is a few loads and stores. Blocks are plain memory, so a block freed by
-// one store may serve another. Bounded: beyond kCached blocks per size (about
-// two scan batches of memory_hazard.cc), blocks go back to the allocator.
+// it is a few loads and stores, and takes no lock. Blocks are plain memory,
+// so a block freed by one store may serve another. Bounded: beyond kCached
+// blocks per size (about two scan batches of memory_hazard.cc), and when the
+// thread exits, blocks go back to RecordMemory.
 //
 // Thread-safety: per thread by construction (thread_local state).
 
@@ -15,6 +17,8 @@
 
 #include <cstddef>
 #include <new>
+
+#include "memory_record_memory.h"
 
 // ASAN_POISON_MEMORY_REGION is a no-op unless built with AddressSanitizer,
 // which then reports any use of a cached block as a use-after-free.
@@ -49,6 +53,7 @@ class BlockCache {
     if (bin.count == kCached) return false;
     if (bin.count == 0) t_drain.Arm();
     ASAN_POISON_MEMORY_REGION(block, bytes);
+    bin.bytes = bytes;
     bin.blocks[bin.count++] = block;
     return true;
   }
@@ -57,6 +62,7 @@ class BlockCache {
   struct Bin {
     void* blocks[kCached];
     std::size_t count;
+    std::size_t bytes;  // Of each block (one chain size per bin).
   };
   // Trivially destructible, so usable during thread exit after the drainer
   // below ran (the hazard scheme's teardown may free chains then: they bypass
@@ -72,7 +78,11 @@ class BlockCache {
     ~Drain() {
       t_state.closed = true;
       for (Bin& bin : t_state.bins) {
-        while (bin.count > 0) ::operator delete(bin.blocks[--bin.count]);
+        while (bin.count > 0) {
+          void* block = bin.blocks[--bin.count];
+          ASAN_UNPOISON_MEMORY_REGION(block, bin.bytes);
+          RecordMemory::Free(block, bin.bytes);
+        }
       }
     }
   };

@@ -1,13 +1,16 @@
-// The memory store's bucket contents: an immutable array of {id, record}
-// entries, allocated in one block with its header (memory_block_cache.h serves
-// the small ones).
+// The memory store's bucket contents: an immutable array of {id, record,
+// response} entries, allocated in one block with its header from the store's
+// own memory (memory_record_memory.h; memory_block_cache.h serves the small
+// ones).
 //
 // Records sit inline: a change costs one allocation (the new chain) and one
 // retired object (the old chain), and chains are short (buckets >= capacity),
 // so copying the neighbours' records is cheaper than extra indirections. A
-// stored response is shared between versions through its shared_ptr. A chain
-// is never modified once published: every change builds a new one (the With*
-// functions) and publishes it with one CAS on its bucket.
+// completed record's response is the entry's StoredResponse (the record's
+// own `response` pointer stays null in a chain), shared between versions
+// through its count. A chain is never modified once published: every change
+// builds a new one (the With* functions) and publishes it with one CAS on its
+// bucket.
 
 #ifndef IDEM_BACKENDS_MEMORY_CHAIN_H_
 #define IDEM_BACKENDS_MEMORY_CHAIN_H_
@@ -20,12 +23,15 @@
 #include "idem/types.h"
 #include "memory_block_cache.h"
 #include "memory_hazard.h"
+#include "memory_record_memory.h"
+#include "memory_stored_response.h"
 
 namespace idem::memory_internal {
 
 struct Entry {
   RecordId id;
-  Record record;
+  Record record;  // record.response: always null (the response is below).
+  StoredResponse response;  // Set exactly when the record is completed.
 };
 
 class Chain {
@@ -34,7 +40,7 @@ class Chain {
   // Emplace() before the chain is published or freed.
   static Chain* Make(std::size_t size) {
     void* mem = BlockCache::Take(size, Bytes(size));
-    if (mem == nullptr) mem = ::operator new(Bytes(size));
+    if (mem == nullptr) mem = RecordMemory::Allocate(Bytes(size));
     return ::new (mem) Chain(size);
   }
   // A Deleter for hazard::Retire and for chains that were never published.
@@ -43,15 +49,22 @@ class Chain {
     const std::size_t size = chain->size_;
     for (std::size_t i = 0; i < size; ++i) chain->entries()[i].~Entry();
     chain->~Chain();
-    if (!BlockCache::Put(size, p, Bytes(size))) ::operator delete(p);
+    if (!BlockCache::Put(size, p, Bytes(size))) {
+      RecordMemory::Free(p, Bytes(size));
+    }
   }
 
   std::size_t size() const { return size_; }
   const Entry& at(std::size_t i) const { return entries()[i]; }
-  // Copying a Record cannot throw (fixed arrays, time points, a shared_ptr),
-  // so a chain is never left half-built.
-  void Emplace(std::size_t i, const RecordId& id, const Record& record) {
-    ::new (&entries()[i]) Entry{id, record};
+  // Copying an Entry cannot throw (fixed arrays, time points, a null
+  // shared_ptr, a counted StoredResponse), so a chain is never left
+  // half-built.
+  void Emplace(std::size_t i, const Entry& entry) {
+    ::new (&entries()[i]) Entry(entry);
+  }
+  void Emplace(std::size_t i, const RecordId& id, const Record& record,
+               const StoredResponse& response) {
+    ::new (&entries()[i]) Entry{id, record, response};
   }
 
   // Index of `id`, or size() when absent.
@@ -62,24 +75,27 @@ class Chain {
     return size_;
   }
 
-  // A copy of `chain` with entry `i` holding `record`.
+  // A copy of `chain` with entry `i` holding `record` and `response`.
   static Chain* WithReplaced(const Chain* chain, std::size_t i,
-                             const Record& record) {
+                             const Record& record,
+                             const StoredResponse& response) {
     Chain* next = Make(chain->size_);
     for (std::size_t j = 0; j < chain->size_; ++j) {
-      next->Emplace(j, chain->at(j).id, j == i ? record : chain->at(j).record);
+      if (j == i) {
+        next->Emplace(j, chain->at(j).id, record, response);
+      } else {
+        next->Emplace(j, chain->at(j));
+      }
     }
     return next;
   }
-  // A copy of `chain` (possibly null) with {id, record} added.
+  // A copy of `chain` (possibly null) with {id, record} added (no response).
   static Chain* WithAdded(const Chain* chain, const RecordId& id,
                           const Record& record) {
     const std::size_t n = chain == nullptr ? 0 : chain->size_;
     Chain* next = Make(n + 1);
-    for (std::size_t j = 0; j < n; ++j) {
-      next->Emplace(j, chain->at(j).id, chain->at(j).record);
-    }
-    next->Emplace(n, id, record);
+    for (std::size_t j = 0; j < n; ++j) next->Emplace(j, chain->at(j));
+    next->Emplace(n, id, record, StoredResponse());
     return next;
   }
   // A copy of `chain` without entry `i`; null when that leaves it empty.
@@ -88,7 +104,7 @@ class Chain {
     Chain* next = Make(chain->size_ - 1);
     std::size_t k = 0;
     for (std::size_t j = 0; j < chain->size_; ++j) {
-      if (j != i) next->Emplace(k++, chain->at(j).id, chain->at(j).record);
+      if (j != i) next->Emplace(k++, chain->at(j));
     }
     return next;
   }

@@ -59,7 +59,7 @@ class LockFreeStore final : public MemoryStore {
   };
 
   // What unlinking `record` gives back.
-  static std::size_t ChargedBytes(const Record& record);
+  static std::size_t ChargedBytes(const Entry& entry);
 
   Error Full() const;
 
@@ -77,7 +77,7 @@ class LockFreeStore final : public MemoryStore {
   // The read-copy-publish loop of every call that changes one existing
   // record (Complete, Release, Revoke, ExtendLock): reads the chain of
   // `id`'s bucket, returns false when `id` is not in it, else calls
-  // `change(chain, index, record)` and publishes its chain with one CAS,
+  // `change(chain, index, entry)` and publishes its chain with one CAS,
   // from a fresh read when another call published first. Returns true once
   // its chain is published; `change` may run several times.
   template <typename ChangeFn>
@@ -91,8 +91,7 @@ class LockFreeStore final : public MemoryStore {
                                 TimePoint now, Duration ttl,
                                 Duration lock_timeout);
   Result<bool> CompleteImpl(const RecordId& id, const Token& token,
-                            const Response* response,
-                            std::shared_ptr<const Response> stored);
+                            const Response& response);
 
   // Reclaiming expired records (memory_sweep.cc).
   // The latest `now` a claim passed (for a Complete that reclaims).

@@ -39,6 +39,7 @@ using memory_internal::Chain;
 using memory_internal::Entry;
 using memory_internal::kStripes;
 using memory_internal::LockFreeStore;
+using memory_internal::StoredResponse;
 
 constexpr std::size_t kMinBuckets = 16;
 // How often a claim that found no free slot looks at its bucket and the
@@ -101,9 +102,10 @@ LockFreeStore::LockFreeStore(const MemoryStoreOptions& options,
     : buckets_(bucket_count),
       slots_(options.capacity, BatchFor(options.capacity, kMaxSlotBatch)),
       bytes_(options.max_bytes, BatchFor(options.max_bytes, kMaxByteBatch)) {
-  // The charges estimate the heap a record occupies (memory_store.h): they
+  // The charges estimate the memory a record occupies (memory_store.h): they
   // cover at least its entry (with a share of its chain's header), the
-  // shared response with its control block, and each header's strings.
+  // stored response's block header (memory_stored_response.h) and, for each
+  // header, the sizes of its name and value.
   static_assert(sizeof(Entry) + 16 <= kRecordBytes);
   static_assert(sizeof(Response) + 32 <= kResponseBytes);
   static_assert(sizeof(Header) <= kHeaderBytes);
@@ -122,9 +124,8 @@ LockFreeStore::~LockFreeStore() {
   }
 }
 
-std::size_t LockFreeStore::ChargedBytes(const Record& record) {
-  return kRecordBytes +
-         (record.response != nullptr ? ResponseBytes(*record.response) : 0);
+std::size_t LockFreeStore::ChargedBytes(const Entry& entry) {
+  return kRecordBytes + entry.response.charge();
 }
 
 Error LockFreeStore::Full() const {
@@ -180,17 +181,25 @@ Result<ClaimResult> LockFreeStore::ClaimImpl(const RecordId& id,
   for (;;) {
     Chain* cur = hp.Protect(bucket);
     const std::size_t index = cur == nullptr ? 0 : cur->Find(id);
-    const Record* old = cur != nullptr && index < cur->size()
-                            ? &cur->at(index).record
-                            : nullptr;
+    const Entry* old_entry =
+        cur != nullptr && index < cur->size() ? &cur->at(index) : nullptr;
+    const Record* old = old_entry != nullptr ? &old_entry->record : nullptr;
     if (old != nullptr) {
-      if (auto blocked = ClaimBlockedBy(*old, fp, now)) return *blocked;
+      if (auto blocked = ClaimBlockedBy(*old, fp, now)) {
+        // A replay gets its own copy of the response (`old_entry` is
+        // protected by `hp` until this returns).
+        if (blocked->outcome == ClaimOutcome::kCompleted) {
+          blocked->response = old_entry->response.ToResponse();
+        }
+        return *blocked;
+      }
     }
     // Absent, expired, or in progress with its lock timed out (a takeover):
     // a fresh record goes in below.
     const bool live = old != nullptr && !old->Expired(now);
-    Chain* next = old != nullptr ? Chain::WithReplaced(cur, index, fresh)
-                                 : Chain::WithAdded(cur, id, fresh);
+    Chain* next = old != nullptr
+                      ? Chain::WithReplaced(cur, index, fresh, StoredResponse())
+                      : Chain::WithAdded(cur, id, fresh);
     // A new id needs a slot. It is reserved right before the CAS so that
     // claims racing on the same new id hold extra slots only for an instant.
     const bool needs_slot = old == nullptr;
@@ -219,8 +228,8 @@ Result<ClaimResult> LockFreeStore::ClaimImpl(const RecordId& id,
     // An expired completed record replaced: its response goes with it (its
     // kRecordBytes stay, for the fresh record in its slot). `old` lives in
     // the retired `cur`, which `hp` still protects.
-    if (old != nullptr && old->response != nullptr) {
-      bytes_.Release(ResponseBytes(*old->response));
+    if (old_entry != nullptr && old_entry->response) {
+      bytes_.Release(old_entry->response.charge());
     }
     BumpGeneration();  // A new expiry is published: see ReclaimForClaim.
     return result;
@@ -229,7 +238,7 @@ Result<ClaimResult> LockFreeStore::ClaimImpl(const RecordId& id,
 
 Result<bool> LockFreeStore::DoComplete(const RecordId& id, const Token& token,
                                        const Response& response) {
-  return CompleteImpl(id, token, &response, nullptr);
+  return CompleteImpl(id, token, response);
 }
 
 Result<bool> LockFreeStore::DoCompleteShared(
@@ -239,7 +248,8 @@ Result<bool> LockFreeStore::DoCompleteShared(
     return MakeError(ErrorCode::kInvalidArgument,
                      "memory store: CompleteShared without a response");
   }
-  return CompleteImpl(id, token, nullptr, std::move(response));
+  // Copied into the store's own memory all the same (memory_stored_response.h).
+  return CompleteImpl(id, token, *response);
 }
 
 template <typename ChangeFn>
@@ -252,7 +262,7 @@ Result<bool> LockFreeStore::ChangeRecord(const RecordId& id, ChangeFn change) {
     const std::size_t index = cur->Find(id);
     if (index == cur->size()) return false;
     // `cur`, and the record in it, stay alive while `hp` protects it.
-    Change step = change(cur, index, cur->at(index).record);
+    Change step = change(cur, index, cur->at(index));
     if (!step.publish) {
       if (step.again) continue;
       return step.stop;
@@ -261,26 +271,24 @@ Result<bool> LockFreeStore::ChangeRecord(const RecordId& id, ChangeFn change) {
   }
 }
 
-// Exactly one of `response` and `stored` is set; a copy of `response` is made
-// only once the record is known to be completable. Its bytes are charged
-// once, before the first CAS, and given back unless a CAS publishes it.
-Result<bool> LockFreeStore::CompleteImpl(
-    const RecordId& id, const Token& token, const Response* response,
-    std::shared_ptr<const Response> stored) {
+// The copy of `response` in the store's memory is made only once the record
+// is known to be completable. Its bytes are charged once, before the first
+// CAS, and given back unless a CAS publishes it.
+Result<bool> LockFreeStore::CompleteImpl(const RecordId& id, const Token& token,
+                                         const Response& response) {
   struct Charge {
     StripedBudget& budget;
     std::size_t bytes = 0;
     ~Charge() { budget.Release(bytes); }
   } charge{bytes_};
+  StoredResponse stored;
   int full_attempts = 0;
   const Result<bool> completed = ChangeRecord(
-      id, [&](const Chain* cur, std::size_t index, const Record& old) {
+      id, [&](const Chain* cur, std::size_t index, const Entry& entry) {
+        const Record& old = entry.record;
         if (!old.HeldBy(token)) return Change{};
-        if (stored == nullptr) {
-          stored = std::make_shared<const Response>(*response);
-        }
         if (charge.bytes == 0) {
-          const std::size_t need = ResponseBytes(*stored);
+          const std::size_t need = ResponseBytes(response);
           if (!bytes_.TryReserve(need)) {
             // As a claim does: reclaim expired records (by the latest time
             // a claim saw; Complete has none of its own), look again, then
@@ -291,11 +299,11 @@ Result<bool> LockFreeStore::CompleteImpl(
           }
           charge.bytes = need;
         }
+        if (!stored) stored = StoredResponse::Make(response, charge.bytes);
         Record done = old;
         done.state = RecordState::kCompleted;
-        done.response = stored;
         return Change{.publish = true,
-                      .next = Chain::WithReplaced(cur, index, done)};
+                      .next = Chain::WithReplaced(cur, index, done, stored)};
       });
   // Published: the bytes are now the record's, given back when it goes.
   if (completed.value_or(false)) charge.bytes = 0;
@@ -306,8 +314,8 @@ template <typename Pred>
 bool LockFreeStore::RemoveIf(const RecordId& id, Pred removes) {
   std::size_t charged = 0;
   const Result<bool> removed = ChangeRecord(
-      id, [&](const Chain* cur, std::size_t index, const Record& old) {
-        if (!removes(old)) return Change{};
+      id, [&](const Chain* cur, std::size_t index, const Entry& old) {
+        if (!removes(old.record)) return Change{};
         charged = ChargedBytes(old);
         return Change{.publish = true, .next = Chain::WithRemoved(cur, index)};
       });
@@ -330,14 +338,15 @@ Result<bool> LockFreeStore::DoRevoke(const RecordId& id) {
 Result<bool> LockFreeStore::DoExtendLock(const RecordId& id, const Token& token,
                                          TimePoint now, Duration lock_timeout) {
   return ChangeRecord(
-      id, [&](const Chain* cur, std::size_t index, const Record& old) {
+      id, [&](const Chain* cur, std::size_t index, const Entry& old) {
         const std::optional<TimePoint> until =
-            RenewedLockUntil(old, token, now, lock_timeout);
+            RenewedLockUntil(old.record, token, now, lock_timeout);
         if (!until) return Change{};
-        Record renewed = old;
+        Record renewed = old.record;
         renewed.locked_until = *until;
-        return Change{.publish = true,
-                      .next = Chain::WithReplaced(cur, index, renewed)};
+        return Change{
+            .publish = true,
+            .next = Chain::WithReplaced(cur, index, renewed, old.response)};
       });
 }
 
@@ -348,8 +357,10 @@ Result<std::optional<Record>> LockFreeStore::DoInspect(const RecordId& id,
   if (cur == nullptr) return std::nullopt;
   const std::size_t index = cur->Find(id);
   if (index == cur->size()) return std::nullopt;
-  const Record& record = cur->at(index).record;
-  if (record.Expired(now)) return std::nullopt;
+  const Entry& entry = cur->at(index);
+  if (entry.record.Expired(now)) return std::nullopt;
+  Record record = entry.record;
+  record.response = entry.response.ToResponse();
   return record;
 }
 

@@ -71,7 +71,7 @@ LockFreeStore::SweepResult LockFreeStore::SweepBucket(
     for (std::size_t i = 0; i < cur->size(); ++i) {
       if (first_pass(cur->at(i))) {
         ++result.removed;
-        removed_bytes += ChargedBytes(cur->at(i).record);
+        removed_bytes += ChargedBytes(cur->at(i));
       } else {
         ++result.kept;
         result.min_kept_expiry =
@@ -86,7 +86,7 @@ LockFreeStore::SweepResult LockFreeStore::SweepBucket(
       std::size_t k = 0;
       for (std::size_t i = 0; i < cur->size(); ++i) {
         if (!build_pass(cur->at(i))) {
-          next->Emplace(k++, cur->at(i).id, cur->at(i).record);
+          next->Emplace(k++, cur->at(i));
         }
       }
     }

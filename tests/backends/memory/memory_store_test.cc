@@ -105,13 +105,18 @@ TEST(MemoryStoreTest, HugeDurationsSaturateInsteadOfOverflowing) {
   EXPECT_EQ((*rec)->expires_at, TimePoint::max());
 }
 
-TEST(MemoryStoreTest, ReplaysShareTheStoredResponse) {
+// The store keeps its own copy of a response, in its own memory
+// (memory_stored_response.h): nothing of the caller's, and each replay and
+// Inspect gets a response of its own, equal to the stored one, that outlives
+// the record.
+TEST(MemoryStoreTest, RecordsKeepTheirOwnCopyOfTheResponse) {
   auto store = OpenStore(4);
   Token t = MustAcquire(*store, 0, kT0);
-  ASSERT_TRUE(store
-                  ->Complete(TestId(0), t,
-                             Response{201, {{"Location", "/o/1"}}, "body"})
-                  .value());
+  const Response stored{
+      201, {{"Location", "/o/1"}, {"X-Empty", ""}}, std::string(300, 'b')};
+  auto shared = std::make_shared<const Response>(stored);
+  ASSERT_TRUE(store->CompleteShared(TestId(0), t, shared).value());
+  EXPECT_EQ(shared.use_count(), 1);  // Not kept by the store.
   auto a =
       store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60));
   auto b =
@@ -119,16 +124,46 @@ TEST(MemoryStoreTest, ReplaysShareTheStoredResponse) {
   ASSERT_TRUE(a.has_value() && b.has_value());
   ASSERT_EQ(a->outcome, ClaimOutcome::kCompleted);
   ASSERT_NE(a->response, nullptr);
-  EXPECT_EQ(a->response.get(), b->response.get());  // No copy per replay.
-  EXPECT_EQ(a->response->body, "body");
+  ASSERT_NE(b->response, nullptr);
+  EXPECT_EQ(*a->response, stored);
+  EXPECT_EQ(*b->response, stored);
+  EXPECT_NE(a->response.get(), b->response.get());
   auto rec = store->Inspect(TestId(0), kT0);
   ASSERT_TRUE(rec.has_value() && rec->has_value());
-  EXPECT_EQ((*rec)->response.get(), a->response.get());
-  // Changes to other records of the store keep sharing it.
+  ASSERT_NE((*rec)->response, nullptr);
+  EXPECT_EQ(*(*rec)->response, stored);
+  // Changes to other records of the store keep the response.
   for (std::uint64_t i = 1; i < 4; ++i) MustAcquire(*store, i, kT0);
   auto c =
       store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60));
-  EXPECT_EQ(c->response.get(), a->response.get());
+  ASSERT_TRUE(c.has_value() && c->response != nullptr);
+  EXPECT_EQ(*c->response, stored);
+  // A replay's response outlives the record and the store.
+  ASSERT_TRUE(store->Revoke(TestId(0)).value());
+  store.reset();
+  EXPECT_EQ(*a->response, stored);
+}
+
+// An empty body and no headers, and a body too large for a size class (the
+// process allocator's block), come back as they went in.
+TEST(MemoryStoreTest, ResponsesOfEverySizeComeBackWhole) {
+  auto store = OpenStore(8);
+  const Response empty{204, {}, ""};
+  const Response large{200,
+                       {{"Content-Type", "application/octet-stream"}},
+                       std::string(200 * 1024, 'x')};
+  Token t0 = MustAcquire(*store, 0, kT0);
+  Token t1 = MustAcquire(*store, 1, kT0);
+  ASSERT_TRUE(store->Complete(TestId(0), t0, empty).value());
+  ASSERT_TRUE(store->Complete(TestId(1), t1, large).value());
+  auto r0 =
+      store->Claim(TestId(0), TestFingerprint(0), kT0, hours(1), seconds(60));
+  auto r1 =
+      store->Claim(TestId(1), TestFingerprint(1), kT0, hours(1), seconds(60));
+  ASSERT_TRUE(r0.has_value() && r0->response != nullptr);
+  ASSERT_TRUE(r1.has_value() && r1->response != nullptr);
+  EXPECT_EQ(*r0->response, empty);
+  EXPECT_EQ(*r1->response, large);
 }
 
 TEST(MemoryStoreCapacityTest, FullStoreRejectsNewKeysButAnswersHeldOnes) {

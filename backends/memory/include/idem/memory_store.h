@@ -29,7 +29,7 @@
 // kRecordBytes (its id, fingerprint, token, times and index entry) while it
 // is held, and a completed one also ResponseBytes(response) (its status,
 // headers and body, with a fixed overhead per header and per response): an
-// estimate of the heap they occupy, counted exactly. The hash index (8
+// estimate of the memory they occupy, counted exactly. The hash index (8
 // bytes per bucket, allocated at Open) is not charged.
 //  - A claim that needs a new record and does not fit fails with
 //    kResourceExhausted ("memory store full", the Guard answers 503
@@ -45,6 +45,19 @@
 // Both bounds are exact: never more than `capacity` records, never more than
 // max_bytes charged, under any concurrency. Near a bound a call may find the
 // store full while another thread briefly holds the slot or bytes it needs.
+//
+// Memory: what records keep (their entries, and a copy of each stored
+// response) lives in the store's own pool, not in the process's heap
+// between the blocks of the requests that made them: kept in that heap,
+// records slowed every request's allocations (benchmarks/http/NOTES.md,
+// "The memory store's records and malloc"). The pool has size classes of
+// 64-byte steps up to 1 KiB, then powers of two up to 64 KiB (a larger
+// response is one block of the process allocator). A block a record gives
+// back is kept for the next record of its size class, in any memory store
+// of the process: the pool does not shrink, it stays at the peak the records
+// of each class reached (bounded by max_bytes, with the rounding to a class)
+// until the process exits. A replay and Inspect get a response of their
+// own, copied from the pool; the record shares nothing with its callers.
 //
 // Thread-safety: every method may be called concurrently from any number of
 // threads, except the destructor, which must not run concurrently with any
@@ -176,8 +189,8 @@ class MemoryStore : public StoreBoundary {
   // charged above max_bytes: the record is then left in progress, unchanged.
   Result<bool> DoComplete(const RecordId& id, const Token& token,
                           const Response& response) override = 0;
-  // As Complete, but keeps `response` itself (shared with the caller, never
-  // modified) instead of a copy. kInvalidArgument when it is null.
+  // As Complete: the store keeps a copy of `response` in its pool, not the
+  // caller's object. kInvalidArgument when it is null.
   Result<bool> DoCompleteShared(
       const RecordId& id, const Token& token,
       std::shared_ptr<const Response> response) override = 0;
@@ -194,10 +207,10 @@ class MemoryStore : public StoreBoundary {
   // Error: kResourceExhausted when out of memory.
   Result<bool> DoRevoke(const RecordId& id) override = 0;
 
-  // A copy of the record of `id` (sharing its response), or nullopt when
-  // there is none or it has expired at `now`. The copy is one consistent
-  // version of the record, never a mix of two. Never fails except for
-  // kResourceExhausted when out of memory.
+  // A copy of the record of `id` (with a copy of its response), or nullopt
+  // when there is none or it has expired at `now`. The copy is one
+  // consistent version of the record, never a mix of two. Never fails except
+  // for kResourceExhausted when out of memory.
   Result<std::optional<Record>> DoInspect(const RecordId& id,
                                           TimePoint now) override = 0;
 
