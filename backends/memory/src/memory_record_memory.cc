@@ -62,6 +62,7 @@ struct Pool {
   SizeClass classes[kClasses];
   std::atomic<std::size_t> blocks{0};
   std::atomic<std::size_t> bytes{0};
+  std::atomic<std::size_t> reserved{0};
 };
 
 Pool* MakePool();
@@ -113,6 +114,7 @@ void* RecordMemory::Allocate(std::size_t bytes) {
     void* block = ::operator new (bytes, std::align_val_t{kAlignment});
     pool.blocks.fetch_add(1, std::memory_order_relaxed);
     pool.bytes.fetch_add(bytes, std::memory_order_relaxed);
+    pool.reserved.fetch_add(bytes, std::memory_order_relaxed);
     return block;
   }
   const std::size_t c = ClassOf(bytes);
@@ -133,6 +135,7 @@ void* RecordMemory::Allocate(std::size_t bytes) {
         // Under the class's mutex: only this class's callers wait for it.
         char* slab = static_cast<char*>(
             ::operator new (slab_bytes, std::align_val_t{kAlignment}));
+        pool.reserved.fetch_add(slab_bytes, std::memory_order_relaxed);
         auto* header = ::new (slab) SlabHeader{sc.slabs};
         sc.slabs = header;
         sc.next = slab + kGrain;
@@ -155,6 +158,7 @@ void RecordMemory::Free(void* block, std::size_t bytes) noexcept {
   pool.blocks.fetch_sub(1, std::memory_order_relaxed);
   if (bytes > kLargestClass) {
     pool.bytes.fetch_sub(bytes, std::memory_order_relaxed);
+    pool.reserved.fetch_sub(bytes, std::memory_order_relaxed);
     ::operator delete (block, std::align_val_t{kAlignment});
     return;
   }
@@ -172,7 +176,8 @@ void RecordMemory::Free(void* block, std::size_t bytes) noexcept {
 RecordMemory::Usage RecordMemory::InUse() {
   const Pool& pool = ThePool();
   return Usage{.blocks = pool.blocks.load(std::memory_order_relaxed),
-               .bytes = pool.bytes.load(std::memory_order_relaxed)};
+               .bytes = pool.bytes.load(std::memory_order_relaxed),
+               .reserved_bytes = pool.reserved.load(std::memory_order_relaxed)};
 }
 
 }  // namespace idem::memory_internal

@@ -48,10 +48,13 @@ class RecordMemory {
   static void Free(void* block, std::size_t bytes) noexcept;
 
   // What the blocks handed out and not yet freed amount to, process-wide:
-  // their count, and the bytes their size classes round them up to.
+  // their count, and the bytes their size classes round them up to; and the
+  // bytes taken from the process allocator (slabs, never given back, and
+  // the blocks above kLargestClass).
   struct Usage {
     std::size_t blocks = 0;
     std::size_t bytes = 0;
+    std::size_t reserved_bytes = 0;
   };
   static Usage InUse();
   // The bytes a block of `bytes` takes (its size class; `bytes` itself above

@@ -31,6 +31,7 @@
 #include "idem/token.h"
 #include "memory_hazard.h"
 #include "memory_lock_free_store.h"
+#include "memory_record_memory.h"
 
 namespace idem {
 namespace {
@@ -143,6 +144,10 @@ MemoryStoreStats LockFreeStore::stats() const {
   s.buckets = buckets_.size();
   s.bytes = bytes();
   s.max_bytes = max_bytes();
+  const memory_internal::RecordMemory::Usage pool =
+      memory_internal::RecordMemory::InUse();
+  s.pool_bytes_in_use = pool.bytes;
+  s.pool_bytes_reserved = pool.reserved_bytes;
   s.reclaim_sweeps = reclaim_sweeps_.load(std::memory_order_relaxed);
   s.swept_buckets = swept_buckets_.load(std::memory_order_relaxed);
   s.reclaimed = reclaimed_.load(std::memory_order_relaxed);

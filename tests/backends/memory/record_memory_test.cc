@@ -100,6 +100,10 @@ TEST(RecordMemoryTest, BlocksAreDistinctAlignedAndCounted) {
   const RecordMemory::Usage after = RecordMemory::InUse();
   EXPECT_EQ(after.blocks, before.blocks);
   EXPECT_EQ(after.bytes, before.bytes);
+  // The slabs stay; the blocks above kLargestClass went back.
+  EXPECT_EQ(
+      after.reserved_bytes + 3 * (RecordMemory::kLargestClass + 1 + 300000),
+      during.reserved_bytes);
 }
 
 // A freed block serves the next allocation of its class: records that come
@@ -229,6 +233,10 @@ TEST(StoredResponseTest, RecordsGiveTheirMemoryBack) {
       ASSERT_TRUE(store.Complete(TestId(i), claimed->token, response).value());
     }
     EXPECT_GE(RecordMemory::InUse().bytes - before.bytes, kRecords * 8192);
+    // What an operator sees of it.
+    const MemoryStoreStats stats = store.stats();
+    EXPECT_GE(stats.pool_bytes_in_use, kRecords * 8192);
+    EXPECT_GE(stats.pool_bytes_reserved, stats.pool_bytes_in_use);
     // Some go one by one, the rest with the store.
     ASSERT_TRUE(store.Revoke(TestId(0)).value());
     ASSERT_TRUE(store

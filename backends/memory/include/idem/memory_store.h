@@ -13,7 +13,10 @@
 // one call may retry under heavy contention on one key. A thread descheduled
 // in the middle of a call holds back the reclamation of at most the one
 // record chain it is reading. Threads are registered automatically on their
-// first call and unregistered when they exit.
+// first call and unregistered when they exit. Memory allocation apart: a
+// record's blocks come from the store's pool (below), whose size classes
+// each have a mutex held for a few loads and stores, as malloc's arenas
+// have; no call waits for another call's record work.
 //
 // Capacity: at most `capacity` records are held at once, live or expired but
 // not yet reclaimed. A Claim that needs a new record in a full store first
@@ -91,6 +94,12 @@ struct MemoryStoreStats {
   std::size_t buckets = 0;    // Hash buckets (a power of two >= capacity).
   std::size_t bytes = 0;      // Charged to the held records (see max_bytes).
   std::size_t max_bytes = 0;  // As configured.
+  // The memory stores' pool ("Memory" above), shared by every memory store
+  // of the process: the bytes its blocks in use take (rounded up to their
+  // size classes), and the bytes it took from the process allocator, which
+  // it keeps (the peak of the blocks in use, per class).
+  std::size_t pool_bytes_in_use = 0;
+  std::size_t pool_bytes_reserved = 0;
   // Sweeps for expired records run by claims that found the store full, the
   // buckets they examined and the records they reclaimed.
   std::uint64_t reclaim_sweeps = 0;
