@@ -21,22 +21,36 @@ namespace {
 constexpr std::size_t kGrain = RecordMemory::kAlignment;
 constexpr std::size_t kFineLimit = 1024;  // Multiples of kGrain up to here.
 constexpr std::size_t kFineClasses = kFineLimit / kGrain;
-// 2 KiB, 4 KiB, ... kLargestClass.
+// Above kFineLimit, each doubling in this many equal steps: 1.25 KiB, 1.5,
+// 1.75, 2, 2.5, 3, ... kLargestClass. A block is then at most a quarter
+// larger than asked, which keeps the memory records take near what
+// max_bytes charges them.
+constexpr std::size_t kStepsPerDoubling = 4;
 constexpr std::size_t kClasses =
-    kFineClasses + std::bit_width(RecordMemory::kLargestClass / kFineLimit) - 1;
+    kFineClasses +
+    kStepsPerDoubling *
+        (std::bit_width(RecordMemory::kLargestClass / kFineLimit) - 1);
 constexpr std::size_t kSlabBytes = std::size_t{256} << 10;
 constexpr std::size_t kMinBlocksPerSlab = 8;
 
 constexpr std::size_t ClassOf(std::size_t bytes) {
-  if (bytes <= kFineLimit)
+  if (bytes <= kFineLimit) {
     return (std::max<std::size_t>(bytes, 1) - 1) / kGrain;
-  // (1 KiB, 2 KiB] -> kFineClasses, (2 KiB, 4 KiB] -> the next, ...
-  return kFineClasses + std::bit_width((bytes - 1) / kFineLimit) - 1;
+  }
+  // bytes in (base, 2 * base], base = kFineLimit << doubling.
+  const std::size_t doubling = std::bit_width((bytes - 1) / kFineLimit) - 1;
+  const std::size_t base = kFineLimit << doubling;
+  const std::size_t step = base / kStepsPerDoubling;
+  const std::size_t steps = (bytes - base + step - 1) / step;  // 1..4
+  return kFineClasses + kStepsPerDoubling * doubling + steps - 1;
 }
 
 constexpr std::size_t ClassBytes(std::size_t c) {
-  return c < kFineClasses ? (c + 1) * kGrain
-                          : kFineLimit << (c - kFineClasses + 1);
+  if (c < kFineClasses) return (c + 1) * kGrain;
+  const std::size_t doubling = (c - kFineClasses) / kStepsPerDoubling;
+  const std::size_t steps = (c - kFineClasses) % kStepsPerDoubling + 1;
+  const std::size_t base = kFineLimit << doubling;
+  return base + steps * (base / kStepsPerDoubling);
 }
 
 struct FreeBlock {
@@ -97,10 +111,11 @@ Pool* MakePool() {
 }
 
 static_assert(ClassBytes(0) == kGrain);
-static_assert(kClasses == 22);
+static_assert(kClasses == 40);
+static_assert(ClassBytes(ClassOf(kFineLimit + 1)) == kFineLimit * 5 / 4);
+static_assert(ClassBytes(ClassOf(2 * kFineLimit)) == 2 * kFineLimit);
 static_assert(ClassBytes(ClassOf(RecordMemory::kLargestClass)) ==
               RecordMemory::kLargestClass);
-static_assert(ClassBytes(ClassOf(kFineLimit + 1)) == 2 * kFineLimit);
 
 }  // namespace
 

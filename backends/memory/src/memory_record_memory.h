@@ -12,8 +12,10 @@
 // store's records and malloc"). Here records take their blocks from slabs
 // of their own, by size class, and the process's heap stays the requests'.
 //
-// Size classes: multiples of 64 bytes up to 1 KiB, then powers of two up to
-// kLargestClass; a larger block is the process allocator's (operator new).
+// Size classes: multiples of 64 bytes up to 1 KiB, then each doubling in
+// four equal steps (1.25 KiB, 1.5, 1.75, 2, 2.5, ...) up to kLargestClass,
+// so a block is at most a quarter larger than asked; a larger block is the
+// process allocator's (operator new).
 // A block is 64-byte aligned. Slabs (256 KiB, or 8 blocks of a larger class)
 // come from operator new and are never given back: a freed block is kept
 // for the next record of its class, in any store of the process, so the

@@ -54,8 +54,9 @@
 // between the blocks of the requests that made them: kept in that heap,
 // records slowed every request's allocations (benchmarks/http/NOTES.md,
 // "The memory store's records and malloc"). The pool has size classes of
-// 64-byte steps up to 1 KiB, then powers of two up to 64 KiB (a larger
-// response is one block of the process allocator). A block a record gives
+// 64-byte steps up to 1 KiB, then quarter steps of each doubling up to 64
+// KiB (1.25 KiB, 1.5, 1.75, 2, 2.5, ...; a larger response is one block of
+// the process allocator). A block a record gives
 // back is kept for the next record of its size class, in any memory store
 // of the process: the pool does not shrink, it stays at the peak the records
 // of each class reached (bounded by max_bytes, with the rounding to a class)
