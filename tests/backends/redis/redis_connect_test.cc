@@ -300,12 +300,15 @@ TEST(RedisConnectTest, AServerThatPersistsNothingIsNamedAtOpen) {
               1)
         << logs.All();
   }
+  // Logs of its own: the kernel may give this server the port the first one
+  // had, and the first one's warning names that address too.
+  Logs aof_logs;
   PrivateRedis aof({"--appendonly", "yes"});
   ASSERT_TRUE(aof.Start()) << aof.error();
-  auto store = Open(aof.uri(), logs);
+  auto store = Open(aof.uri(), aof_logs);
   ASSERT_TRUE(store.has_value()) << store.error().ToString();
   EXPECT_TRUE((*store)->Info().durable);
-  EXPECT_EQ(logs.Count({aof.server(), "persists nothing"}), 0) << logs.All();
+  EXPECT_EQ(aof_logs.Count({"persists nothing"}), 0) << aof_logs.All();
 }
 
 // Issue 28, finding 4: without the password a requirepass server used to
