@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,22 @@ beast::Handler Counting(std::atomic<int>& runs,
   };
 }
 
+// `key` sent three times: the first runs the handler (201, `body`), the
+// second replays it, the third with another body is refused (422).
+void ExpectRunReplayedAndRefused(std::uint16_t port, const std::string& key,
+                                 const std::string& body) {
+  const Response first = SendOnce(port, Post("/x", kBody, key));
+  EXPECT_EQ(first.result_int(), 201u);
+  EXPECT_EQ(first.body(), body);
+  const Response replay = SendOnce(port, Post("/x", kBody, key));
+  EXPECT_EQ(replay.result_int(), 201u);
+  EXPECT_EQ(replay.body(), body);
+  EXPECT_TRUE(HasHeader(replay, "Idempotent-Replayed"));
+  EXPECT_EQ(ProblemMismatch(SendOnce(port, Post("/x", R"({"n":2})", key)), 422,
+                            "idempotency_key_reused"),
+            "");
+}
+
 AdapterSetup Over(std::shared_ptr<Store> store) {
   AdapterSetup setup;
   setup.store = std::move(store);
@@ -70,17 +87,7 @@ TEST_P(AsyncStoreTest, ClaimsAndCompletionsAreTheStoresAsynchronousCalls) {
   const std::atomic<bool> release{true};
   auto store = std::make_shared<ThreadedAsyncStore>();
   AdapterServer server(GetParam(), Counting(runs, release), Over(store));
-  const Response first = SendOnce(server.port(), Post("/x", kBody, "k1"));
-  EXPECT_EQ(first.result_int(), 201u);
-  EXPECT_EQ(first.body(), "run 1");
-  const Response replay = SendOnce(server.port(), Post("/x", kBody, "k1"));
-  EXPECT_EQ(replay.result_int(), 201u);
-  EXPECT_EQ(replay.body(), "run 1");
-  EXPECT_TRUE(HasHeader(replay, "Idempotent-Replayed"));
-  EXPECT_EQ(
-      ProblemMismatch(SendOnce(server.port(), Post("/x", R"({"n":2})", "k1")),
-                      422, "idempotency_key_reused"),
-      "");
+  ExpectRunReplayedAndRefused(server.port(), "k1", "run 1");
   EXPECT_EQ(runs.load(), 1);
   EXPECT_EQ(store->async_claims.load(), 3);
   EXPECT_EQ(store->async_completes.load(), 1);
@@ -125,17 +132,7 @@ TEST_P(AsyncStoreTest, AnswersMadeInsideTheCallAreServedTheSame) {
   store->answer_inside = true;
   {
     AdapterServer server(GetParam(), Counting(runs, release), Over(store));
-    const Response first = SendOnce(server.port(), Post("/x", kBody, "k1"));
-    EXPECT_EQ(first.result_int(), 201u);
-    EXPECT_EQ(first.body(), "run 1");
-    const Response replay = SendOnce(server.port(), Post("/x", kBody, "k1"));
-    EXPECT_EQ(replay.result_int(), 201u);
-    EXPECT_EQ(replay.body(), "run 1");
-    EXPECT_TRUE(HasHeader(replay, "Idempotent-Replayed"));
-    EXPECT_EQ(
-        ProblemMismatch(SendOnce(server.port(), Post("/x", R"({"n":2})", "k1")),
-                        422, "idempotency_key_reused"),
-        "");
+    ExpectRunReplayedAndRefused(server.port(), "k1", "run 1");
     // Answers from the store's thread and from inside, mixed.
     store->answer_inside = false;
     const Response second = SendOnce(server.port(), Post("/x", kBody, "k2"));

@@ -18,16 +18,8 @@
 #include <cstddef>
 #include <new>
 
+#include "memory_poison.h"
 #include "memory_record_memory.h"
-
-// ASAN_POISON_MEMORY_REGION is a no-op unless built with AddressSanitizer,
-// which then reports any use of a cached block as a use-after-free.
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#else
-#define ASAN_POISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
-#define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
-#endif
 
 namespace idem::memory_internal {
 
