@@ -40,6 +40,7 @@ void StoreThread::Run() {
     lock.unlock();
     for (std::function<void()>& call : batch) call();
     batch.clear();
+    if (after_batch_) after_batch_();
     lock.lock();
   }
 }

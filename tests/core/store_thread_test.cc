@@ -1,7 +1,7 @@
 // StoreThread (idem/store/store_thread.h): every posted call runs exactly
 // once, on one thread other than the poster's, in the order each poster
 // posted them, and Join (or the destructor) returns only after every call
-// posted before it ran.
+// posted before it ran; an after_batch hook follows every batch.
 
 #include "idem/store/store_thread.h"
 
@@ -56,6 +56,44 @@ TEST(StoreThreadTest, TheDestructorRunsWhatWasPosted) {
   }
   EXPECT_EQ(ran.load(), 100);
   StoreThread unused;  // Never posted to: no thread to join.
+}
+
+// after_batch runs on the store thread after every call it ran before it,
+// and never with a call left unfollowed by it: the last thing the thread
+// does before Join returns is after_batch.
+TEST(StoreThreadTest, AfterBatchFollowsEveryBatchOnTheThread) {
+  constexpr int kPosters = 4;
+  constexpr int kCalls = 500;
+  int unflushed = 0;  // Calls since the last after_batch: store thread only.
+  int flushed = 0;
+  int batches = 0;
+  std::thread::id call_thread;
+  std::atomic<int> elsewhere{0};
+  {
+    StoreThread thread([&] {
+      if (std::this_thread::get_id() != call_thread) elsewhere.fetch_add(1);
+      flushed += unflushed;
+      unflushed = 0;
+      ++batches;
+    });
+    std::vector<std::thread> threads;
+    for (int p = 0; p < kPosters; ++p) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < kCalls; ++i) {
+          thread.Post([&] {
+            call_thread = std::this_thread::get_id();
+            ++unflushed;
+          });
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  EXPECT_EQ(unflushed, 0);
+  EXPECT_EQ(flushed, kPosters * kCalls);
+  EXPECT_GE(batches, 1);
+  EXPECT_LE(batches, kPosters * kCalls);
+  EXPECT_EQ(elsewhere.load(), 0);
 }
 
 }  // namespace

@@ -4,9 +4,7 @@
 // BENCH_SOURCES.
 
 #include <rocksdb/db.h>
-#include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
-#include <rocksdb/table.h>
 
 #include <memory>
 #include <string>
@@ -16,9 +14,11 @@
 #include "bench_util.h"
 #include "idem/error.h"
 #include "idem/record.h"
+#include "idem/rocksdb_store_options.h"
 #include "idem/store/record_codec.h"
 #include "idem/store_uri.h"
 #include "raw_ops.h"
+#include "rocksdb_options.h"
 
 namespace idem::bench {
 namespace {
@@ -29,19 +29,17 @@ class RocksdbRawOp final : public RawOp {
     auto sync = uri.TakeBool("sync");
     if (!sync) return tl::unexpected(sync.error());
     if (auto s = uri.RejectUnknown(); !s) return tl::unexpected(s.error());
-    // The store's options (rocksdb_store.cc): a bloom filter on the table
-    // files and on the memtable, records in their own column family.
+    // The store's options for its records (rocksdb_options.h): the bloom
+    // filters, the hash memtable. The database's are RocksDB's defaults but
+    // for what the store sets that bears on a write.
     rocksdb::DBOptions db_options;
     db_options.create_if_missing = true;
     db_options.create_missing_column_families = true;
     db_options.keep_log_file_num = 4;
     db_options.max_background_jobs = 2;
-    rocksdb::ColumnFamilyOptions cf_options;
-    rocksdb::BlockBasedTableOptions table;
-    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-    cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-    cf_options.memtable_whole_key_filtering = true;
-    cf_options.memtable_prefix_bloom_size_ratio = 0.05;
+    db_options.allow_concurrent_memtable_write = false;  // The hash memtable.
+    const rocksdb::ColumnFamilyOptions cf_options =
+        rocksdb_internal::RecordFamilyOptions(RocksdbStoreOptions{}, nullptr);
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     const rocksdb::Status s = rocksdb::DB::Open(

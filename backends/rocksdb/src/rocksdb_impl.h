@@ -6,11 +6,16 @@
 #define IDEM_BACKENDS_ROCKSDB_ROCKSDB_IMPL_H_
 
 #include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
 
+#include <bitset>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,9 +66,58 @@ struct RocksdbStore::Impl {
   std::shared_ptr<rocksdb_internal::BackgroundErrors> background_errors =
       std::make_shared<rocksdb_internal::BackgroundErrors>();
 
-  std::mutex purge_mu;
+  std::mutex purge_mu;  // Guards purge_cursor and purge_iterator.
   // The key the next PurgeExpired scan starts at ("" = the first key).
   std::string purge_cursor;
+  // The iterator of the PurgeExpired call that stopped at purge_cursor,
+  // for the next call made before kPurgeIteratorReuse has passed since it
+  // was created: creating one sorts the memtable's keys
+  // (rocksdb_options.cc), about a millisecond per thousand records, and a
+  // sweeper's pass makes its calls back to back. It reads the store as it
+  // was when created, which PurgeExpired allows (each deletion reads its
+  // record again under its stripe), and pins the memtables and table
+  // files it reads until released; Close releases it first.
+  static constexpr std::chrono::seconds kPurgeIteratorReuse{1};
+  std::unique_ptr<rocksdb::Iterator> purge_iterator;
+  std::chrono::steady_clock::time_point purge_iterator_created;
+
+  // The store thread's staged writes (RocksdbStore's asynchronous calls):
+  // the calls of one batch of that thread write together, one WriteBatch
+  // and one append to the log, and are answered after it. Each staged
+  // call's id stays locked (its stripe held) until then, so no other
+  // read-modify-write of it runs in between; a call whose stripe the batch
+  // already holds, or that would have to wait for a stripe while the batch
+  // holds others, writes the batch first. While the batch holds stripes,
+  // the calls that write nothing wait for it too, so that no caller's
+  // callback ever runs with a stripe held. A batch that cannot be written
+  // answers each of its writing calls with the error ("write: ...").
+  // Store thread only.
+  struct StagedAnswer {
+    virtual ~StagedAnswer() = default;
+    // `failed`: why the batch was not written; nullopt when it was.
+    virtual void Give(const std::optional<Error>& failed) = 0;
+  };
+  template <typename T>
+  struct TypedAnswer final : StagedAnswer {
+    explicit TypedAnswer(StoreCallback<T>&& done) : done(std::move(done)) {}
+    void Give(const std::optional<Error>& failed) override {
+      if (wrote && failed) {
+        done(tl::unexpected(*failed));
+      } else {
+        done(std::move(result));
+      }
+    }
+    StoreCallback<T> done;
+    Result<T> result;
+    bool wrote = false;  // Its write is in the batch.
+  };
+  struct Staged {
+    rocksdb::WriteBatch batch;
+    std::bitset<kStripes> held;
+    std::vector<std::unique_lock<std::mutex>> locks;
+    std::vector<std::unique_ptr<StagedAnswer>> answers;
+  };
+  Staged staged_writes;
 
   ~Impl() { Close(); }
   // Flushes the record column family and closes the database.
@@ -88,11 +142,53 @@ struct RocksdbStore::Impl {
   // Reads the value of `id`, lets `decide` compute the result and the write,
   // and applies the write, all while no other read-modify-write of `id` can
   // run. `decide` gets the current value (nullopt when there is none).
+  // With `staged` (the store thread's calls only), the write joins the
+  // staged batch instead and *staged says whether it did: its result must
+  // then be answered through RunStaged, after the batch is written.
   template <typename T, typename Fn>
-  Result<T> Update(const RecordId& id, std::string_view op, Fn&& decide);
+  Result<T> Update(const RecordId& id, std::string_view op, Fn&& decide,
+                   bool* staged = nullptr);
+  // The stripe of `id`, locked, for a call that stages its write.
+  std::unique_lock<std::mutex> LockForStaging(std::size_t stripe);
+  // Writes the staged batch, releases its stripes and answers the calls
+  // waiting (those whose write failed with the error). Does nothing when
+  // no call waits. The store thread's after_batch.
+  void WriteStaged();
+  // Runs `call` (which gets the `staged` out-parameter of Update) and
+  // answers `done` with its result: at once, or after the staged batch is
+  // written when the call staged its write. What the answer needs is
+  // allocated before the call runs, so a staged write always has its
+  // answer waiting.
+  template <typename T, typename Call>
+  void RunStaged(StoreCallback<T> done, Call&& call) {
+    std::unique_ptr<TypedAnswer<T>> answer;
+    try {
+      answer = std::make_unique<TypedAnswer<T>>(std::move(done));
+      staged_writes.answers.reserve(staged_writes.answers.size() + 1);
+    } catch (const std::bad_alloc&) {
+      (answer ? answer->done : done)(tl::unexpected(
+          Error(ErrorCode::kInternal,
+                "rocksdb store '" + path + "': out of memory for a call")));
+      return;
+    }
+    bool is_staged = false;
+    Result<T> result = call(&is_staged);
+    // A call that wrote nothing is answered at once unless the batch holds
+    // stripes: then it waits too, so that no answer runs (and no callback
+    // calls the store) while this thread holds a stripe.
+    if (!is_staged && staged_writes.answers.empty()) {
+      answer->done(std::move(result));
+      return;
+    }
+    answer->result = std::move(result);
+    answer->wrote = is_staged;
+    staged_writes.answers.push_back(std::move(answer));  // Room reserved above.
+  }
 
+  // Claim and Complete stage their write when `staged` is given (Update).
   Result<ClaimResult> Claim(const RecordId& id, const Fingerprint& fp,
-                            TimePoint now, Duration ttl, Duration lock_timeout);
+                            TimePoint now, Duration ttl, Duration lock_timeout,
+                            bool* staged = nullptr);
   // Claim's answer when the record of `id` blocks the claim (ClaimBlockedBy:
   // a replay, a mismatch, a claim in progress), decided from one read
   // without the stripe lock, without writing and without reading a table
@@ -105,7 +201,7 @@ struct RocksdbStore::Impl {
                                                   const Fingerprint& fp,
                                                   TimePoint now);
   Result<bool> Complete(const RecordId& id, const Token& token,
-                        const Response& response);
+                        const Response& response, bool* staged = nullptr);
   Result<bool> Release(const RecordId& id, const Token& token);
   Result<bool> Revoke(const RecordId& id);
   Result<bool> ExtendLock(const RecordId& id, const Token& token, TimePoint now,

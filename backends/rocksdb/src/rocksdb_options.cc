@@ -15,13 +15,39 @@
 // and L0 pinning, would bound that memory but put a cache lookup in front of
 // every bloom check; that was not measured against claim latency, so the
 // layout the benchmarks were run with stays.
+//
+// Memtable: a hash of small skip lists (HashSkipListRep) keyed by the
+// id's first two bytes, instead of RocksDB's one skip list. Ids are
+// uniformly random, so every insert into the single list walked its full
+// height through cache misses: with a 64 MiB memtable of about 100,000
+// records that walk was a third of the store thread's CPU under the HTTP
+// fresh-key load (benchmarks/http/NOTES.md). With 65,536 buckets a bucket
+// holds one or two records; the store thread's CPU per request fell by
+// half. What it costs:
+// - Inserts into the memtable are not concurrent
+//   (allow_concurrent_memtable_write = false): RocksDB's write group leader
+//   inserts its followers' batches. The store's own thread does almost all
+//   writes, so there is nothing to run in parallel.
+// - A scan in key order (PurgeExpired, Stats) must ask for total order
+//   (ScanOptions), and then RocksDB sorts the memtable's keys into a list
+//   of their own for that iterator: about as long as building a skip list
+//   of the memtable's records, once per PurgeExpired call.
+// - The prefix extractor also puts the two-byte prefixes into the table
+//   files' bloom filters (whole-key filtering stays on): a table file of
+//   100,000 records holds up to 65,536 prefixes, so its filter is up to
+//   about half larger.
+// A shorter prefix (one byte, 256 buckets) saved nothing measurable; a
+// longer one (eight bytes) saved about as much and doubles the filters.
 
 #include "rocksdb_options.h"
 
 #include <rocksdb/cache.h>
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/memtablerep.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 
+#include <cstddef>
 #include <limits>
 #include <utility>
 
@@ -43,6 +69,8 @@ rocksdb::DBOptions DatabaseOptions(
   db_options.info_log = InfoLog::Open(path, rocksdb::InfoLogLevel::INFO_LEVEL);
   db_options.listeners.push_back(std::move(listener));
   db_options.max_background_jobs = 2;
+  // The hash memtable (above) takes one inserting thread at a time.
+  db_options.allow_concurrent_memtable_write = false;
   return db_options;
 }
 
@@ -67,7 +95,22 @@ rocksdb::ColumnFamilyOptions RecordFamilyOptions(
   // the skip list to its end.
   cf_options.memtable_whole_key_filtering = true;
   cf_options.memtable_prefix_bloom_size_ratio = 0.05;
+  // The hash memtable (above). Capped: a key shorter than the prefix (none
+  // of the store's, all 32 bytes) would still have one.
+  cf_options.prefix_extractor.reset(
+      rocksdb::NewCappedPrefixTransform(kMemtablePrefixBytes));
+  cf_options.memtable_factory.reset(rocksdb::NewHashSkipListRepFactory(
+      std::size_t{1} << (8 * kMemtablePrefixBytes)));
   return cf_options;
+}
+
+rocksdb::ReadOptions ScanOptions() {
+  rocksdb::ReadOptions options;
+  // Without it, a prefix extractor makes Seek find only the keys sharing
+  // the target's prefix, in no defined order beyond them.
+  options.total_order_seek = true;
+  options.fill_cache = false;  // A full scan would evict hot records.
+  return options;
 }
 
 }  // namespace rocksdb_internal

@@ -9,12 +9,17 @@
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
 #include "idem/rocksdb_store_options.h"
 
 namespace idem::rocksdb_internal {
+
+// The record column family's memtable is a hash of skip lists keyed by
+// this many leading bytes of the id (rocksdb_options.cc says why).
+inline constexpr std::size_t kMemtablePrefixBytes = 2;
 
 // For the database at `path` (which must exist: its info LOG is opened
 // here), reporting background errors to `listener`; creating the database
@@ -27,6 +32,11 @@ rocksdb::DBOptions DatabaseOptions(
 rocksdb::ColumnFamilyOptions RecordFamilyOptions(
     const RocksdbStoreOptions& options,
     const rocksdb::CompactionFilter* filter);
+
+// For a scan of the record column family in key order (PurgeExpired,
+// Stats): total order across the memtable's buckets, and the block cache
+// left to the records claims read.
+rocksdb::ReadOptions ScanOptions();
 
 }  // namespace idem::rocksdb_internal
 

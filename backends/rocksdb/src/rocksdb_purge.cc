@@ -1,6 +1,7 @@
 // RocksdbStore::PurgeExpired: a scan of the record column family in key
 // order from where the previous call stopped, deleting expired records in
-// small batches with their ids' stripes held.
+// small batches with their ids' stripes held. A call that stops before the
+// end leaves its iterator for the next call (rocksdb_impl.h).
 //
 // Why a scan budget: a scan costs about a microsecond per key, so without
 // one a sweeper's call with limit 1000 over a store of ten million live
@@ -8,11 +9,13 @@
 // reads 100,000 and the next call resumes where it stopped.
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
 #include "rocksdb_call.h"
 #include "rocksdb_impl.h"
+#include "rocksdb_options.h"
 
 #include <rocksdb/iterator.h>
 #include <rocksdb/write_batch.h>
@@ -80,13 +83,18 @@ Result<std::size_t> RocksdbStore::Impl::PurgeExpired(TimePoint now,
                                                      std::size_t limit) {
   if (limit == 0) return std::size_t{0};
   std::lock_guard<std::mutex> purge_lock(purge_mu);
-  rocksdb::ReadOptions scan_options;
-  scan_options.fill_cache = false;  // A full scan would evict hot records.
-  std::unique_ptr<rocksdb::Iterator> it(
-      RocksdbCall([&] { return db->NewIterator(scan_options, cf); }));
   const std::string start = purge_cursor;
   bool wrapped = start.empty();  // From the first key: one pass is all.
-  RocksdbCall([&] { it->Seek(start); });
+  // The last call's iterator stands at purge_cursor (rocksdb_impl.h).
+  std::unique_ptr<rocksdb::Iterator> it = std::move(purge_iterator);
+  const auto steady_now = std::chrono::steady_clock::now();
+  if (it == nullptr ||
+      steady_now - purge_iterator_created >= kPurgeIteratorReuse) {
+    it.reset(RocksdbCall(
+        [&] { return db->NewIterator(rocksdb_internal::ScanOptions(), cf); }));
+    purge_iterator_created = steady_now;
+    RocksdbCall([&] { it->Seek(start); });
+  }
   std::size_t deleted = 0;
   std::vector<std::string> batch;
   const std::size_t scan_budget =
@@ -127,6 +135,7 @@ Result<std::size_t> RocksdbStore::Impl::PurgeExpired(TimePoint now,
   // Resume after the last key examined; from the start after a full pass.
   if ((deleted >= limit || out_of_budget) && it->Valid()) {
     purge_cursor.assign(it->key().data(), it->key().size());
+    purge_iterator = std::move(it);
   } else {
     purge_cursor.clear();
   }

@@ -10,6 +10,7 @@
 #include "idem/store/record_codec.h"
 #include "rocksdb_call.h"
 #include "rocksdb_impl.h"
+#include "rocksdb_options.h"
 
 namespace idem {
 
@@ -18,8 +19,7 @@ using rocksdb_internal::StatusError;
 using rocksdb_internal::View;
 
 Result<std::optional<StoreStats>> RocksdbStore::Impl::Stats(TimePoint now) {
-  rocksdb::ReadOptions scan_options;
-  scan_options.fill_cache = false;  // A full scan would evict hot records.
+  const rocksdb::ReadOptions scan_options = rocksdb_internal::ScanOptions();
   std::unique_ptr<rocksdb::Iterator> it(
       RocksdbCall([&] { return db->NewIterator(scan_options, cf); }));
   StoreStats stats;

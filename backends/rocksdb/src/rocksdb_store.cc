@@ -50,6 +50,10 @@ using rocksdb_internal::View;
 
 void RocksdbStore::Impl::Close() {
   if (db == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(purge_mu);
+    purge_iterator.reset();  // Before the database it reads.
+  }
   if (cf != nullptr) {
     // A clean shutdown leaves the records in a table file, so the next
     // open replays no log. On failure the WAL still has every write.
@@ -96,9 +100,12 @@ Result<std::optional<Record>> RocksdbStore::Impl::HeldRecord(
 
 template <typename T, typename Fn>
 Result<T> RocksdbStore::Impl::Update(const RecordId& id, std::string_view op,
-                                     Fn&& decide) {
+                                     Fn&& decide, bool* staged) {
   const rocksdb::Slice key = KeyOf(id);
-  std::lock_guard<std::mutex> lock(stripes[StripeIndex(id)].mu);
+  const std::size_t stripe = StripeIndex(id);
+  std::unique_lock<std::mutex> lock =
+      staged != nullptr ? LockForStaging(stripe)
+                        : std::unique_lock<std::mutex>(stripes[stripe].mu);
   rocksdb::PinnableSlice value;
   rocksdb::Status s =
       RocksdbCall([&] { return db->Get(read_options, cf, key, &value); });
@@ -112,6 +119,20 @@ Result<T> RocksdbStore::Impl::Update(const RecordId& id, std::string_view op,
   Result<T> result = decide(current, write);
   if (!result) return result;
   if (write.kind == Write::Kind::kNone) return result;
+  if (staged != nullptr) {
+    // Room for the lock first: nothing may fail once the write is staged.
+    staged_writes.locks.reserve(staged_writes.locks.size() + 1);
+    s = RocksdbCall([&] {
+      return write.kind == Write::Kind::kPut
+                 ? staged_writes.batch.Put(cf, key, write.value)
+                 : staged_writes.batch.Delete(cf, key);
+    });
+    if (!s.ok()) return tl::unexpected(StatusError(path, op, s));
+    staged_writes.held.set(stripe);
+    staged_writes.locks.push_back(std::move(lock));
+    *staged = true;
+    return result;
+  }
   if (auto stopped = WritesStopped(op)) return tl::unexpected(*stopped);
   s = RocksdbCall([&] {
     return write.kind == Write::Kind::kPut
@@ -122,10 +143,45 @@ Result<T> RocksdbStore::Impl::Update(const RecordId& id, std::string_view op,
   return result;
 }
 
+std::unique_lock<std::mutex> RocksdbStore::Impl::LockForStaging(
+    std::size_t stripe) {
+  // The batch must be written before this call reads: it holds this
+  // stripe (perhaps this very id), or the stripe is busy and waiting for
+  // it while holding others could deadlock with a purge, which takes
+  // several stripes at once.
+  if (staged_writes.held.test(stripe)) WriteStaged();
+  std::unique_lock<std::mutex> lock(stripes[stripe].mu, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    WriteStaged();
+    lock.lock();
+  }
+  return lock;
+}
+
+void RocksdbStore::Impl::WriteStaged() {
+  if (staged_writes.answers.empty()) return;
+  std::optional<Error> failed;
+  if (staged_writes.batch.Count() > 0) failed = WritesStopped("write");
+  if (!failed && staged_writes.batch.Count() > 0) {
+    const rocksdb::Status s = RocksdbCall(
+        [&] { return db->Write(write_options, &staged_writes.batch); });
+    if (!s.ok()) failed = StatusError(path, "write", s);
+  }
+  staged_writes.batch.Clear();
+  staged_writes.held.reset();
+  staged_writes.locks.clear();  // Unlocks before the answers go out.
+  std::vector<std::unique_ptr<StagedAnswer>> answers;
+  answers.swap(staged_writes.answers);
+  for (const std::unique_ptr<StagedAnswer>& answer : answers) {
+    answer->Give(failed);
+  }
+}
+
 Result<ClaimResult> RocksdbStore::Impl::Claim(const RecordId& id,
                                               const Fingerprint& fp,
                                               TimePoint now, Duration ttl,
-                                              Duration lock_timeout) {
+                                              Duration lock_timeout,
+                                              bool* staged) {
   auto decide = [&](std::optional<std::string_view> current,
                     Write& write) -> Result<ClaimResult> {
     bool live = false;
@@ -141,7 +197,7 @@ Result<ClaimResult> RocksdbStore::Impl::Claim(const RecordId& id,
     write.value = EncodeRecord(fresh);
     return ClaimAcquired(fresh, live);
   };
-  return Update<ClaimResult>(id, "claim", decide);
+  return Update<ClaimResult>(id, "claim", decide, staged);
 }
 
 Result<std::optional<ClaimResult>> RocksdbStore::Impl::BlockedClaim(
@@ -158,7 +214,8 @@ Result<std::optional<ClaimResult>> RocksdbStore::Impl::BlockedClaim(
 
 Result<bool> RocksdbStore::Impl::Complete(const RecordId& id,
                                           const Token& token,
-                                          const Response& response) {
+                                          const Response& response,
+                                          bool* staged) {
   auto decide = [&](std::optional<std::string_view> current,
                     Write& write) -> Result<bool> {
     IDEM_ASSIGN_OR_RETURN(std::optional<Record> old,
@@ -168,7 +225,7 @@ Result<bool> RocksdbStore::Impl::Complete(const RecordId& id,
     write.value = EncodeCompleted(*old, response);
     return true;
   };
-  return Update<bool>(id, "complete", decide);
+  return Update<bool>(id, "complete", decide, staged);
 }
 
 Result<bool> RocksdbStore::Impl::Release(const RecordId& id,
@@ -230,7 +287,8 @@ Result<std::optional<Record>> RocksdbStore::Impl::Inspect(const RecordId& id,
 // The boundary's context is Prefix(path) without its ": ".
 RocksdbStore::RocksdbStore(std::unique_ptr<Impl> impl)
     : StoreBoundary("rocksdb store '" + impl->path + "'"),
-      impl_(std::move(impl)) {}
+      impl_(std::move(impl)),
+      calls_([this] { impl_->WriteStaged(); }) {}
 
 RocksdbStore::~RocksdbStore() {
   calls_.Join();  // Its calls use the database closed below.
@@ -329,10 +387,13 @@ void RocksdbStore::DoClaimAsync(const RecordId& id, const Fingerprint& fp,
     done(std::move(**blocked));
     return;
   }
-  calls_.Post([this, id, fp, now, ttl, lock_timeout, done = std::move(done)] {
-    done(CatchExceptions(
-        [&] { return context() + ": claim"; },
-        [&] { return DoClaim(id, fp, now, ttl, lock_timeout); }));
+  calls_.Post([this, id, fp, now, ttl, lock_timeout,
+               done = std::move(done)]() mutable {
+    impl_->RunStaged(std::move(done), [&](bool* staged) {
+      return CatchExceptions(
+          [&] { return context() + ": claim"; },
+          [&] { return impl_->Claim(id, fp, now, ttl, lock_timeout, staged); });
+    });
   });
 }
 
@@ -344,9 +405,12 @@ void RocksdbStore::DoCompleteAsync(const RecordId& id, const Token& token,
     return;
   }
   calls_.Post([this, id, token, response = std::move(response),
-               done = std::move(done)] {
-    done(CatchExceptions([&] { return context() + ": complete"; },
-                         [&] { return DoComplete(id, token, *response); }));
+               done = std::move(done)]() mutable {
+    impl_->RunStaged(std::move(done), [&](bool* staged) {
+      return CatchExceptions(
+          [&] { return context() + ": complete"; },
+          [&] { return impl_->Complete(id, token, *response, staged); });
+    });
   });
 }
 

@@ -23,6 +23,7 @@
 #include <rocksdb/perf_level.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -55,9 +56,11 @@
 #include "idem/open_store.h"
 #include "idem/rocksdb_store.h"
 #include "idem/store.h"
+#include "idem/store/forwarding_store.h"
 #include "idem/store/record_codec.h"
 #include "idem/store_uri.h"
 #include "idem/sweeper.h"
+#include "idem/testing/through_async_calls.h"
 #include "support/secret_request.h"
 #include "support/store_uri_checks.h"
 
@@ -333,6 +336,138 @@ TEST_F(RocksdbStoreTest, AClaimARecordInMemoryBlocksIsAnsweredInsideTheCall) {
   EXPECT_FALSE(expired.result->takeover);
 }
 
+// Ids that differ in their last byte only: one stripe (rocksdb_impl.h),
+// so the store thread's batch holds it for all of them at once.
+RecordId SameStripeId(int i) {
+  RecordId id;
+  id.bytes.fill(0);
+  id.bytes[RecordId::kSize - 1] = static_cast<std::uint8_t>(i);
+  return id;
+}
+
+// The store thread writes the calls of a batch together and answers them
+// after (rocksdb_impl.h, "staged writes"): an answer never comes before
+// its write is in the database, a claim and the completion after it see
+// each other, and ids that share a stripe, or that one batch claims
+// twice, are each written once.
+TEST_F(RocksdbStoreTest, AnAsynchronousWriteIsInTheDatabaseBeforeItsAnswer) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  constexpr int kIds = 64;
+  std::atomic<int> answered{0};
+  std::atomic<int> acquired{0};
+  std::atomic<int> unseen{0};  // Answered before the write was readable.
+  std::vector<Token> tokens(2 * kIds);  // Written by the store thread only.
+  auto claim = [&](const RecordId& id, int slot) {
+    store->ClaimAsync(id, TestFingerprint(1), kT0, kTtl, kLock,
+                      [&, id, slot](Result<ClaimResult> r) {
+                        if (r && r->outcome == ClaimOutcome::kAcquired) {
+                          acquired.fetch_add(1);
+                          tokens[slot] = r->token;
+                          auto record = store->Inspect(id, kT0);
+                          if (!record || !record->has_value() ||
+                              (*record)->token != r->token) {
+                            unseen.fetch_add(1);
+                          }
+                        }
+                        answered.fetch_add(1);
+                      });
+  };
+  // Posted back to back so that they share batches: each id twice (the
+  // second finds the first's claim in progress), half of them on one
+  // stripe.
+  for (int i = 0; i < kIds; ++i) {
+    const RecordId id = i % 2 == 0 ? TestId(i) : SameStripeId(i);
+    claim(id, i);
+    claim(id, kIds + i);
+  }
+  ASSERT_TRUE(WaitFor([&] { return answered.load() == 2 * kIds; }));
+  EXPECT_EQ(acquired.load(), kIds);
+  EXPECT_EQ(unseen.load(), 0);
+
+  std::atomic<int> completed{0};
+  std::atomic<int> not_completed{0};
+  for (int i = 0; i < kIds; ++i) {
+    const RecordId id = i % 2 == 0 ? TestId(i) : SameStripeId(i);
+    const Token token = tokens[i] == Token() ? tokens[kIds + i] : tokens[i];
+    store->CompleteAsync(
+        id, token, std::make_shared<const Response>(SomeResponse()),
+        [&, id](Result<bool> r) {
+          auto record = store->Inspect(id, kT0);
+          const bool done = r && *r && record && record->has_value() &&
+                            (*record)->state == RecordState::kCompleted;
+          (done ? completed : not_completed).fetch_add(1);
+        });
+  }
+  ASSERT_TRUE(WaitFor([&] { return completed + not_completed == kIds; }));
+  EXPECT_EQ(completed.load(), kIds);
+  // And they are on disk: a reopened store replays every one.
+  store.reset();
+  store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  for (int i = 0; i < kIds; ++i) {
+    const RecordId id = i % 2 == 0 ? TestId(i) : SameStripeId(i);
+    auto replay = store->Claim(id, TestFingerprint(1), kT0, kTtl, kLock);
+    ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
+    EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted) << i;
+  }
+}
+
+// Many threads claim a few ids through the store thread while other
+// threads take stripes of their own (a purge takes many at once, renewals
+// and claims one): every id is acquired exactly once, and nothing waits
+// for ever (the store thread never waits for a stripe while its batch
+// holds others).
+TEST_F(RocksdbStoreTest, ConcurrentAsynchronousClaimsAcquireEachIdOnce) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  constexpr int kThreads = 8;
+  constexpr int kClaimsPerThread = 200;
+  constexpr int kIds = 16;
+  std::vector<std::atomic<int>> acquired(kIds);
+  std::atomic<int> answered{0};
+  std::atomic<int> failed{0};
+  std::atomic<bool> stop{false};
+  // Short-lived records on the same stripes, purged in batches: the purge
+  // holds many stripes at once.
+  std::thread others([&] {
+    while (!stop.load()) {
+      for (int j = 0; j < 40; ++j) {
+        const RecordId id =
+            j % 2 == 0 ? TestId(1000 + j) : SameStripeId(100 + j);
+        (void)store->Claim(id, TestFingerprint(1), kT0, seconds(1), seconds(1));
+      }
+      (void)store->PurgeExpired(kT0 + seconds(2), 1000);
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kClaimsPerThread; ++i) {
+        const int k = (t + i) % kIds;
+        const RecordId id = k % 2 == 0 ? TestId(k) : SameStripeId(k);
+        store->ClaimAsync(id, TestFingerprint(1), kT0, kTtl, kLock,
+                          [&, k](Result<ClaimResult> r) {
+                            if (!r) {
+                              failed.fetch_add(1);
+                            } else if (r->outcome == ClaimOutcome::kAcquired) {
+                              acquired[k].fetch_add(1);
+                            }
+                            answered.fetch_add(1);
+                          });
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const bool all_answered =
+      WaitFor([&] { return answered.load() == kThreads * kClaimsPerThread; });
+  stop.store(true);
+  others.join();
+  ASSERT_TRUE(all_answered);
+  EXPECT_EQ(failed.load(), 0);
+  for (int k = 0; k < kIds; ++k) EXPECT_EQ(acquired[k].load(), 1) << k;
+}
+
 // The caller's thread never reads a table file: a record that is in one
 // only (flushed at close, no block cache) is claimed on the store's thread,
 // and still replays. With sync every claim is made inside the call.
@@ -475,6 +610,48 @@ TEST_F(RocksdbStoreTest, PurgeExpiredWorksInBatchesAndResumes) {
     auto record = store->Inspect(TestId(i), kT0);
     ASSERT_TRUE(record.has_value());
     EXPECT_EQ(record->has_value(), i % 3 == 0) << i;
+  }
+}
+
+// A call that stops early leaves its iterator, which reads the store as it
+// was, to the next call (rocksdb_impl.h): records claimed again in between
+// are live, and the next call must neither delete them nor miss the
+// expired records after them.
+TEST_F(RocksdbStoreTest,
+       PurgeExpiredDeletesNothingClaimedAgainSinceItsLastCall) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  constexpr int kRecords = 1500;
+  for (int i = 0; i < kRecords; ++i) {
+    ASSERT_TRUE(
+        store
+            ->Claim(TestId(i), TestFingerprint(1), kT0, seconds(10), seconds(5))
+            .has_value());
+  }
+  const TimePoint later = kT0 + seconds(10);
+  auto first = store->PurgeExpired(later, 300);
+  ASSERT_TRUE(first.has_value()) << first.error().ToString();
+  ASSERT_EQ(*first, 300u);
+  // Every odd record is claimed again (purged or not): live for an hour.
+  for (int i = 1; i < kRecords; i += 2) {
+    auto claim = store->Claim(TestId(i), TestFingerprint(2), later, hours(1),
+                              seconds(5));
+    ASSERT_TRUE(claim.has_value());
+    ASSERT_EQ(claim->outcome, ClaimOutcome::kAcquired);
+  }
+  auto rest = store->PurgeExpired(later, 100000);
+  ASSERT_TRUE(rest.has_value()) << rest.error().ToString();
+  EXPECT_GT(*rest, 0u);
+  EXPECT_LE(*first + *rest, static_cast<std::size_t>(kRecords));
+  auto stats = store->Stats(later);
+  ASSERT_TRUE(stats.has_value());
+  ASSERT_TRUE(stats->has_value());
+  EXPECT_EQ((*stats)->expired, 0u);  // Nothing expired was missed.
+  EXPECT_EQ((*stats)->in_progress, static_cast<std::uint64_t>(kRecords / 2));
+  for (int i = 0; i < kRecords; ++i) {
+    auto record = store->Inspect(TestId(i), later);
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->has_value(), i % 2 == 1) << i;
   }
 }
 
@@ -888,6 +1065,20 @@ TEST_F(RocksdbStoreTest, CreateFalseOpensOnlyAnExistingIdemDatabase) {
 }
 
 IDEM_FULL_DISK_TESTS(Rocksdb, "db", OpenRocksdbAt)
+
+// The same workloads with every Claim and Complete made through the
+// asynchronous calls: the store thread's staged batches (rocksdb_impl.h)
+// on a full disk answer each call kUnavailable or true, and every true
+// replays, also after closing on the full disk.
+Result<std::unique_ptr<Store>> OpenRocksdbThroughAsyncCallsAt(
+    const std::string& path) {
+  auto store = RocksdbStore::Open({.path = path});
+  if (!store) return tl::unexpected(store.error());
+  return std::unique_ptr<Store>(std::make_unique<ForwardingStore>(
+      testing::ThroughAsyncCalls(std::shared_ptr<Store>(std::move(*store)))));
+}
+
+IDEM_FULL_DISK_TESTS(RocksdbAsync, "db", OpenRocksdbThroughAsyncCallsAt)
 
 }  // namespace
 }  // namespace idem

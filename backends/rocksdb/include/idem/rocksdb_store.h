@@ -78,7 +78,11 @@
 // another on the store's own thread (idem/store/store_thread.h), which
 // never waits for another caller inside RocksDB, and answered there; the
 // adapters hand them over from their I/O threads and keep their pool for
-// the other calls. A ClaimAsync first reads the record on the caller's
+// the other calls. The calls that thread takes in one batch write in one
+// WriteBatch (one append to the log) and are answered after it is
+// written, each id locked from its read to that write; a batch that
+// cannot be written answers each of its writing calls with the error
+// (kUnavailable for a full disk), none of them true. A ClaimAsync first reads the record on the caller's
 // thread, from memory only (the memtables and the block cache, never a
 // table file, no lock): when the record there blocks the claim (a replay,
 // a mismatch, a claim in progress) it is answered at once, on that
@@ -193,8 +197,9 @@ class RocksdbStore final : public StoreBoundary {
                           const Response& response) override;
 
   // Without `sync` (Info().async_calls): DoClaim and DoComplete made on the
-  // store's own thread (idem/store/store_thread.h), one after another, and
-  // answered there; a claim that a record in memory blocks (a replay, a
+  // store's own thread (idem/store/store_thread.h), one after another, their
+  // writes gathered per batch of that thread, and answered there once the
+  // batch is written; a claim that a record in memory blocks (a replay, a
   // mismatch, a claim in progress) is answered inside the call instead. With
   // `sync`: made inside the call, so that concurrent callers keep sharing one
   // WAL fsync in RocksDB's write group.

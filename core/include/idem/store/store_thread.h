@@ -13,6 +13,12 @@
 //     });
 //   }
 //
+// A store that gathers the writes of a batch's calls into one (the RocksDB
+// store: one write to its log per batch) passes `after_batch`, which runs
+// on the thread after the last call of every batch, before the thread
+// takes the next batch or sleeps: there it writes what the calls staged
+// and answers them.
+//
 // Started by the first Post (a store opened before a fork and used only
 // synchronously is unaffected; a store whose thread ran is not usable in
 // a forked child, as its engine's own threads are not).
@@ -29,6 +35,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace idem {
@@ -36,6 +43,10 @@ namespace idem {
 class StoreThread {
  public:
   StoreThread() = default;
+  // `after_batch` runs on the thread after each batch of calls; it must not
+  // throw. Default: nothing.
+  explicit StoreThread(std::function<void()> after_batch)
+      : after_batch_(std::move(after_batch)) {}
   ~StoreThread();
   StoreThread(const StoreThread&) = delete;
   StoreThread& operator=(const StoreThread&) = delete;
@@ -51,6 +62,7 @@ class StoreThread {
  private:
   void Run();
 
+  const std::function<void()> after_batch_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::function<void()>> queue_;  // Guarded by mu_.
