@@ -111,6 +111,11 @@ struct RocksdbStore::Impl {
     Result<T> result;
     bool wrote = false;  // Its write is in the batch.
   };
+  // At most this many staged writes (stripes held) at once: the batch is
+  // written when one more would exceed it. Bounds how long a staged call
+  // waits for its answer, and stays under ThreadSanitizer's 64 locks held
+  // by one thread.
+  static constexpr std::size_t kMaxStagedWrites = 32;
   struct Staged {
     rocksdb::WriteBatch batch;
     std::bitset<kStripes> held;

@@ -149,7 +149,10 @@ std::unique_lock<std::mutex> RocksdbStore::Impl::LockForStaging(
   // stripe (perhaps this very id), or the stripe is busy and waiting for
   // it while holding others could deadlock with a purge, which takes
   // several stripes at once.
-  if (staged_writes.held.test(stripe)) WriteStaged();
+  if (staged_writes.held.test(stripe) ||
+      staged_writes.locks.size() >= kMaxStagedWrites) {
+    WriteStaged();
+  }
   std::unique_lock<std::mutex> lock(stripes[stripe].mu, std::try_to_lock);
   if (!lock.owns_lock()) {
     WriteStaged();

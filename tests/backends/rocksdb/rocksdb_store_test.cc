@@ -353,7 +353,7 @@ RecordId SameStripeId(int i) {
 TEST_F(RocksdbStoreTest, AnAsynchronousWriteIsInTheDatabaseBeforeItsAnswer) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  constexpr int kIds = 64;
+  constexpr int kIds = 100;  // More than a batch stages at once (32).
   std::atomic<int> answered{0};
   std::atomic<int> acquired{0};
   std::atomic<int> unseen{0};  // Answered before the write was readable.
