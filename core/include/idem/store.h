@@ -235,9 +235,10 @@ class Store {
   // contracts, atomicity and effects, and `done` gets what the synchronous
   // call would return, exactly once: inside the call (an argument error)
   // or later on a thread of the store's. The store copies what it needs of
-  // the arguments before it returns. `done` must not block nor call the
-  // store synchronously (it may run on the thread that serves the store's
-  // calls); it may hand the answer to another thread. `done` is called
+  // the arguments before it returns. `done` must not block, throw, nor
+  // call the store synchronously (it may run on the thread that serves the
+  // store's calls, among other calls' answers); it may hand the answer to
+  // another thread. `done` is called
   // within the bounds the synchronous call has (the store's own timeouts:
   // a queue it could not leave in time fails with kUnavailable and has no
   // effect), and before the store's destructor returns.

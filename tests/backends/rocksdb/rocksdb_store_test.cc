@@ -364,6 +364,8 @@ TEST_F(RocksdbStoreTest, AnAsynchronousWriteIsInTheDatabaseBeforeItsAnswer) {
                         if (r && r->outcome == ClaimOutcome::kAcquired) {
                           acquired.fetch_add(1);
                           tokens[slot] = r->token;
+                          // White-box: a callback may not call a store
+                          // (store.h), but RocksDB's Inspect takes no lock.
                           auto record = store->Inspect(id, kT0);
                           if (!record || !record->has_value() ||
                               (*record)->token != r->token) {
