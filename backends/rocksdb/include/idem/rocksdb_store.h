@@ -82,11 +82,11 @@
 // WriteBatch (one append to the log) and are answered after it is
 // written, each id locked from its read to that write; a batch that
 // cannot be written answers each of its writing calls with the error
-// (kUnavailable for a full disk), none of them true. A ClaimAsync first reads the record on the caller's
-// thread, from memory only (the memtables and the block cache, never a
-// table file, no lock): when the record there blocks the claim (a replay,
-// a mismatch, a claim in progress) it is answered at once, on that
-// thread, inside the call; every other claim goes to the store's thread.
+// (kUnavailable for a full disk), none of them true. A ClaimAsync first reads
+// the record on the caller's thread, from memory only (the memtables and the
+// block cache, never a table file, no lock): when the record there blocks the
+// claim (a replay, a mismatch, a claim in progress) it is answered at once, on
+// that thread, inside the call; every other claim goes to the store's thread.
 // With sync they are made inside the call (async_calls false), so that
 // concurrent callers on the pool share one WAL fsync. Adapters may still
 // choose inline calls (StoreCalls::kInline, idem-demo --store-calls
