@@ -23,6 +23,7 @@
 
 #include "idem/rocksdb_store.h"
 #include "rocksdb_background_errors.h"
+#include "rocksdb_call.h"
 #include "rocksdb_expiry_filter.h"
 
 namespace idem {
@@ -173,7 +174,7 @@ struct RocksdbStore::Impl {
     } catch (const std::bad_alloc&) {
       (answer ? answer->done : done)(tl::unexpected(
           Error(ErrorCode::kInternal,
-                "rocksdb store '" + path + "': out of memory for a call")));
+                rocksdb_internal::Prefix(path) + "out of memory for a call")));
       return;
     }
     bool is_staged = false;
