@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 namespace idem::postgres_internal {
@@ -32,6 +33,34 @@ inline std::array<char, 8> BigEndian64(std::int64_t v) {
 inline std::string_view View(const std::array<char, 8>& bytes) {
   return {bytes.data(), bytes.size()};
 }
+
+// A one-dimensional array parameter in binary format (the layout of
+// PostgreSQL's array_send: dimensions, element type, then each element as
+// its length and its bytes), without NULLs: `count` elements of
+// `element_type`, each given by Add.
+class BinaryArray {
+ public:
+  BinaryArray(Oid element_type, std::size_t count, std::size_t element_bytes) {
+    bytes_.reserve(20 + count * (4 + element_bytes));
+    Put32(1);  // Dimensions.
+    Put32(0);  // No NULLs.
+    Put32(element_type);
+    Put32(static_cast<std::uint32_t>(count));
+    Put32(1);  // Lower bound.
+  }
+  void Add(std::string_view element) {
+    Put32(static_cast<std::uint32_t>(element.size()));
+    bytes_.append(element);
+  }
+  void Add(std::int64_t v) { Add(View(BigEndian64(v))); }
+  std::string_view view() const { return bytes_; }
+
+ private:
+  void Put32(std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) bytes_.push_back(static_cast<char>(v >> (24 - 8 * i)));
+  }
+  std::string bytes_;
+};
 
 // A signed big-endian integer of `size` bytes (an int2, int4 or int8 cell).
 inline std::int64_t ReadBigEndian(const char* p, int size) {

@@ -253,7 +253,7 @@ Result<PgResult> Connection::Run(StatementId id,
     return MakeError(ErrorCode::kInternal, settings_.prefix + std::string(op) +
                                                ": wrong parameter count");
   }
-  if (!prepared_[id]) {
+  if (!prepared_[id] && !spec.plan_each_time) {
     if (PQsendPrepare(conn_, spec.name, settings_.sql[id].c_str(),
                       static_cast<int>(spec.types.size()),
                       spec.types.data()) == 0) {
@@ -273,9 +273,17 @@ Result<PgResult> Connection::Run(StatementId id,
     values[i] = params[i].data() != nullptr ? params[i].data() : "";
     lengths[i] = static_cast<int>(params[i].size());
   }
-  if (PQsendQueryPrepared(conn_, spec.name, static_cast<int>(params.size()),
-                          values.data(), lengths.data(), formats.data(),
-                          /*resultFormat=*/1) == 0) {
+  const int sent =
+      spec.plan_each_time
+          ? PQsendQueryParams(conn_, settings_.sql[id].c_str(),
+                              static_cast<int>(params.size()),
+                              spec.types.data(), values.data(), lengths.data(),
+                              formats.data(), /*resultFormat=*/1)
+          : PQsendQueryPrepared(conn_, spec.name,
+                                static_cast<int>(params.size()), values.data(),
+                                lengths.data(), formats.data(),
+                                /*resultFormat=*/1);
+  if (sent == 0) {
     broken_ = true;
     return tl::unexpected(ConnectionError(op));
   }

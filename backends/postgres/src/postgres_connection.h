@@ -77,7 +77,8 @@ class Connection {
   PGconn* raw() const { return conn_; }
 
   // Runs prepared statement `id` with binary parameters and results,
-  // preparing it on this connection first if needed. `op` names the call in
+  // preparing it on this connection first if needed (a statement planned
+  // each time, StatementSpec::plan_each_time, is sent with its text instead). `op` names the call in
   // errors. Errors: kUnavailable when the connection fails or no reply comes
   // within statement_timeout + kClientGrace (the connection is then broken),
   // otherwise by SQLSTATE (CodeOfSqlState). A statement of the store's gone

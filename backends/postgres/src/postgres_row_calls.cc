@@ -20,21 +20,21 @@ std::size_t Affected(const PgResult& r) {
       std::strtoull(PQcmdTuples(r.get()), nullptr, 10));
 }
 
-Result<Record> RecordOfRow(const PGresult* r, int first,
+Result<Record> RecordOfRow(const PGresult* r, int row, int first,
                            const std::string& prefix, const RecordId& id) {
   for (int col = first; col < first + 6; ++col) {
-    if (PQgetisnull(r, 0, col)) {
+    if (PQgetisnull(r, row, col)) {
       return MakeError(ErrorCode::kDataLoss,
                        prefix + "record " + id.ToHex() + " has a NULL column");
     }
   }
   auto record =
-      DecodeRecordWithColumns(id, Cell(r, 0, first + 5),
-                              {.state = IntCell(r, 0, first),
-                               .fingerprint = Cell(r, 0, first + 1),
-                               .token = Cell(r, 0, first + 2),
-                               .locked_until = IntCell(r, 0, first + 3),
-                               .expires_at = IntCell(r, 0, first + 4)});
+      DecodeRecordWithColumns(id, Cell(r, row, first + 5),
+                              {.state = IntCell(r, row, first),
+                               .fingerprint = Cell(r, row, first + 1),
+                               .token = Cell(r, row, first + 2),
+                               .locked_until = IntCell(r, row, first + 3),
+                               .expires_at = IntCell(r, row, first + 4)});
   if (!record) {
     return MakeError(record.error().code(), prefix + record.error().message());
   }
@@ -47,7 +47,7 @@ Result<std::optional<Record>> SelectRecord(Connection& c,
                                            std::string_view op) {
   IDEM_ASSIGN_OR_RETURN(const PgResult r, c.Run(kSelect, {id.view()}, op));
   if (PQntuples(r.get()) == 0) return std::optional<Record>();
-  IDEM_ASSIGN_OR_RETURN(Record record, RecordOfRow(r.get(), 0, prefix, id));
+  IDEM_ASSIGN_OR_RETURN(Record record, RecordOfRow(r.get(), 0, 0, prefix, id));
   return std::optional<Record>(std::move(record));
 }
 
@@ -89,6 +89,24 @@ Result<ClaimResult> ClaimOn(Connection& c, const std::string& prefix,
   busy.outcome = ClaimOutcome::kInProgress;
   busy.locked_until = now;
   return busy;
+}
+
+Result<bool> CompleteOn(Connection& c, const std::string& prefix,
+                        const RecordId& id, const Token& token,
+                        const Response& response, std::optional<Record> held,
+                        std::string_view op) {
+  if (!held) {
+    IDEM_ASSIGN_OR_RETURN(held, SelectRecord(c, prefix, id, op));
+    if (!held.has_value() || !held->HeldBy(token)) return false;
+  }
+  const std::string blob = EncodeCompleted(*held, response);
+  const auto locked_until = BigEndian64(ToUnixNanos(held->locked_until));
+  IDEM_ASSIGN_OR_RETURN(
+      const PgResult r,
+      c.Run(kComplete, {id.view(), token.view(), blob, View(locked_until)}, op));
+  // The token is new for every claim: a row that still has it, in
+  // progress, holds exactly the fields that claim wrote.
+  return Affected(r) == 1;
 }
 
 Result<bool> ExtendLockOn(Connection& c, const std::string& prefix,

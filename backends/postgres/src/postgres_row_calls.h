@@ -27,11 +27,11 @@ namespace idem::postgres_internal {
 // The number of rows a statement affected ("1" for "INSERT 0 1").
 std::size_t Affected(const PgResult& r);
 
-// The record of `id` in row 0 of `r`, whose six columns from `first` on are
+// The record of `id` in row `row` of `r`, whose six columns from `first` on are
 // state, fingerprint, token, locked_until, expires_at and record (binary
 // format), checked against them. Errors: kDataLoss for a NULL column or a
 // record its columns disagree with.
-Result<Record> RecordOfRow(const PGresult* r, int first,
+Result<Record> RecordOfRow(const PGresult* r, int row, int first,
                            const std::string& prefix, const RecordId& id);
 
 // The row of `id`, if any: its record, checked against its columns
@@ -53,6 +53,15 @@ Result<std::optional<Record>> SelectRecord(Connection& c,
 Result<ClaimResult> ClaimOn(Connection& c, const std::string& prefix,
                             const RecordId& id, const Record& fresh,
                             TimePoint now, const ClaimAttemptHook& hook);
+
+// Store::Complete's statements: the UPDATE that writes the completed record
+// if `token` still holds the row in progress. `held` is the claim's record
+// when the store remembers it (ClaimMemo::RecallRecord); without it the row
+// is read first (a SELECT) and nothing is written unless `token` holds it.
+Result<bool> CompleteOn(Connection& c, const std::string& prefix,
+                        const RecordId& id, const Token& token,
+                        const Response& response, std::optional<Record> held,
+                        std::string_view op);
 
 // Store::ExtendLock: a SELECT, then the UPDATE that writes the renewed
 // record if the row still holds what was read. Only a renewal of the same

@@ -44,6 +44,8 @@ inline constexpr Oid kBoolOid = 16;
 inline constexpr Oid kByteaOid = 17;
 inline constexpr Oid kInt8Oid = 20;
 inline constexpr Oid kTextOid = 25;
+inline constexpr Oid kByteaArrayOid = 1001;
+inline constexpr Oid kInt8ArrayOid = 1016;
 
 enum StatementId {
   kInsert,
@@ -55,12 +57,21 @@ enum StatementId {
   kExtendLock,
   kStats,
   kPurge,
+  kInsertBatch,
+  kSelectBatch,
+  kCompleteBatch,
   kStatementCount,
 };
 
 struct StatementSpec {
   const char* name;
   std::vector<Oid> types;
+  // Sent unprepared, so that the server plans it for each execution with
+  // the values it gets: the batches' statements join an array with the
+  // table, and a plan cached while the table was small (a sequential scan
+  // or a hash join) would stay in use as it grows. Planning costs a batch
+  // tens of microseconds; a scan of the table costs it milliseconds.
+  bool plan_each_time = false;
 };
 
 // The most parameters a statement has (the claim's).
@@ -81,6 +92,14 @@ inline const StatementSpec& Spec(StatementId id) {
        {kByteaOid, kByteaOid, kInt8Oid, kByteaOid, kInt8Oid, kInt8Oid}},
       {"idem_stats", {kInt8Oid}},
       {"idem_purge", {kInt8Oid, kInt8Oid}},
+      {"idem_insert_batch",
+       {kByteaArrayOid, kByteaArrayOid, kByteaArrayOid, kInt8ArrayOid,
+        kInt8ArrayOid, kByteaArrayOid},
+       true},
+      {"idem_select_batch", {kByteaArrayOid}, true},
+      {"idem_complete_batch",
+       {kByteaArrayOid, kByteaArrayOid, kByteaArrayOid, kInt8ArrayOid},
+       true},
   };
   return kSpecs[id];
 }
@@ -143,6 +162,34 @@ inline StatementTexts BuildSql(const std::string& t) {
   // $1 now, $2 limit.
   sql[kPurge] = "DELETE FROM " + t + " WHERE id IN (SELECT id FROM " + t +
                 " WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)";
+  // The asynchronous calls' batches (postgres_async_calls.h), one
+  // statement for many calls; each parameter is an array with one element
+  // per call, in the same order.
+  // kInsert for many ids: $1 ids (distinct, in ascending order, so that two
+  // batches that insert some of the same ids wait for each other in one
+  // order, never in a cycle), $2 fingerprints, $3 tokens, $4 locked_until,
+  // $5 expires_at, $6 records. Rows: the ids inserted.
+  sql[kInsertBatch] =
+      "INSERT INTO " + t +
+      " (id, state, fingerprint, token, locked_until, expires_at, takeover, "
+      "record) SELECT u.id, 1, u.fingerprint, u.token, u.locked_until, "
+      "u.expires_at, false, u.record FROM unnest($1, $2, $3, $4, $5, $6) AS "
+      "u(id, fingerprint, token, locked_until, expires_at, record) "
+      "ON CONFLICT (id) DO NOTHING RETURNING id";
+  // kSelect for many ids: $1 ids. Rows: id, then kSelect's columns.
+  sql[kSelectBatch] =
+      "SELECT id, state, fingerprint, token, locked_until, expires_at, record "
+      "FROM " +
+      t + " WHERE id = ANY($1)";
+  // kComplete for many records: $1 ids (distinct), $2 tokens, $3 records,
+  // $4 their locked_until. Rows: the (1-based) positions completed.
+  sql[kCompleteBatch] =
+      "UPDATE " + t +
+      " AS r SET state = 2, record = u.record, locked_until = u.locked_until "
+      "FROM unnest($1, $2, $3, $4) WITH ORDINALITY AS "
+      "u(id, token, record, locked_until, n) "
+      "WHERE r.id = u.id AND r.token = u.token AND r.state = 1 "
+      "RETURNING u.n";
   return sql;
 }
 

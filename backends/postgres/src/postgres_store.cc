@@ -45,6 +45,7 @@
 #include "idem/store/claim_memo.h"
 #include "idem/store/lazy_connect.h"
 #include "idem/store/record_codec.h"
+#include "postgres_async_calls.h"
 #include "postgres_binary.h"
 #include "postgres_connection.h"
 #include "postgres_options.h"
@@ -67,15 +68,26 @@ using postgres_internal::View;
 
 class PostgresStore::Impl {
  public:
+
   Impl(const PostgresStoreOptions& options, const std::string& display,
        LogSink log)
       : settings_(MakeSettings(options, display)),
         pool_(settings_),
-        connect_(settings_.prefix, std::move(log)) {
+        connect_(settings_.prefix, std::move(log)),
+        async_({.prefix = settings_.prefix,
+                .queue_timeout = settings_.options.acquire_timeout,
+                .acquire = [this] { return Acquire(); },
+                .claims = claims_,
+                .claim_hook = claim_hook_}) {
     target_.prefix = Prefix();
   }
-  // The connecting thread uses every other member: it ends first.
-  ~Impl() { connect_.Stop(); }
+  // The asynchronous calls' thread answers what is queued first (it needs
+  // the pool and the connecting thread); the connecting thread uses every
+  // other member: it ends next.
+  ~Impl() {
+    async_.Join();
+    connect_.Stop();
+  }
 
   const std::string& table() const { return settings_.options.table; }
   const PostgresStoreOptions& options() const { return settings_.options; }
@@ -103,7 +115,7 @@ class PostgresStore::Impl {
     // the store.
     settings_.sql = postgres_internal::BuildSql(target_.table);
     target_.recall = [this](const RecordId& id, const Token& token) {
-      return Remembered(id, token);
+      return claims_.RecallRecord(id, token);
     };
     return {};
   }
@@ -151,6 +163,23 @@ class PostgresStore::Impl {
                           CompleteOn(*lease, id, token, response, "complete"));
     claims_.Forget(token);
     return stored;
+  }
+
+  void ClaimAsync(const RecordId& id, const Fingerprint& fp, TimePoint now,
+                  Duration ttl, Duration lock_timeout,
+                  StoreCallback<ClaimResult> done) {
+    async_.Claim(id, fp, now, ttl, lock_timeout, std::move(done));
+  }
+
+  void CompleteAsync(const RecordId& id, const Token& token,
+                     std::shared_ptr<const Response> response,
+                     StoreCallback<bool> done) {
+    async_.Complete(id, token, std::move(response), std::move(done));
+  }
+
+  // Runs `call` on the asynchronous calls' thread (PostgresStoreTestPeer).
+  void PostToAsyncThread(std::function<void()> call) {
+    async_.PostForTest(std::move(call));
   }
 
   // PostgresTransaction(store): a pool connection for the application's
@@ -256,20 +285,6 @@ class PostgresStore::Impl {
         .sql = {}};
   }
 
-  // The fields of a claim this store made and still holds in progress, as
-  // its record before any completion (idem/store/claim_memo.h), if it remembers
-  // the claim of `token` on `id`.
-  std::optional<Record> Remembered(const RecordId& id, const Token& token) {
-    auto fields = claims_.Recall(token);
-    if (!fields || fields->id != id) return std::nullopt;
-    Record record;
-    record.fingerprint = fields->fingerprint;
-    record.locked_until = fields->locked_until;
-    record.expires_at = fields->expires_at;
-    record.token = token;
-    return record;
-  }
-
   // A pooled connection, once the store is connected. When none is free,
   // the error says how many are lent to applications' transactions, the
   // likeliest reason.
@@ -295,23 +310,8 @@ class PostgresStore::Impl {
   // an application's transaction on a lent one.
   Result<bool> CompleteOn(Connection& c, const RecordId& id, const Token& token,
                           const Response& response, std::string_view op) {
-    Record record;
-    if (auto remembered = Remembered(id, token)) {
-      record = std::move(*remembered);
-    } else {
-      IDEM_ASSIGN_OR_RETURN(auto row, SelectRecord(c, Prefix(), id, op));
-      if (!row.has_value() || !row->HeldBy(token)) return false;
-      record = std::move(*row);
-    }
-    const std::string blob = EncodeCompleted(record, response);
-    const auto locked_until = BigEndian64(ToUnixNanos(record.locked_until));
-    IDEM_ASSIGN_OR_RETURN(
-        const PgResult r,
-        c.Run(postgres_internal::kComplete,
-              {id.view(), token.view(), blob, View(locked_until)}, op));
-    // The token is new for every claim: a row that still has it, in
-    // progress, holds exactly the fields that claim wrote.
-    return Affected(r) == 1;
+    return postgres_internal::CompleteOn(c, Prefix(), id, token, response,
+                                         claims_.RecallRecord(id, token), op);
   }
 
   // Set by MakeSettings, its statements by Start; read-only once connected.
@@ -324,6 +324,8 @@ class PostgresStore::Impl {
   ClaimMemo claims_;
   ClaimAttemptHook claim_hook_;  // Set before use, by tests only.
   LazyConnect connect_;
+  // Last: its thread uses the members above until it is joined.
+  postgres_internal::AsyncCalls async_;
 };
 
 // The boundary's context is the Impl's prefix without its ": ".
@@ -366,6 +368,19 @@ Result<bool> PostgresStore::DoComplete(const RecordId& id, const Token& token,
   return impl_->Complete(id, token, response);
 }
 
+void PostgresStore::DoClaimAsync(const RecordId& id, const Fingerprint& fp,
+                                 TimePoint now, Duration ttl,
+                                 Duration lock_timeout,
+                                 StoreCallback<ClaimResult> done) {
+  impl_->ClaimAsync(id, fp, now, ttl, lock_timeout, std::move(done));
+}
+
+void PostgresStore::DoCompleteAsync(const RecordId& id, const Token& token,
+                                    std::shared_ptr<const Response> response,
+                                    StoreCallback<bool> done) {
+  impl_->CompleteAsync(id, token, std::move(response), std::move(done));
+}
+
 Result<bool> PostgresStore::DoRelease(const RecordId& id, const Token& token) {
   return impl_->Release(id, token);
 }
@@ -388,6 +403,11 @@ Result<std::optional<StoreStats>> PostgresStore::DoStats(TimePoint now) {
   return impl_->Stats(now);
 }
 
+void PostgresStoreTestPeer::PostToAsyncThread(PostgresStore& store,
+                                              std::function<void()> call) {
+  store.impl_->PostToAsyncThread(std::move(call));
+}
+
 void PostgresStoreTestPeer::SetClaimAttemptHook(PostgresStore& store,
                                                 ClaimAttemptHook hook) {
   store.impl_->SetClaimHook(std::move(hook));
@@ -403,7 +423,8 @@ StoreInfo PostgresStore::Info() const {
                    .durable = true,
                    .shared_across_processes = true,
                    .max_concurrent_calls = impl_->options().pool_size,
-                   .acquire_timeout = impl_->options().acquire_timeout};
+                   .acquire_timeout = impl_->options().acquire_timeout,
+                   .async_calls = true};
 }
 
 const std::string& PostgresStore::table() const { return impl_->table(); }

@@ -51,7 +51,8 @@ const StoreDescriptor& PostgresStoreDescriptor() {
           },
       .capabilities = {.name = "postgres",
                        .durable = true,
-                       .shared_across_processes = true},
+                       .shared_across_processes = true,
+                       .async_calls = true},
       .fresh_uri =
           [](std::string_view uri, std::string_view name) {
             return WithUriParam(uri, "table", name);
@@ -60,11 +61,13 @@ const StoreDescriptor& PostgresStoreDescriptor() {
       // A long acquire timeout: the concurrency tests put 32 threads on a
       // pool of 8 on a loaded (or sanitized) machine.
       // The cached setup runs the suite with the local cache in front: it
-      // must answer every row as the store does.
+      // must answer every row as the store does. The plain one runs again
+      // through the asynchronous calls (their batches).
       .setups = {{.label = "postgres",
                   .server_env = "IDEM_TEST_POSTGRES_URI",
                   .params = "acquire_timeout_ms=120000"
-                            "&statement_timeout_ms=60000"},
+                            "&statement_timeout_ms=60000",
+                  .through_async_calls = true},
                  {.label = "postgres_local_cache",
                   .server_env = "IDEM_TEST_POSTGRES_URI",
                   .params = "acquire_timeout_ms=120000"

@@ -6,6 +6,8 @@
 #ifndef IDEM_POSTGRES_STORE_TEST_PEER_H_
 #define IDEM_POSTGRES_STORE_TEST_PEER_H_
 
+#include <functional>
+
 #include "idem/internal/claim_attempt_hook.h"
 #include "idem/postgres_store.h"
 
@@ -18,6 +20,13 @@ class PostgresStoreTestPeer {
   // committed, so the hook may change the row through a connection of its own.
   // nullptr clears it.
   static void SetClaimAttemptHook(PostgresStore& store, ClaimAttemptHook hook);
+
+  // Runs `call` on the thread of the store's asynchronous calls, after the
+  // calls made before it and before those made after it: a call that
+  // waits there holds up the thread, so that the calls made meanwhile are
+  // sent as one batch once it returns.
+  static void PostToAsyncThread(PostgresStore& store,
+                                std::function<void()> call);
 };
 
 }  // namespace idem

@@ -181,7 +181,7 @@ class Caller {
     }
     if (PQgetisnull(row, 0, 1)) return std::optional<Record>();
     IDEM_ASSIGN_OR_RETURN(Record record, postgres_internal::RecordOfRow(
-                                             row, 1, target_.prefix, id));
+                                             row, 0, 1, target_.prefix, id));
     return std::optional<Record>(std::move(record));
   }
 

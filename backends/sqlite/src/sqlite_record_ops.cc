@@ -70,18 +70,6 @@ Result<ClaimResult> ClaimOn(Connection& conn, ClaimMemo& claims,
   return busy;
 }
 
-std::optional<Record> RememberedClaim(ClaimMemo& claims, const RecordId& id,
-                                      const Token& token) {
-  std::optional<ClaimFields> fields = claims.Recall(token);
-  if (!fields || fields->id != id) return std::nullopt;
-  Record record;
-  record.fingerprint = fields->fingerprint;
-  record.token = token;
-  record.locked_until = fields->locked_until;
-  record.expires_at = fields->expires_at;
-  return record;
-}
-
 namespace {
 
 // The record of the claim of `token` on `id` as its Complete writes it:
@@ -90,7 +78,7 @@ namespace {
 Result<std::optional<Record>> HeldRecord(Connection& conn, ClaimMemo& claims,
                                          const RecordId& id,
                                          const Token& token) {
-  if (std::optional<Record> remembered = RememberedClaim(claims, id, token)) {
+  if (std::optional<Record> remembered = claims.RecallRecord(id, token)) {
     return remembered;
   }
   IDEM_ASSIGN_OR_RETURN(std::optional<Record> record, SelectRecord(conn, id));

@@ -57,11 +57,6 @@ Result<ClaimResult> ClaimOn(Connection& conn, ClaimMemo& claims,
                             const RecordId& id, const Fingerprint& fp,
                             TimePoint now, Duration ttl, Duration lock_timeout);
 
-// The in_progress record of the claim of `token` on `id`, if this store made
-// it and `claims` remembers it (but for a renewal's locked_until).
-std::optional<Record> RememberedClaim(ClaimMemo& claims, const RecordId& id,
-                                      const Token& token);
-
 // Completes the claim of `token` in the transaction open on `conn`; false
 // when it is not held (nothing written). Reads the row first only when
 // `claims` does not remember the claim. Does not forget it: the caller does

@@ -244,7 +244,7 @@ class SqliteStore::Impl {
   // the in_progress record it wrote, but for a renewal's locked_until.
   std::optional<Record> RememberedClaim(const RecordId& id,
                                         const Token& token) {
-    return sqlite_internal::RememberedClaim(claims_, id, token);
+    return claims_.RecallRecord(id, token);
   }
 
   // SqliteTransaction on the writer (SqliteStore::HoldWriter and after).

@@ -25,6 +25,14 @@
 // instance's claim two, a purge one per batch, and a statement's first use
 // on a connection one more (it is prepared).
 //
+// Asynchronous calls (Info().async_calls): ClaimAsync and CompleteAsync
+// never block the caller. A thread of the store's own sends them in
+// batches, a few statements for many calls on one pooled connection
+// (backends/postgres/src/postgres_async_calls.h), and answers each after the
+// statement that wrote it returned. A call that waited for that thread
+// longer than acquire_timeout fails with kUnavailable, unsent; each
+// statement is bounded as above. Every other call is synchronous.
+//
 // Outages: while the server is unreachable every call fails with
 // kUnavailable within the bounds above; a failed call is not retried (its
 // statement may have committed). After the server is back the same store
@@ -196,6 +204,12 @@ class PostgresStore final : public StoreBoundary {
                               Duration lock_timeout) override;
   Result<bool> DoComplete(const RecordId& id, const Token& token,
                           const Response& response) override;
+  void DoClaimAsync(const RecordId& id, const Fingerprint& fp, TimePoint now,
+                    Duration ttl, Duration lock_timeout,
+                    StoreCallback<ClaimResult> done) override;
+  void DoCompleteAsync(const RecordId& id, const Token& token,
+                       std::shared_ptr<const Response> response,
+                       StoreCallback<bool> done) override;
   Result<bool> DoRelease(const RecordId& id, const Token& token) override;
   Result<bool> DoRevoke(const RecordId& id) override;
   // A SELECT of the row (kDataLoss when it does not decode), then one

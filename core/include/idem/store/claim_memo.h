@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "idem/clock.h"
+#include "idem/record.h"
 #include "idem/types.h"
 
 namespace idem {
@@ -72,6 +73,20 @@ class ClaimMemo {
     const Slot& slot = slots_[i];
     if (!slot.used || slot.token != token) return std::nullopt;
     return slot.fields;
+  }
+
+  // The claim of `token` on `id` as the record it wrote (in progress, no
+  // response: fingerprint, token, locked_until, expires_at), if it is still
+  // remembered with that id: what its Complete encodes without a read.
+  std::optional<Record> RecallRecord(const RecordId& id, const Token& token) {
+    std::optional<ClaimFields> fields = Recall(token);
+    if (!fields || fields->id != id) return std::nullopt;
+    Record record;
+    record.fingerprint = fields->fingerprint;
+    record.token = token;
+    record.locked_until = fields->locked_until;
+    record.expires_at = fields->expires_at;
+    return record;
   }
 
   // Forgets the claim of `token` (completed or released), if remembered.

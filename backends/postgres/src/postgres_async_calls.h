@@ -1,0 +1,146 @@
+// The PostgreSQL store's asynchronous claims and completions
+// (Store::ClaimAsync, CompleteAsync): a thread of the store's own takes
+// what the adapters' I/O threads hand over and sends each batch of them to
+// the server as a few statements on one pooled connection, instead of one
+// pool thread and one round trip per call.
+//
+// Why batches: the server's own work per statement (a transaction, its
+// commit, the executor's start) costs it about as much as the rows it
+// writes, so the claims of one batch go in one INSERT of many rows, its
+// completions in one UPDATE. Each statement is its own transaction
+// (autocommit): its rows commit together, and every call of a batch is
+// answered after the statement that wrote it returned.
+//
+// A batch, on one connection:
+//  1. claims of distinct ids, in ascending id order: kInsertBatch (INSERT
+//     ... ON CONFLICT DO NOTHING RETURNING id). An id inserted is acquired.
+//  2. the others, whose id a record stood in the way of: kSelectBatch reads
+//     those rows, and ClaimBlockedBy answers each that it blocks (a replay,
+//     a mismatch, in progress).
+//  3. what remains (a row gone or claimable, a second claim of an id in
+//     the batch) goes through the synchronous claim's statements one call
+//     at a time (ClaimOn: its retries, its takeover).
+//  4. completions of distinct ids whose claim the store remembers:
+//     kCompleteBatch (one UPDATE ... FROM unnest). The others go through
+//     CompleteOn one at a time (a SELECT first).
+// The claims' answers go out after step 3, before the completions' round
+// trip.
+//
+// Bounds: a call that waited in the thread's queue longer than the store's
+// acquire_timeout fails with kUnavailable without being sent (as a pool
+// call that found no connection in time); each statement is bounded by
+// statement_timeout + kClientGrace as every round trip of the store. A
+// statement that fails answers every call it carried with its error; a
+// connection that broke answers every call of the batch not yet answered,
+// and the pool closes it.
+//
+// Why one thread: two (each with its connection, an id's calls on one)
+// were measured slower over HTTP on 2 cores, 11,256 against 12,315
+// requests/s (benchmarks/http/NOTES.md): more wake-ups, and batches half as
+// large.
+//
+// The cost: one batch at a time, so a statement that waits in the server
+// (a claim of a key whose row an application's transaction holds,
+// PostgresTransaction(store)) holds up the calls behind it, up to
+// statement_timeout, where a pool call would hold up only itself.
+//
+// Thread-safety: Claim and Complete may be called from any number of
+// threads; everything else runs on the thread. The destructor (or Join)
+// answers every call made before it; no call may race it.
+
+#ifndef IDEM_BACKENDS_POSTGRES_SRC_POSTGRES_ASYNC_CALLS_H_
+#define IDEM_BACKENDS_POSTGRES_SRC_POSTGRES_ASYNC_CALLS_H_
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "idem/error.h"
+#include "idem/internal/claim_attempt_hook.h"
+#include "idem/response.h"
+#include "idem/store.h"
+#include "idem/store/claim_memo.h"
+#include "idem/store/store_thread.h"
+#include "postgres_connection.h"
+#include "postgres_pool.h"
+
+namespace idem::postgres_internal {
+
+// What the calls need of the store. Every member outlives the AsyncCalls.
+struct AsyncCallsHost {
+  const std::string& prefix;  // Begins every error message.
+  // The longest a call waits in the queue: the store's acquire_timeout.
+  std::chrono::milliseconds queue_timeout;
+  // A pooled connection once the store is connected (the store's own
+  // Acquire: its errors are the calls').
+  std::function<Result<Pool::Lease>()> acquire;
+  ClaimMemo& claims;  // Claims acquired are remembered, completed forgotten.
+  const ClaimAttemptHook& claim_hook;  // For ClaimOn (tests only).
+};
+
+class AsyncCalls {
+ public:
+  // Calls that one statement carries at most.
+  static constexpr std::size_t kMaxBatch = 64;
+
+  explicit AsyncCalls(AsyncCallsHost host);
+  ~AsyncCalls() { Join(); }
+  AsyncCalls(const AsyncCalls&) = delete;
+  AsyncCalls& operator=(const AsyncCalls&) = delete;
+
+  // Store::ClaimAsync and CompleteAsync, with their arguments checked.
+  void Claim(const RecordId& id, const Fingerprint& fp, TimePoint now,
+             Duration ttl, Duration lock_timeout,
+             StoreCallback<ClaimResult> done);
+  void Complete(const RecordId& id, const Token& token,
+                std::shared_ptr<const Response> response,
+                StoreCallback<bool> done);
+
+  // Answers every call made so far, then ends the thread.
+  void Join() { thread_.Join(); }
+
+  // Runs `call` on the thread, among the calls: for tests that hold the
+  // thread so that the calls made meanwhile form one batch.
+  void PostForTest(std::function<void()> call) {
+    thread_.Post(std::move(call));
+  }
+
+ private:
+  using Deadline = std::chrono::steady_clock::time_point;
+  struct PendingClaim {
+    RecordId id;
+    Record fresh;  // NewClaimRecord's: written when the id is acquired.
+    TimePoint now;
+    Deadline deadline;
+    StoreCallback<ClaimResult> done;  // Empty once answered.
+  };
+  struct PendingComplete {
+    RecordId id;
+    Token token;
+    std::shared_ptr<const Response> response;
+    Deadline deadline;
+    StoreCallback<bool> done;  // Empty once answered.
+  };
+
+  // StoreThread's after_batch: sends what the batch staged.
+  void Flush();
+  // Steps 1-3 and 4 of the file comment, on `c`, for at most kMaxBatch
+  // calls each. Every call is answered on return unless `c` broke (then
+  // the caller answers what is left).
+  void ClaimBatch(Connection& c, std::span<PendingClaim> batch);
+  void CompleteBatch(Connection& c, std::span<PendingComplete> batch);
+
+  const AsyncCallsHost host_;
+  // Staged by the thread's calls, sent by Flush. The thread's only.
+  std::vector<PendingClaim> claims_;
+  std::vector<PendingComplete> completes_;
+  StoreThread thread_;  // Last: joined before the rest is destroyed.
+};
+
+}  // namespace idem::postgres_internal
+
+#endif  // IDEM_BACKENDS_POSTGRES_SRC_POSTGRES_ASYNC_CALLS_H_
