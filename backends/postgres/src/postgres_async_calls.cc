@@ -31,13 +31,33 @@ bool Answered(const Call& call) {
   return !call.done;
 }
 
-// Pointers to `calls` sorted by id, the first call of each id in `first`,
-// every later one of that id in `again` (in the order they were made).
+// Answers every call of `calls` not answered yet that waited in the queue
+// past its deadline: kUnavailable, nothing sent.
+template <typename T, typename Call>
+void ExpireLate(std::span<Call> calls, const std::string& prefix,
+                std::string_view op, std::chrono::milliseconds bound) {
+  const auto now = std::chrono::steady_clock::now();
+  for (Call& call : calls) {
+    if (Answered(call) || call.deadline > now) continue;
+    Answer(call, Result<T>(MakeError(
+                     ErrorCode::kUnavailable,
+                     prefix + std::string(op) + ": waited longer than " +
+                         std::to_string(bound.count()) +
+                         " ms for the store's thread (acquire_timeout, or "
+                         "statement_timeout + grace when it is 0); not sent")));
+  }
+}
+
+// Pointers to the calls of `calls` not answered yet, sorted by id: the first
+// call of each id in `first`, every later one of that id in `again` (in the
+// order they were made).
 template <typename Call>
 void SplitById(std::span<Call> calls, std::vector<Call*>& first,
                std::vector<Call*>& again) {
   first.reserve(calls.size());
-  for (Call& call : calls) first.push_back(&call);
+  for (Call& call : calls) {
+    if (!Answered(call)) first.push_back(&call);
+  }
   std::stable_sort(first.begin(), first.end(), [](Call* a, Call* b) {
     return a->id.view() < b->id.view();
   });
@@ -124,27 +144,16 @@ void AsyncCalls::Flush() {
   const Status sent = CatchExceptions(
       [&] { return host_.prefix + "asynchronous calls"; },
       [&]() -> Status {
-        const Deadline now = Deadline::clock::now();
-        const std::string late =
-            ": waited longer than acquire_timeout=" +
-            std::to_string(host_.queue_timeout.count()) +
-            " ms for the store's thread; not sent";
-        for (PendingClaim& call : claims) {
-          if (call.deadline > now) continue;
-          Answer(call, Result<ClaimResult>(MakeError(
-                           ErrorCode::kUnavailable,
-                           host_.prefix + "claim" + late)));
+        // A batch of calls that all waited too long needs no connection.
+        ExpireLate<ClaimResult>(std::span(claims), host_.prefix, "claim",
+                                host_.queue_timeout);
+        ExpireLate<bool>(std::span(completes), host_.prefix, "complete",
+                         host_.queue_timeout);
+        if (std::all_of(claims.begin(), claims.end(), Answered<PendingClaim>) &&
+            std::all_of(completes.begin(), completes.end(),
+                        Answered<PendingComplete>)) {
+          return {};
         }
-        for (PendingComplete& call : completes) {
-          if (call.deadline > now) continue;
-          Answer(call, Result<bool>(MakeError(
-                           ErrorCode::kUnavailable,
-                           host_.prefix + "complete" + late)));
-        }
-        std::erase_if(claims, Answered<PendingClaim>);
-        std::erase_if(completes, Answered<PendingComplete>);
-        if (claims.empty() && completes.empty()) return {};
-
         IDEM_ASSIGN_OR_RETURN(Pool::Lease lease, host_.acquire());
         Connection& c = *lease;
         for (std::size_t i = 0; i < claims.size() && !c.broken();
@@ -181,9 +190,11 @@ void AsyncCalls::Flush() {
 }
 
 void AsyncCalls::ClaimBatch(Connection& c, std::span<PendingClaim> batch) {
+  ExpireLate<ClaimResult>(batch, host_.prefix, "claim", host_.queue_timeout);
   std::vector<PendingClaim*> first;
   std::vector<PendingClaim*> again;
   SplitById(batch, first, again);
+  if (first.empty()) return;
   auto fail_all = [&](const Error& error) {
     for (PendingClaim& call : batch) {
       if (!Answered(call)) Answer(call, Result<ClaimResult>(tl::unexpected(error)));
@@ -277,6 +288,7 @@ void AsyncCalls::ClaimBatch(Connection& c, std::span<PendingClaim> batch) {
 
 void AsyncCalls::CompleteBatch(Connection& c,
                                std::span<PendingComplete> batch) {
+  ExpireLate<bool>(batch, host_.prefix, "complete", host_.queue_timeout);
   std::vector<PendingComplete*> first;
   std::vector<PendingComplete*> singles;
   SplitById(batch, first, singles);

@@ -27,8 +27,10 @@
 // trip.
 //
 // Bounds: a call that waited in the thread's queue longer than the store's
-// acquire_timeout fails with kUnavailable without being sent (as a pool
-// call that found no connection in time); each statement is bounded by
+// acquire_timeout (statement_timeout + kClientGrace when that is 0) fails
+// with kUnavailable without being sent (as a pool call that found no
+// connection in time), checked before each statement it could go in; each
+// statement is bounded by
 // statement_timeout + kClientGrace as every round trip of the store. A
 // statement that fails answers every call it carried with its error; a
 // connection that broke answers every call of the batch not yet answered,
@@ -73,7 +75,7 @@ namespace idem::postgres_internal {
 // What the calls need of the store. Every member outlives the AsyncCalls.
 struct AsyncCallsHost {
   const std::string& prefix;  // Begins every error message.
-  // The longest a call waits in the queue: the store's acquire_timeout.
+  // The longest a call waits in the queue before it is sent.
   std::chrono::milliseconds queue_timeout;
   // A pooled connection once the store is connected (the store's own
   // Acquire: its errors are the calls').

@@ -75,7 +75,7 @@ class PostgresStore::Impl {
         pool_(settings_),
         connect_(settings_.prefix, std::move(log)),
         async_({.prefix = settings_.prefix,
-                .queue_timeout = settings_.options.acquire_timeout,
+                .queue_timeout = QueueTimeout(settings_.options),
                 .acquire = [this] { return Acquire(); },
                 .claims = claims_,
                 .claim_hook = claim_hook_}) {
@@ -275,6 +275,15 @@ class PostgresStore::Impl {
   }
 
  private:
+  // How long an asynchronous call may wait for the store's thread: as long
+  // as a synchronous one waits for a connection, or, when that is 0 (no
+  // wait), one round trip's bound, the time a call ahead of it may take.
+  static std::chrono::milliseconds QueueTimeout(
+      const PostgresStoreOptions& options) {
+    if (options.acquire_timeout.count() > 0) return options.acquire_timeout;
+    return options.statement_timeout + PostgresStore::kClientGrace;
+  }
+
   // The statements' text comes in Start, once the table's schema is known.
   static ConnectionSettings MakeSettings(const PostgresStoreOptions& options,
                                          const std::string& display) {

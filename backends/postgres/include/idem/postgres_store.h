@@ -30,8 +30,9 @@
 // batches, a few statements for many calls on one pooled connection
 // (backends/postgres/src/postgres_async_calls.h), and answers each after the
 // statement that wrote it returned. A call that waited for that thread
-// longer than acquire_timeout fails with kUnavailable, unsent; each
-// statement is bounded as above. Every other call is synchronous.
+// longer than acquire_timeout (statement_timeout + kClientGrace when that
+// is 0) fails with kUnavailable, unsent; each statement is bounded as
+// above. Every other call is synchronous.
 //
 // Outages: while the server is unreachable every call fails with
 // kUnavailable within the bounds above; a failed call is not retried (its

@@ -1,0 +1,420 @@
+// The PostgreSQL store's asynchronous calls (postgres_async_calls.h): what
+// its batches must keep that the contract suite, which runs through them one
+// call at a time (`postgres_async`), cannot force.
+//  - In one batch, each id is acquired once however many claims of it the
+//    batch holds, and each replay gets its own id's response (never
+//    another's from the same statement).
+//  - Claims the batch's INSERT cannot take (an expired record, a lock timed
+//    out) still take over, and the old holder's completion then fails.
+//  - A completion of a claim the store does not remember reads the row.
+//  - A call that waited longer than its bound is not sent at all.
+//  - A statement that fails answers every call it carried with its error.
+//  - Many threads and another store instance on few ids: one holder each.
+//
+// Each test holds the store's thread (PostgresStoreTestPeer::
+// PostToAsyncThread) while it makes the calls, so that they form one batch
+// when it lets go. Against the shared server of IDEM_TEST_POSTGRES_URI,
+// each test on a table of its own.
+
+#include <libpq-fe.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "idem/open_store.h"
+#include "idem/postgres_store.h"
+#include "idem/store.h"
+#include "postgres_store_test_peer.h"
+#include "postgres_test_util.h"
+#include "support/ids.h"
+#include "support/store_times.h"
+#include "support/wait_for.h"
+
+namespace idem {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::kLock;
+using testing::kT0;
+using testing::kTtl;
+using testing::TestFingerprint;
+using testing::TestId;
+
+Response Body(std::string body) {
+  return Response{201, {{"Content-Type", "text/plain"}}, std::move(body)};
+}
+
+// The answers of asynchronous calls, in the slots the test gives them.
+template <typename T>
+class Answers {
+ public:
+  explicit Answers(std::size_t n) : results_(n) {}
+
+  StoreCallback<T> Slot(std::size_t i) {
+    return [this, i](Result<T> r) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (results_[i].has_value()) ADD_FAILURE() << "slot " << i << " twice";
+      results_[i] = std::move(r);
+      ++count_;
+    };
+  }
+
+  // Waits (bounded) until every slot has its answer.
+  bool WaitAll() {
+    return testing::WaitFor([&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return count_ == results_.size();
+    });
+  }
+
+  const Result<T>& operator[](std::size_t i) const { return *results_[i]; }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::optional<Result<T>>> results_;
+  std::size_t count_ = 0;
+};
+
+// Holds the store's thread from construction to Release (or destruction):
+// the calls made meanwhile queue, and go as one batch.
+class HeldThread {
+ public:
+  explicit HeldThread(PostgresStore& store) {
+    PostgresStoreTestPeer::PostToAsyncThread(
+        store, [gate = gate_.get_future().share(), this] {
+          entered_.set_value();
+          gate.wait();
+        });
+    entered_.get_future().wait();
+  }
+  ~HeldThread() { Release(); }
+  void Release() {
+    if (!released_) gate_.set_value();
+    released_ = true;
+  }
+
+ private:
+  std::promise<void> gate_;
+  std::promise<void> entered_;
+  bool released_ = false;
+};
+
+class PostgresAsyncTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    IDEM_REQUIRE_TEST_POSTGRES();
+    base_ = testing::PostgresTestUri();
+    table_ = testing::UniquePostgresTable("idemasync");
+  }
+  void TearDown() override {
+    if (!table_.empty()) testing::DropPostgresTable(base_, table_);
+  }
+
+  std::unique_ptr<PostgresStore> Open(const std::string& extra = "") {
+    auto opened = OpenStore(
+        testing::WithParams(base_, "table=" + table_ +
+                                       (extra.empty() ? "" : "&" + extra)),
+        {.sweep_interval = Duration::zero()});
+    EXPECT_TRUE(opened.has_value()) << opened.error().ToString();
+    if (!opened) return nullptr;
+    auto* pg = dynamic_cast<PostgresStore*>(opened->get());
+    EXPECT_NE(pg, nullptr);
+    if (pg == nullptr) return nullptr;
+    (void)opened->release();
+    return std::unique_ptr<PostgresStore>(pg);
+  }
+
+  std::string base_;
+  std::string table_;
+};
+
+TEST_F(PostgresAsyncTest, OneBatchAcquiresEachIdOnceAndReplaysItsOwnResponse) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  // Three claims of each id, more calls than one statement carries (64).
+  constexpr std::size_t kIds = 40;
+  constexpr std::size_t kEach = 3;
+  Answers<ClaimResult> claims(kIds * kEach);
+  {
+    HeldThread held(*store);
+    for (std::size_t k = 0; k < kEach; ++k) {
+      for (std::size_t i = 0; i < kIds; ++i) {
+        store->ClaimAsync(TestId(i), TestFingerprint(1), kT0, kTtl, kLock,
+                          claims.Slot(k * kIds + i));
+      }
+    }
+  }
+  ASSERT_TRUE(claims.WaitAll());
+  std::vector<Token> holders(kIds);
+  for (std::size_t i = 0; i < kIds; ++i) {
+    SCOPED_TRACE(i);
+    int acquired = 0;
+    for (std::size_t k = 0; k < kEach; ++k) {
+      const auto& r = claims[k * kIds + i];
+      ASSERT_TRUE(r.has_value()) << r.error().ToString();
+      if (r->outcome == ClaimOutcome::kAcquired) {
+        ++acquired;
+        EXPECT_FALSE(r->takeover);
+        holders[i] = r->token;
+      } else {
+        EXPECT_EQ(r->outcome, ClaimOutcome::kInProgress);
+      }
+    }
+    EXPECT_EQ(acquired, 1);
+  }
+
+  Answers<bool> completes(kIds);
+  {
+    HeldThread held(*store);
+    for (std::size_t i = 0; i < kIds; ++i) {
+      store->CompleteAsync(
+          TestId(i), holders[i],
+          std::make_shared<const Response>(Body("order " + std::to_string(i))),
+          completes.Slot(i));
+    }
+  }
+  ASSERT_TRUE(completes.WaitAll());
+  for (std::size_t i = 0; i < kIds; ++i) {
+    ASSERT_TRUE(completes[i].has_value()) << completes[i].error().ToString();
+    EXPECT_TRUE(*completes[i]) << i;
+  }
+
+  // Replays of every id, and a claim of each with another body: one SELECT
+  // answers them all, each from its own row.
+  Answers<ClaimResult> again(2 * kIds);
+  {
+    HeldThread held(*store);
+    for (std::size_t i = 0; i < kIds; ++i) {
+      store->ClaimAsync(TestId(i), TestFingerprint(1), kT0, kTtl, kLock,
+                        again.Slot(i));
+      store->ClaimAsync(TestId(i), TestFingerprint(2), kT0, kTtl, kLock,
+                        again.Slot(kIds + i));
+    }
+  }
+  ASSERT_TRUE(again.WaitAll());
+  for (std::size_t i = 0; i < kIds; ++i) {
+    SCOPED_TRACE(i);
+    const auto& replay = again[i];
+    ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
+    ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+    ASSERT_NE(replay->response, nullptr);
+    EXPECT_EQ(replay->response->body, "order " + std::to_string(i));
+    const auto& other = again[kIds + i];
+    ASSERT_TRUE(other.has_value()) << other.error().ToString();
+    EXPECT_EQ(other->outcome, ClaimOutcome::kMismatch);
+  }
+  EXPECT_EQ(testing::PostgresQuery(
+                base_, "SELECT state, count(*) FROM \"" + table_ +
+                           "\" GROUP BY state"),
+            (std::vector<std::vector<std::string>>{
+                {"2", std::to_string(kIds)}}));
+}
+
+TEST_F(PostgresAsyncTest, ABatchTakesOverAndTheOldHolderCannotComplete) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  // 0: expired; 1: in progress, its lock timed out; 2: completed, expired.
+  const TimePoint later = kT0 + std::chrono::hours(2);
+  auto expired = store->Claim(TestId(0), TestFingerprint(1), kT0,
+                              std::chrono::hours(1), kLock);
+  auto timed_out = store->Claim(TestId(1), TestFingerprint(1), kT0, kTtl,
+                                std::chrono::seconds(1));
+  auto completed = store->Claim(TestId(2), TestFingerprint(1), kT0,
+                                std::chrono::hours(1), kLock);
+  ASSERT_TRUE(expired && timed_out && completed);
+  ASSERT_TRUE(store->Complete(TestId(2), completed->token, Body("old")));
+
+  Answers<ClaimResult> claims(3);
+  {
+    HeldThread held(*store);
+    for (std::size_t i = 0; i < 3; ++i) {
+      store->ClaimAsync(TestId(i), TestFingerprint(1), later, kTtl, kLock,
+                        claims.Slot(i));
+    }
+  }
+  ASSERT_TRUE(claims.WaitAll());
+  for (std::size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_TRUE(claims[i].has_value()) << claims[i].error().ToString();
+    EXPECT_EQ(claims[i]->outcome, ClaimOutcome::kAcquired);
+    // Only a lock that timed out is a takeover; an expired record is gone.
+    EXPECT_EQ(claims[i]->takeover, i == 1);
+  }
+
+  Answers<bool> completes(4);
+  {
+    HeldThread held(*store);
+    store->CompleteAsync(TestId(1), timed_out->token,
+                         std::make_shared<const Response>(Body("stale")),
+                         completes.Slot(0));
+    for (std::size_t i = 0; i < 3; ++i) {
+      store->CompleteAsync(TestId(i), claims[i]->token,
+                           std::make_shared<const Response>(Body("new")),
+                           completes.Slot(1 + i));
+    }
+  }
+  ASSERT_TRUE(completes.WaitAll());
+  for (std::size_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(completes[i].has_value()) << completes[i].error().ToString();
+    EXPECT_EQ(*completes[i], i != 0) << i;
+  }
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto record = store->Inspect(TestId(i), later);
+    ASSERT_TRUE(record && record->has_value());
+    ASSERT_NE((*record)->response, nullptr);
+    EXPECT_EQ((*record)->response->body, "new") << i;
+  }
+}
+
+TEST_F(PostgresAsyncTest, ACompletionOfAnotherInstancesClaimReadsTheRow) {
+  auto store = Open();
+  auto other = Open();
+  ASSERT_TRUE(store != nullptr && other != nullptr);
+  auto claim = other->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(claim.has_value());
+  Answers<bool> completes(2);
+  {
+    HeldThread held(*store);
+    store->CompleteAsync(TestId(1), testing::TestToken(7),
+                         std::make_shared<const Response>(Body("wrong")),
+                         completes.Slot(0));
+    store->CompleteAsync(TestId(1), claim->token,
+                         std::make_shared<const Response>(Body("right")),
+                         completes.Slot(1));
+  }
+  ASSERT_TRUE(completes.WaitAll());
+  ASSERT_TRUE(completes[0].has_value()) << completes[0].error().ToString();
+  EXPECT_FALSE(*completes[0]);
+  ASSERT_TRUE(completes[1].has_value()) << completes[1].error().ToString();
+  EXPECT_TRUE(*completes[1]);
+  auto record = other->Inspect(TestId(1), kT0);
+  ASSERT_TRUE(record && record->has_value());
+  ASSERT_NE((*record)->response, nullptr);
+  EXPECT_EQ((*record)->response->body, "right");
+}
+
+TEST_F(PostgresAsyncTest, ACallThatWaitedPastItsBoundIsNotSent) {
+  auto store = Open("acquire_timeout_ms=100");
+  ASSERT_NE(store, nullptr);
+  auto held_claim = store->Claim(TestId(2), TestFingerprint(1), kT0, kTtl,
+                                 kLock);
+  ASSERT_TRUE(held_claim.has_value());
+  Answers<ClaimResult> claims(1);
+  Answers<bool> completes(1);
+  {
+    HeldThread held(*store);
+    store->ClaimAsync(TestId(1), TestFingerprint(1), kT0, kTtl, kLock,
+                      claims.Slot(0));
+    store->CompleteAsync(TestId(2), held_claim->token,
+                         std::make_shared<const Response>(Body("late")),
+                         completes.Slot(0));
+    // Past both calls' deadline (100 ms after they were made).
+    const auto past =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    while (std::chrono::steady_clock::now() < past) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ASSERT_TRUE(claims.WaitAll() && completes.WaitAll());
+  ASSERT_FALSE(claims[0].has_value());
+  EXPECT_EQ(claims[0].error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(claims[0].error().message(), HasSubstr("not sent"));
+  ASSERT_FALSE(completes[0].has_value());
+  EXPECT_EQ(completes[0].error().code(), ErrorCode::kUnavailable);
+  // Nothing reached the table: no record of 1, 2 still in progress.
+  auto one = store->Inspect(TestId(1), kT0);
+  ASSERT_TRUE(one.has_value());
+  EXPECT_FALSE(one->has_value());
+  auto two = store->Inspect(TestId(2), kT0);
+  ASSERT_TRUE(two && two->has_value());
+  EXPECT_EQ((*two)->state, RecordState::kInProgress);
+}
+
+TEST_F(PostgresAsyncTest, AFailedStatementAnswersEveryCallItCarriedWithItsError) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  // The statements are planned each time: a table renamed away makes the
+  // batch's INSERT fail (42P01, kInternal).
+  constexpr std::size_t kCalls = 10;
+  Answers<ClaimResult> claims(kCalls);
+  {
+    HeldThread held(*store);
+    for (std::size_t i = 0; i < kCalls; ++i) {
+      store->ClaimAsync(TestId(i % 4), TestFingerprint(1), kT0, kTtl, kLock,
+                        claims.Slot(i));
+    }
+    testing::PostgresQuery(base_, "ALTER TABLE \"" + table_ +
+                                      "\" RENAME TO \"" + table_ + "_away\"");
+  }
+  ASSERT_TRUE(claims.WaitAll());
+  for (std::size_t i = 0; i < kCalls; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_FALSE(claims[i].has_value());
+    EXPECT_EQ(claims[i].error().code(), ErrorCode::kInternal);
+    EXPECT_THAT(claims[i].error().message(), HasSubstr("42P01"));
+  }
+  testing::PostgresQuery(base_, "ALTER TABLE \"" + table_ + "_away\" RENAME TO \"" +
+                                    table_ + "\"");
+  EXPECT_EQ(testing::PostgresQuery(base_, "SELECT count(*) FROM \"" + table_ +
+                                              "\""),
+            (std::vector<std::vector<std::string>>{{"0"}}));
+  // The store goes on once the table is back.
+  auto claim = store->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+  EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
+}
+
+TEST_F(PostgresAsyncTest, ManyThreadsAndAnotherInstanceAcquireEachIdOnce) {
+  auto store = Open("acquire_timeout_ms=120000&statement_timeout_ms=60000");
+  auto other = Open("acquire_timeout_ms=120000&statement_timeout_ms=60000");
+  ASSERT_TRUE(store != nullptr && other != nullptr);
+  constexpr int kThreads = 8;
+  constexpr int kClaimsPerThread = 100;
+  constexpr int kIds = 16;
+  std::vector<std::atomic<int>> acquired(kIds);
+  std::atomic<int> answered{0};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kClaimsPerThread; ++i) {
+        const int k = (t + i) % kIds;
+        if (t % 4 == 3) {  // The other instance, synchronously.
+          auto r = other->Claim(TestId(k), TestFingerprint(1), kT0, kTtl,
+                                kLock);
+          if (!r) failed.fetch_add(1);
+          if (r && r->outcome == ClaimOutcome::kAcquired) acquired[k]++;
+          answered.fetch_add(1);
+          continue;
+        }
+        store->ClaimAsync(TestId(k), TestFingerprint(1), kT0, kTtl, kLock,
+                          [&, k](Result<ClaimResult> r) {
+                            if (!r) failed.fetch_add(1);
+                            if (r && r->outcome == ClaimOutcome::kAcquired) {
+                              acquired[k]++;
+                            }
+                            answered.fetch_add(1);
+                          });
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return answered.load() == kThreads * kClaimsPerThread; }));
+  EXPECT_EQ(failed.load(), 0);
+  for (int k = 0; k < kIds; ++k) EXPECT_EQ(acquired[k].load(), 1) << k;
+}
+
+}  // namespace
+}  // namespace idem
