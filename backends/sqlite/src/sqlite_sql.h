@@ -76,21 +76,35 @@ inline constexpr const char* kSql[kStatementCount] = {
     "ROLLBACK TO idem_call",
 };
 
-// Schema version 2 (sqlite_schema.cc).
-inline constexpr const char* kCreateSchemaV2[] = {
+// Schema version 3 (sqlite_schema.cc).
+inline constexpr const char* kCreateSchema[] = {
     "CREATE TABLE idem_records ("
-    "id BLOB PRIMARY KEY NOT NULL, "
+    "seq INTEGER PRIMARY KEY, "
+    "id BLOB UNIQUE NOT NULL, "
     "state INTEGER NOT NULL, "
     "fingerprint BLOB NOT NULL, "
     "token BLOB NOT NULL, "
     "locked_until INTEGER NOT NULL, "
     "expires_at INTEGER NOT NULL, "
     "takeovers INTEGER NOT NULL DEFAULT 0, "
-    "record BLOB NOT NULL) WITHOUT ROWID",
+    "record BLOB NOT NULL)",
     "CREATE INDEX idem_records_expires_at ON idem_records (expires_at)",
 };
 
-// Version 1's table, read once by the migration to version 2.
+// Version 2's table (WITHOUT ROWID, keyed by id), moved aside, then copied
+// into version 3's and dropped by the migration.
+inline constexpr const char* kMoveAsideV2[] = {
+    "ALTER TABLE idem_records RENAME TO idem_records_v2",
+    "DROP INDEX idem_records_expires_at",
+};
+inline constexpr const char* kCopyV2[] = {
+    "INSERT INTO idem_records (id, state, fingerprint, token, locked_until, "
+    "expires_at, takeovers, record) SELECT id, state, fingerprint, token, "
+    "locked_until, expires_at, takeovers, record FROM idem_records_v2",
+    "DROP TABLE idem_records_v2",
+};
+
+// Version 1's table, read once by its migration.
 inline constexpr const char* kSelectV1 = "SELECT id, record FROM idempotency";
 inline constexpr const char* kInsertMigrated =
     "INSERT INTO idem_records (id, state, fingerprint, token, "

@@ -335,7 +335,8 @@ TEST_F(SqliteStoreTest, MigratesAVersion1File) {
   ASSERT_NE(store, nullptr);
   {
     RawDb raw(DbPath());
-    EXPECT_EQ(raw.QueryText("PRAGMA user_version"), "2");
+    EXPECT_EQ(raw.QueryText("PRAGMA user_version"),
+              std::to_string(SqliteStore::kSchemaVersion));
     EXPECT_EQ(raw.QueryText("SELECT count(*) FROM sqlite_master WHERE name = "
                             "'idempotency'"),
               "0");
@@ -372,16 +373,101 @@ TEST_F(SqliteStoreTest, MigratesAVersion1File) {
   EXPECT_EQ(inspect.error().code(), ErrorCode::kDataLoss);
 }
 
+// A version-2 file: the same columns in a table WITHOUT ROWID keyed by id
+// (the DDL version 2 created, kept here as the format such files have).
+TEST_F(SqliteStoreTest, MigratesAVersion2FileKeepingEveryRow) {
+  const Record pending{.state = RecordState::kInProgress,
+                       .fingerprint = Fp(1),
+                       .token = testing::TestToken(1),
+                       .locked_until = kT0 + kLock,
+                       .expires_at = kT0 + kTtl};
+  Record done{.state = RecordState::kCompleted,
+              .fingerprint = Fp(2),
+              .token = testing::TestToken(2),
+              .locked_until = kT0 + kLock,
+              .expires_at = kT0 + seconds(10)};
+  done.response = std::make_shared<const Response>(SomeResponse());
+  {
+    RawDb raw(DbPath());
+    raw.Exec(
+        "CREATE TABLE idem_records (id BLOB PRIMARY KEY NOT NULL, "
+        "state INTEGER NOT NULL, fingerprint BLOB NOT NULL, "
+        "token BLOB NOT NULL, locked_until INTEGER NOT NULL, "
+        "expires_at INTEGER NOT NULL, takeovers INTEGER NOT NULL DEFAULT 0, "
+        "record BLOB NOT NULL) WITHOUT ROWID");
+    raw.Exec(
+        "CREATE INDEX idem_records_expires_at ON idem_records (expires_at)");
+    raw.Exec("PRAGMA user_version = 2");
+    auto hex = [](std::string_view bytes) {
+      static constexpr char kDigits[] = "0123456789abcdef";
+      std::string out = "x'";
+      for (unsigned char c : bytes) {
+        out += kDigits[c >> 4];
+        out += kDigits[c & 0xF];
+      }
+      return out + "'";
+    };
+    for (const Record* record : {&pending, static_cast<const Record*>(&done)}) {
+      raw.ExecWithBlobs(
+          "INSERT INTO idem_records VALUES (?1, " +
+              std::to_string(static_cast<int>(record->state)) + ", " +
+              hex(record->fingerprint.view()) + ", " +
+              hex(record->token.view()) + ", " +
+              std::to_string(ToUnixNanos(record->locked_until)) + ", " +
+              std::to_string(ToUnixNanos(record->expires_at)) + ", 0, ?2)",
+          (record == &pending ? Id(1) : Id(2)).view(), EncodeRecord(*record));
+    }
+  }
+
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  {
+    RawDb raw(DbPath());
+    EXPECT_EQ(raw.QueryText("PRAGMA user_version"),
+              std::to_string(SqliteStore::kSchemaVersion));
+    EXPECT_EQ(raw.QueryText("SELECT count(*) FROM sqlite_master WHERE name = "
+                            "'idem_records_v2'"),
+              "0");
+    EXPECT_EQ(raw.QueryText("SELECT count(*) FROM sqlite_master WHERE name = "
+                            "'idem_records_expires_at'"),
+              "1");
+    // Rows in insertion order now: the table has its rowid.
+    EXPECT_EQ(raw.QueryText("SELECT count(seq) FROM idem_records"), "2");
+  }
+  auto got = store->Inspect(Id(1), kT0);
+  ASSERT_TRUE(got.has_value()) << got.error().ToString();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_TRUE(**got == pending);
+  got = store->Inspect(Id(2), kT0);
+  ASSERT_TRUE(got.has_value()) << got.error().ToString();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_TRUE(**got == done);
+  auto busy = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(busy.has_value()) << busy.error().ToString();
+  EXPECT_EQ(busy->outcome, ClaimOutcome::kInProgress);
+  EXPECT_EQ(store->Complete(Id(1), pending.token, SomeResponse()), true);
+  auto replay = store->Claim(Id(2), Fp(2), kT0, kTtl, kLock);
+  ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
+  EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+  auto fresh = store->Claim(Id(3), Fp(3), kT0, kTtl, kLock);
+  ASSERT_TRUE(fresh.has_value()) << fresh.error().ToString();
+  EXPECT_EQ(fresh->outcome, ClaimOutcome::kAcquired);
+  auto purged = store->PurgeExpired(kT0 + seconds(10), 100);
+  ASSERT_TRUE(purged.has_value());
+  EXPECT_EQ(*purged, 1u);
+}
+
 TEST_F(SqliteStoreTest, ANewerSchemaVersionIsRefused) {
   {
     auto store = OpenStore();
     ASSERT_NE(store, nullptr);
   }
-  RawDb(DbPath()).Exec("PRAGMA user_version = 3");
+  const std::string newer = std::to_string(SqliteStore::kSchemaVersion + 1);
+  RawDb(DbPath()).Exec("PRAGMA user_version = " + newer);
   auto store = SqliteStore::Open({.path = DbPath()});
   ASSERT_FALSE(store.has_value());
   EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_THAT(store.error().message(), HasSubstr("schema version 3"));
+  EXPECT_THAT(store.error().message(), HasSubstr("schema version " + newer));
 }
 
 // A lock another connection gives up within busy_timeout is waited for.
@@ -1004,7 +1090,8 @@ TEST_F(SqliteStoreTest, CreateFalseOpensOnlyAnExistingIdemStore) {
        std::vector<std::pair<std::filesystem::path, std::string>>{
            {empty, "no table idem_records (user_version 0"},
            {foreign, "no table idem_records (user_version 7"},
-           {v1, "schema version 1 that needs migrating to 2"}}) {
+           {v1, "schema version 1 that needs migrating to " +
+                    std::to_string(SqliteStore::kSchemaVersion)}}) {
     SCOPED_TRACE(path.filename().string());
     const std::string before = testing::FileBytes(path);
     auto store = open(path);

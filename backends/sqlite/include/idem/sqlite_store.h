@@ -81,7 +81,7 @@ namespace idem {
 class SqliteStore final : public StoreBoundary {
  public:
   // The schema version this build creates (PRAGMA user_version).
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
   // How often a claim whose upsert met a live record, and whose follow-up
   // SELECT found it gone (released, revoked or purged by another process
   // in between), tries again before it answers kInProgress.
