@@ -61,8 +61,8 @@ const StoreDescriptor& PostgresStoreDescriptor() {
       // A long acquire timeout: the concurrency tests put 32 threads on a
       // pool of 8 on a loaded (or sanitized) machine.
       // The cached setup runs the suite with the local cache in front: it
-      // must answer every row as the store does. The plain one runs again
-      // through the asynchronous calls (their batches).
+      // must answer every row as the store does. Both run again through
+      // the asynchronous calls (their batches).
       .setups = {{.label = "postgres",
                   .server_env = "IDEM_TEST_POSTGRES_URI",
                   .params = "acquire_timeout_ms=120000"
@@ -71,7 +71,8 @@ const StoreDescriptor& PostgresStoreDescriptor() {
                  {.label = "postgres_local_cache",
                   .server_env = "IDEM_TEST_POSTGRES_URI",
                   .params = "acquire_timeout_ms=120000"
-                            "&statement_timeout_ms=60000&local_cache=1000"}},
+                            "&statement_timeout_ms=60000&local_cache=1000",
+                  .through_async_calls = true}},
   };
   return descriptor;
 }
