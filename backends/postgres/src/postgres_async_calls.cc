@@ -88,8 +88,8 @@ std::optional<std::size_t> FindId(const std::vector<Call*>& sorted,
 AsyncCalls::AsyncCalls(AsyncCallsHost host)
     : host_(std::move(host)), thread_([this] { Flush(); }) {}
 
-void AsyncCalls::Claim(const RecordId& id, const Fingerprint& fp,
-                       TimePoint now, Duration ttl, Duration lock_timeout,
+void AsyncCalls::Claim(const RecordId& id, const Fingerprint& fp, TimePoint now,
+                       Duration ttl, Duration lock_timeout,
                        StoreCallback<ClaimResult> done) {
   PendingClaim call{.id = id,
                     .fresh = NewClaimRecord(fp, now, ttl, lock_timeout),
@@ -101,9 +101,9 @@ void AsyncCalls::Claim(const RecordId& id, const Fingerprint& fp,
       claims_.push_back(std::move(call));
     } catch (const std::bad_alloc&) {
       if (!Answered(call)) {
-        Answer(call, Result<ClaimResult>(MakeError(
-                         ErrorCode::kResourceExhausted,
-                         host_.prefix + "claim: out of memory")));
+        Answer(call, Result<ClaimResult>(
+                         MakeError(ErrorCode::kResourceExhausted,
+                                   host_.prefix + "claim: out of memory")));
       }
     }
   });
@@ -112,20 +112,19 @@ void AsyncCalls::Claim(const RecordId& id, const Fingerprint& fp,
 void AsyncCalls::Complete(const RecordId& id, const Token& token,
                           std::shared_ptr<const Response> response,
                           StoreCallback<bool> done) {
-  PendingComplete call{
-      .id = id,
-      .token = token,
-      .response = std::move(response),
-      .deadline = Deadline::clock::now() + host_.queue_timeout,
-      .done = std::move(done)};
+  PendingComplete call{.id = id,
+                       .token = token,
+                       .response = std::move(response),
+                       .deadline = Deadline::clock::now() + host_.queue_timeout,
+                       .done = std::move(done)};
   thread_.Post([this, call = std::move(call)]() mutable {
     try {
       completes_.push_back(std::move(call));
     } catch (const std::bad_alloc&) {
       if (!Answered(call)) {
-        Answer(call, Result<bool>(MakeError(
-                         ErrorCode::kResourceExhausted,
-                         host_.prefix + "complete: out of memory")));
+        Answer(call, Result<bool>(
+                         MakeError(ErrorCode::kResourceExhausted,
+                                   host_.prefix + "complete: out of memory")));
       }
     }
   });
@@ -177,9 +176,9 @@ void AsyncCalls::Flush() {
   if (!sent) failure = sent.error();
   for (PendingClaim& call : claims) {
     if (Answered(call)) continue;
-    Answer(call, Result<ClaimResult>(tl::unexpected(
-                     failure.value_or(Error(ErrorCode::kInternal,
-                                            host_.prefix + "claim: not sent")))));
+    Answer(call,
+           Result<ClaimResult>(tl::unexpected(failure.value_or(Error(
+               ErrorCode::kInternal, host_.prefix + "claim: not sent")))));
   }
   for (PendingComplete& call : completes) {
     if (Answered(call)) continue;
@@ -197,7 +196,8 @@ void AsyncCalls::ClaimBatch(Connection& c, std::span<PendingClaim> batch) {
   if (first.empty()) return;
   auto fail_all = [&](const Error& error) {
     for (PendingClaim& call : batch) {
-      if (!Answered(call)) Answer(call, Result<ClaimResult>(tl::unexpected(error)));
+      if (!Answered(call))
+        Answer(call, Result<ClaimResult>(tl::unexpected(error)));
     }
   };
 
@@ -273,14 +273,12 @@ void AsyncCalls::ClaimBatch(Connection& c, std::span<PendingClaim> batch) {
   // 3. One call at a time, as Store::Claim does.
   for (PendingClaim* call : again) {
     if (c.broken()) return;  // Flush answers the rest.
-    Result<ClaimResult> result = ClaimOn(c, host_.prefix, call->id,
-                                         call->fresh, call->now,
-                                         host_.claim_hook);
+    Result<ClaimResult> result = ClaimOn(c, host_.prefix, call->id, call->fresh,
+                                         call->now, host_.claim_hook);
     if (result && result->outcome == ClaimOutcome::kAcquired) {
       host_.claims.Remember(call->fresh.token,
                             {call->id, call->fresh.fingerprint,
-                             call->fresh.locked_until,
-                             call->fresh.expires_at});
+                             call->fresh.locked_until, call->fresh.expires_at});
     }
     Answer(*call, std::move(result));
   }
@@ -318,10 +316,10 @@ void AsyncCalls::CompleteBatch(Connection& c,
       records.Add(EncodeCompleted(held[i], *first[i]->response));
       locked_until.Add(ToUnixNanos(held[i].locked_until));
     }
-    Result<PgResult> updated = c.Run(
-        kCompleteBatch,
-        {ids.view(), tokens.view(), records.view(), locked_until.view()},
-        "complete");
+    Result<PgResult> updated =
+        c.Run(kCompleteBatch,
+              {ids.view(), tokens.view(), records.view(), locked_until.view()},
+              "complete");
     if (!updated) {
       for (PendingComplete& call : batch) {
         if (!Answered(call)) {
@@ -345,10 +343,9 @@ void AsyncCalls::CompleteBatch(Connection& c,
 
   for (PendingComplete* call : singles) {
     if (c.broken()) return;  // Flush answers the rest.
-    Result<bool> stored =
-        CompleteOn(c, host_.prefix, call->id, call->token, *call->response,
-                   host_.claims.RecallRecord(call->id, call->token),
-                   "complete");
+    Result<bool> stored = CompleteOn(
+        c, host_.prefix, call->id, call->token, *call->response,
+        host_.claims.RecallRecord(call->id, call->token), "complete");
     if (stored) host_.claims.Forget(call->token);
     Answer(*call, std::move(stored));
   }

@@ -57,7 +57,8 @@ class BinaryArray {
 
  private:
   void Put32(std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) bytes_.push_back(static_cast<char>(v >> (24 - 8 * i)));
+    for (int i = 0; i < 4; ++i)
+      bytes_.push_back(static_cast<char>(v >> (24 - 8 * i)));
   }
   std::string bytes_;
 };

@@ -78,13 +78,14 @@ class Connection {
 
   // Runs prepared statement `id` with binary parameters and results,
   // preparing it on this connection first if needed (a statement planned
-  // each time, StatementSpec::plan_each_time, is sent with its text instead). `op` names the call in
-  // errors. Errors: kUnavailable when the connection fails or no reply comes
-  // within statement_timeout + kClientGrace (the connection is then broken),
-  // otherwise by SQLSTATE (CodeOfSqlState). A statement of the store's gone
-  // from the session or its name taken (SQLSTATE 26000, 42P05: an
-  // application's DEALLOCATE or PREPARE on a lent connection) also marks
-  // the connection broken, so that it fails one call, not every call.
+  // each time, StatementSpec::plan_each_time, is sent with its text instead).
+  // `op` names the call in errors. Errors: kUnavailable when the connection
+  // fails or no reply comes within statement_timeout + kClientGrace (the
+  // connection is then broken), otherwise by SQLSTATE (CodeOfSqlState). A
+  // statement of the store's gone from the session or its name taken (SQLSTATE
+  // 26000, 42P05: an application's DEALLOCATE or PREPARE on a lent connection)
+  // also marks the connection broken, so that it fails one call, not every
+  // call.
   Result<PgResult> Run(StatementId id,
                        std::initializer_list<std::string_view> params,
                        std::string_view op) {

@@ -103,7 +103,8 @@ Result<bool> CompleteOn(Connection& c, const std::string& prefix,
   const auto locked_until = BigEndian64(ToUnixNanos(held->locked_until));
   IDEM_ASSIGN_OR_RETURN(
       const PgResult r,
-      c.Run(kComplete, {id.view(), token.view(), blob, View(locked_until)}, op));
+      c.Run(kComplete, {id.view(), token.view(), blob, View(locked_until)},
+            op));
   // The token is new for every claim: a row that still has it, in
   // progress, holds exactly the fields that claim wrote.
   return Affected(r) == 1;

@@ -68,7 +68,6 @@ using postgres_internal::View;
 
 class PostgresStore::Impl {
  public:
-
   Impl(const PostgresStoreOptions& options, const std::string& display,
        LogSink log)
       : settings_(MakeSettings(options, display)),

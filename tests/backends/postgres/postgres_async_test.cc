@@ -123,8 +123,8 @@ class PostgresAsyncTest : public ::testing::Test {
 
   std::unique_ptr<PostgresStore> Open(const std::string& extra = "") {
     auto opened = OpenStore(
-        testing::WithParams(base_, "table=" + table_ +
-                                       (extra.empty() ? "" : "&" + extra)),
+        testing::WithParams(
+            base_, "table=" + table_ + (extra.empty() ? "" : "&" + extra)),
         {.sweep_interval = Duration::zero()});
     EXPECT_TRUE(opened.has_value()) << opened.error().ToString();
     if (!opened) return nullptr;
@@ -214,11 +214,10 @@ TEST_F(PostgresAsyncTest, OneBatchAcquiresEachIdOnceAndReplaysItsOwnResponse) {
     ASSERT_TRUE(other.has_value()) << other.error().ToString();
     EXPECT_EQ(other->outcome, ClaimOutcome::kMismatch);
   }
-  EXPECT_EQ(testing::PostgresQuery(
-                base_, "SELECT state, count(*) FROM \"" + table_ +
-                           "\" GROUP BY state"),
-            (std::vector<std::vector<std::string>>{
-                {"2", std::to_string(kIds)}}));
+  EXPECT_EQ(
+      testing::PostgresQuery(base_, "SELECT state, count(*) FROM \"" + table_ +
+                                        "\" GROUP BY state"),
+      (std::vector<std::vector<std::string>>{{"2", std::to_string(kIds)}}));
 }
 
 TEST_F(PostgresAsyncTest, ABatchTakesOverAndTheOldHolderCannotComplete) {
@@ -307,8 +306,8 @@ TEST_F(PostgresAsyncTest, ACompletionOfAnotherInstancesClaimReadsTheRow) {
 TEST_F(PostgresAsyncTest, ACallThatWaitedPastItsBoundIsNotSent) {
   auto store = Open("acquire_timeout_ms=100");
   ASSERT_NE(store, nullptr);
-  auto held_claim = store->Claim(TestId(2), TestFingerprint(1), kT0, kTtl,
-                                 kLock);
+  auto held_claim =
+      store->Claim(TestId(2), TestFingerprint(1), kT0, kTtl, kLock);
   ASSERT_TRUE(held_claim.has_value());
   Answers<ClaimResult> claims(1);
   Answers<bool> completes(1);
@@ -341,7 +340,8 @@ TEST_F(PostgresAsyncTest, ACallThatWaitedPastItsBoundIsNotSent) {
   EXPECT_EQ((*two)->state, RecordState::kInProgress);
 }
 
-TEST_F(PostgresAsyncTest, AFailedStatementAnswersEveryCallItCarriedWithItsError) {
+TEST_F(PostgresAsyncTest,
+       AFailedStatementAnswersEveryCallItCarriedWithItsError) {
   auto store = Open();
   ASSERT_NE(store, nullptr);
   // The statements are planned each time: a table renamed away makes the
@@ -364,11 +364,11 @@ TEST_F(PostgresAsyncTest, AFailedStatementAnswersEveryCallItCarriedWithItsError)
     EXPECT_EQ(claims[i].error().code(), ErrorCode::kInternal);
     EXPECT_THAT(claims[i].error().message(), HasSubstr("42P01"));
   }
-  testing::PostgresQuery(base_, "ALTER TABLE \"" + table_ + "_away\" RENAME TO \"" +
-                                    table_ + "\"");
-  EXPECT_EQ(testing::PostgresQuery(base_, "SELECT count(*) FROM \"" + table_ +
-                                              "\""),
-            (std::vector<std::vector<std::string>>{{"0"}}));
+  testing::PostgresQuery(base_, "ALTER TABLE \"" + table_ +
+                                    "_away\" RENAME TO \"" + table_ + "\"");
+  EXPECT_EQ(
+      testing::PostgresQuery(base_, "SELECT count(*) FROM \"" + table_ + "\""),
+      (std::vector<std::vector<std::string>>{{"0"}}));
   // The store goes on once the table is back.
   auto claim = store->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
   ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
@@ -391,8 +391,8 @@ TEST_F(PostgresAsyncTest, ManyThreadsAndAnotherInstanceAcquireEachIdOnce) {
       for (int i = 0; i < kClaimsPerThread; ++i) {
         const int k = (t + i) % kIds;
         if (t % 4 == 3) {  // The other instance, synchronously.
-          auto r = other->Claim(TestId(k), TestFingerprint(1), kT0, kTtl,
-                                kLock);
+          auto r =
+              other->Claim(TestId(k), TestFingerprint(1), kT0, kTtl, kLock);
           if (!r) failed.fetch_add(1);
           if (r && r->outcome == ClaimOutcome::kAcquired) acquired[k]++;
           answered.fetch_add(1);
