@@ -48,19 +48,27 @@ void ExpireLate(std::span<Call> calls, const std::string& prefix,
   }
 }
 
-// Pointers to the calls of `calls` not answered yet, sorted by id: the first
-// call of each id in `first`, every later one of that id in `again` (in the
-// order they were made).
+// Pointers to the calls of `calls` not answered yet, sorted by id (stably:
+// the calls of one id in the order they were made).
+template <typename Call>
+std::vector<Call*> SortedById(std::span<Call> calls) {
+  std::vector<Call*> sorted;
+  sorted.reserve(calls.size());
+  for (Call& call : calls) {
+    if (!Answered(call)) sorted.push_back(&call);
+  }
+  std::stable_sort(sorted.begin(), sorted.end(), [](Call* a, Call* b) {
+    return a->id.view() < b->id.view();
+  });
+  return sorted;
+}
+
+// SortedById, the first call of each id in `first`, every later one of that
+// id in `again` (in the order they were made).
 template <typename Call>
 void SplitById(std::span<Call> calls, std::vector<Call*>& first,
                std::vector<Call*>& again) {
-  first.reserve(calls.size());
-  for (Call& call : calls) {
-    if (!Answered(call)) first.push_back(&call);
-  }
-  std::stable_sort(first.begin(), first.end(), [](Call* a, Call* b) {
-    return a->id.view() < b->id.view();
-  });
+  first = SortedById(calls);
   auto out = first.begin();
   for (auto it = first.begin(); it != first.end(); ++it) {
     if (out != first.begin() && (*(out - 1))->id == (*it)->id) {
@@ -190,26 +198,52 @@ void AsyncCalls::Flush() {
 
 void AsyncCalls::ClaimBatch(Connection& c, std::span<PendingClaim> batch) {
   ExpireLate<ClaimResult>(batch, host_.prefix, "claim", host_.queue_timeout);
-  std::vector<PendingClaim*> first;
-  std::vector<PendingClaim*> again;
-  SplitById(batch, first, again);
-  if (first.empty()) return;
+  // The calls by id; each id's first call leads its group into the INSERT,
+  // and the others of the group are decided after it, as if they came
+  // just after it (a retry storm on one key is one row read, not a round
+  // trip per call).
+  const std::vector<PendingClaim*> sorted = SortedById(batch);
+  if (sorted.empty()) return;
+  std::vector<std::size_t> starts;  // Of each group in `sorted`, then its end.
+  std::vector<PendingClaim*> leaders;
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    if (i == 0 || sorted[i]->id != sorted[i - 1]->id) {
+      starts.push_back(i);
+      leaders.push_back(sorted[i]);
+    }
+  }
+  starts.push_back(sorted.size());
+  auto group = [&](std::size_t g) {
+    return std::span(sorted).subspan(starts[g], starts[g + 1] - starts[g]);
+  };
   auto fail_all = [&](const Error& error) {
     for (PendingClaim& call : batch) {
-      if (!Answered(call))
+      if (!Answered(call)) {
         Answer(call, Result<ClaimResult>(tl::unexpected(error)));
+      }
+    }
+  };
+  // What goes through the synchronous statements, one call at a time.
+  std::vector<PendingClaim*> again;
+  // Answers `call` as the record `existing` blocks it, if it does.
+  auto decide = [&](PendingClaim& call, const Record& existing) {
+    if (auto answer =
+            ClaimBlockedBy(existing, call.fresh.fingerprint, call.now)) {
+      Answer(call, Result<ClaimResult>(std::move(*answer)));
+    } else {
+      again.push_back(&call);  // Claimable: a takeover.
     }
   };
 
   // 1. One INSERT for every distinct id.
-  const std::size_t n = first.size();
+  const std::size_t n = leaders.size();
   BinaryArray ids(kByteaOid, n, RecordId::kSize);
   BinaryArray fingerprints(kByteaOid, n, Fingerprint::kSize);
   BinaryArray tokens(kByteaOid, n, Token::kSize);
   BinaryArray locked_until(kInt8Oid, n, 8);
   BinaryArray expires_at(kInt8Oid, n, 8);
   BinaryArray records(kByteaOid, n, 128);
-  for (const PendingClaim* call : first) {
+  for (const PendingClaim* call : leaders) {
     const Record& fresh = call->fresh;
     ids.Add(call->id.view());
     fingerprints.Add(fresh.fingerprint.view());
@@ -226,21 +260,24 @@ void AsyncCalls::ClaimBatch(Connection& c, std::span<PendingClaim> batch) {
   if (!inserted) return fail_all(inserted.error());
   std::vector<bool> acquired(n, false);
   for (int row = 0; row < PQntuples(inserted->get()); ++row) {
-    if (auto i = FindId(first, Cell(inserted->get(), row, 0))) {
-      acquired[*i] = true;
+    if (auto g = FindId(leaders, Cell(inserted->get(), row, 0))) {
+      acquired[*g] = true;
     }
   }
-  std::vector<PendingClaim*> blocked;  // Sorted by id, as `first`.
-  for (std::size_t i = 0; i < n; ++i) {
-    PendingClaim& call = *first[i];
-    if (!acquired[i]) {
-      blocked.push_back(&call);
+  std::vector<PendingClaim*> blocked;  // Leaders, sorted by id.
+  std::vector<std::size_t> blocked_groups;
+  for (std::size_t g = 0; g < n; ++g) {
+    PendingClaim& leader = *leaders[g];
+    if (!acquired[g]) {
+      blocked.push_back(&leader);
+      blocked_groups.push_back(g);
       continue;
     }
-    host_.claims.Remember(call.fresh.token,
-                          {call.id, call.fresh.fingerprint,
-                           call.fresh.locked_until, call.fresh.expires_at});
-    Answer(call, Result<ClaimResult>(ClaimAcquired(call.fresh, false)));
+    host_.claims.Remember(leader.fresh.token,
+                          {leader.id, leader.fresh.fingerprint,
+                           leader.fresh.locked_until, leader.fresh.expires_at});
+    Answer(leader, Result<ClaimResult>(ClaimAcquired(leader.fresh, false)));
+    for (PendingClaim* call : group(g).subspan(1)) decide(*call, leader.fresh);
   }
 
   // 2. One SELECT of the rows in the way; ClaimBlockedBy answers most.
@@ -249,24 +286,26 @@ void AsyncCalls::ClaimBatch(Connection& c, std::span<PendingClaim> batch) {
     for (const PendingClaim* call : blocked) blocked_ids.Add(call->id.view());
     Result<PgResult> rows = c.Run(kSelectBatch, {blocked_ids.view()}, "claim");
     if (!rows) return fail_all(rows.error());
+    std::vector<bool> found(blocked.size(), false);
     for (int row = 0; row < PQntuples(rows->get()); ++row) {
-      auto i = FindId(blocked, Cell(rows->get(), row, 0));
-      if (!i) continue;
-      PendingClaim& call = *blocked[*i];
+      auto b = FindId(blocked, Cell(rows->get(), row, 0));
+      if (!b || found[*b]) continue;
+      found[*b] = true;
+      const auto calls = group(blocked_groups[*b]);
       Result<Record> record =
-          RecordOfRow(rows->get(), row, 1, host_.prefix, call.id);
-      if (!record) {
-        Answer(call, Result<ClaimResult>(tl::unexpected(record.error())));
-        continue;
-      }
-      if (auto answer =
-              ClaimBlockedBy(*record, call.fresh.fingerprint, call.now)) {
-        Answer(call, Result<ClaimResult>(std::move(*answer)));
+          RecordOfRow(rows->get(), row, 1, host_.prefix, calls[0]->id);
+      for (PendingClaim* call : calls) {
+        if (!record) {
+          Answer(*call, Result<ClaimResult>(tl::unexpected(record.error())));
+        } else {
+          decide(*call, *record);
+        }
       }
     }
-    // Claimable, or gone since the INSERT: the synchronous statements.
-    for (PendingClaim* call : blocked) {
-      if (!Answered(*call)) again.push_back(call);
+    // Gone since the INSERT (released, purged): the synchronous statements.
+    for (std::size_t b = 0; b < blocked.size(); ++b) {
+      if (found[b]) continue;
+      for (PendingClaim* call : group(blocked_groups[b])) again.push_back(call);
     }
   }
 

@@ -12,14 +12,18 @@
 // answered after the statement that wrote it returned.
 //
 // A batch, on one connection:
-//  1. claims of distinct ids, in ascending id order: kInsertBatch (INSERT
-//     ... ON CONFLICT DO NOTHING RETURNING id). An id inserted is acquired.
-//  2. the others, whose id a record stood in the way of: kSelectBatch reads
-//     those rows, and ClaimBlockedBy answers each that it blocks (a replay,
-//     a mismatch, in progress).
-//  3. what remains (a row gone or claimable, a second claim of an id in
-//     the batch) goes through the synchronous claim's statements one call
-//     at a time (ClaimOn: its retries, its takeover).
+//  1. the first claim of each id, in ascending id order: kInsertBatch
+//     (INSERT ... ON CONFLICT DO NOTHING RETURNING id). An id inserted is
+//     acquired, and the batch's other claims of that id are decided by
+//     ClaimBlockedBy against the record it wrote, as if they came just
+//     after it (in progress, or a mismatch).
+//  2. the ids a record stood in the way of: kSelectBatch reads those rows,
+//     and ClaimBlockedBy answers every claim of the batch that a row blocks
+//     (a replay, a mismatch, in progress): a retry storm on one key costs
+//     one row read, not a round trip per call.
+//  3. what remains (a row gone or claimable) goes through the synchronous
+//     claim's statements one call at a time (ClaimOn: its retries, its
+//     takeover).
 //  4. completions of distinct ids whose claim the store remembers:
 //     kCompleteBatch (one UPDATE ... FROM unnest). The others go through
 //     CompleteOn one at a time (a SELECT first).

@@ -3,7 +3,8 @@
 // call at a time (`postgres_async`), cannot force.
 //  - In one batch, each id is acquired once however many claims of it the
 //    batch holds, and each replay gets its own id's response (never
-//    another's from the same statement).
+//    another's from the same statement), however many replays of it the
+//    batch holds.
 //  - Claims the batch's INSERT cannot take (an expired record, a lock timed
 //    out) still take over, and the old holder's completion then fails.
 //  - A completion of a claim the store does not remember reads the row.
@@ -190,9 +191,9 @@ TEST_F(PostgresAsyncTest, OneBatchAcquiresEachIdOnceAndReplaysItsOwnResponse) {
     EXPECT_TRUE(*completes[i]) << i;
   }
 
-  // Replays of every id, and a claim of each with another body: one SELECT
-  // answers them all, each from its own row.
-  Answers<ClaimResult> again(2 * kIds);
+  // Two replays of every id, and a claim of each with another body: one
+  // SELECT answers them all, each from its own row.
+  Answers<ClaimResult> again(3 * kIds);
   {
     HeldThread held(*store);
     for (std::size_t i = 0; i < kIds; ++i) {
@@ -200,16 +201,20 @@ TEST_F(PostgresAsyncTest, OneBatchAcquiresEachIdOnceAndReplaysItsOwnResponse) {
                         again.Slot(i));
       store->ClaimAsync(TestId(i), TestFingerprint(2), kT0, kTtl, kLock,
                         again.Slot(kIds + i));
+      store->ClaimAsync(TestId(i), TestFingerprint(1), kT0, kTtl, kLock,
+                        again.Slot(2 * kIds + i));
     }
   }
   ASSERT_TRUE(again.WaitAll());
   for (std::size_t i = 0; i < kIds; ++i) {
     SCOPED_TRACE(i);
-    const auto& replay = again[i];
-    ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
-    ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
-    ASSERT_NE(replay->response, nullptr);
-    EXPECT_EQ(replay->response->body, "order " + std::to_string(i));
+    for (const std::size_t slot : {i, 2 * kIds + i}) {
+      const auto& replay = again[slot];
+      ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
+      ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+      ASSERT_NE(replay->response, nullptr);
+      EXPECT_EQ(replay->response->body, "order " + std::to_string(i));
+    }
     const auto& other = again[kIds + i];
     ASSERT_TRUE(other.has_value()) << other.error().ToString();
     EXPECT_EQ(other->outcome, ClaimOutcome::kMismatch);
