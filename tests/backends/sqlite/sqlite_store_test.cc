@@ -315,18 +315,48 @@ void WriteV1File(const std::string& path,
   }
 }
 
-TEST_F(SqliteStoreTest, MigratesAVersion1File) {
-  const Record pending{.state = RecordState::kInProgress,
-                       .fingerprint = Fp(1),
-                       .token = testing::TestToken(1),
-                       .locked_until = kT0 + kLock,
-                       .expires_at = kT0 + kTtl};
+// The records an old file holds for the migration tests: Id(1) in
+// progress, Id(2) completed (expiring at kT0 + 10 s).
+std::pair<Record, Record> MigratedRecords() {
+  Record pending{.state = RecordState::kInProgress,
+                 .fingerprint = Fp(1),
+                 .token = testing::TestToken(1),
+                 .locked_until = kT0 + kLock,
+                 .expires_at = kT0 + kTtl};
   Record done{.state = RecordState::kCompleted,
               .fingerprint = Fp(2),
               .token = testing::TestToken(2),
               .locked_until = kT0 + kLock,
               .expires_at = kT0 + seconds(10)};
   done.response = std::make_shared<const Response>(SomeResponse());
+  return {pending, done};
+}
+
+// What a migrated file must still do with the records of Id(1) (`pending`,
+// in progress) and Id(2) (`done`, completed): read back as they were, and
+// drive SQL by their migrated columns: the in-progress record blocks, its
+// token completes it, the completed one replays.
+void ExpectMigratedRecordsServe(Store& store, const Record& pending,
+                                const Record& done) {
+  auto got = store.Inspect(Id(1), kT0);
+  ASSERT_TRUE(got.has_value()) << got.error().ToString();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_TRUE(**got == pending);
+  got = store.Inspect(Id(2), kT0);
+  ASSERT_TRUE(got.has_value()) << got.error().ToString();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_TRUE(**got == done);
+  auto busy = store.Claim(Id(1), Fp(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(busy.has_value()) << busy.error().ToString();
+  EXPECT_EQ(busy->outcome, ClaimOutcome::kInProgress);
+  EXPECT_EQ(store.Complete(Id(1), pending.token, SomeResponse()), true);
+  auto replay = store.Claim(Id(2), Fp(2), kT0, kTtl, kLock);
+  ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
+  EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+}
+
+TEST_F(SqliteStoreTest, MigratesAVersion1File) {
+  const auto [pending, done] = MigratedRecords();
   WriteV1File(DbPath(), {{Id(1), EncodeRecord(pending)},
                          {Id(2), EncodeRecord(done)},
                          {Id(3), "not a record"}});
@@ -342,24 +372,7 @@ TEST_F(SqliteStoreTest, MigratesAVersion1File) {
               "0");
     EXPECT_EQ(raw.QueryText("SELECT count(*) FROM idem_records"), "3");
   }
-  auto got = store->Inspect(Id(1), kT0);
-  ASSERT_TRUE(got.has_value()) << got.error().ToString();
-  ASSERT_TRUE(got->has_value());
-  EXPECT_TRUE(**got == pending);
-  got = store->Inspect(Id(2), kT0);
-  ASSERT_TRUE(got.has_value()) << got.error().ToString();
-  ASSERT_TRUE(got->has_value());
-  EXPECT_TRUE(**got == done);
-
-  // The migrated columns drive SQL: the in-progress record blocks, the
-  // token completes it, the completed one replays and is purged on time.
-  auto busy = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(busy.has_value());
-  EXPECT_EQ(busy->outcome, ClaimOutcome::kInProgress);
-  EXPECT_EQ(store->Complete(Id(1), pending.token, SomeResponse()), true);
-  auto replay = store->Claim(Id(2), Fp(2), kT0, kTtl, kLock);
-  ASSERT_TRUE(replay.has_value());
-  EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+  ExpectMigratedRecordsServe(*store, pending, done);
 
   // The undecodable record came along: still kDataLoss, never purged.
   auto broken = store->Claim(Id(3), Fp(1), kT0, kTtl, kLock);
@@ -376,17 +389,7 @@ TEST_F(SqliteStoreTest, MigratesAVersion1File) {
 // A version-2 file: the same columns in a table WITHOUT ROWID keyed by id
 // (the DDL version 2 created, kept here as the format such files have).
 TEST_F(SqliteStoreTest, MigratesAVersion2FileKeepingEveryRow) {
-  const Record pending{.state = RecordState::kInProgress,
-                       .fingerprint = Fp(1),
-                       .token = testing::TestToken(1),
-                       .locked_until = kT0 + kLock,
-                       .expires_at = kT0 + kTtl};
-  Record done{.state = RecordState::kCompleted,
-              .fingerprint = Fp(2),
-              .token = testing::TestToken(2),
-              .locked_until = kT0 + kLock,
-              .expires_at = kT0 + seconds(10)};
-  done.response = std::make_shared<const Response>(SomeResponse());
+  const auto [pending, done] = MigratedRecords();
   {
     RawDb raw(DbPath());
     raw.Exec(
@@ -407,7 +410,7 @@ TEST_F(SqliteStoreTest, MigratesAVersion2FileKeepingEveryRow) {
       }
       return out + "'";
     };
-    for (const Record* record : {&pending, static_cast<const Record*>(&done)}) {
+    for (const Record* record : {&pending, &done}) {
       raw.ExecWithBlobs(
           "INSERT INTO idem_records VALUES (?1, " +
               std::to_string(static_cast<int>(record->state)) + ", " +
@@ -434,21 +437,7 @@ TEST_F(SqliteStoreTest, MigratesAVersion2FileKeepingEveryRow) {
     // Rows in insertion order now: the table has its rowid.
     EXPECT_EQ(raw.QueryText("SELECT count(seq) FROM idem_records"), "2");
   }
-  auto got = store->Inspect(Id(1), kT0);
-  ASSERT_TRUE(got.has_value()) << got.error().ToString();
-  ASSERT_TRUE(got->has_value());
-  EXPECT_TRUE(**got == pending);
-  got = store->Inspect(Id(2), kT0);
-  ASSERT_TRUE(got.has_value()) << got.error().ToString();
-  ASSERT_TRUE(got->has_value());
-  EXPECT_TRUE(**got == done);
-  auto busy = store->Claim(Id(1), Fp(1), kT0, kTtl, kLock);
-  ASSERT_TRUE(busy.has_value()) << busy.error().ToString();
-  EXPECT_EQ(busy->outcome, ClaimOutcome::kInProgress);
-  EXPECT_EQ(store->Complete(Id(1), pending.token, SomeResponse()), true);
-  auto replay = store->Claim(Id(2), Fp(2), kT0, kTtl, kLock);
-  ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
-  EXPECT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+  ExpectMigratedRecordsServe(*store, pending, done);
   auto fresh = store->Claim(Id(3), Fp(3), kT0, kTtl, kLock);
   ASSERT_TRUE(fresh.has_value()) << fresh.error().ToString();
   EXPECT_EQ(fresh->outcome, ClaimOutcome::kAcquired);
