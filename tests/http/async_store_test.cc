@@ -11,10 +11,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -22,7 +24,9 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "http_test_util.h"
@@ -243,6 +247,88 @@ TEST(GuardCallsAsyncTest, AnAnswerInsideTheCallNeedsNoPostBack) {
     calls->JoinPool();
     EXPECT_EQ(store->async_claims.load(), 1);
   }
+}
+
+// A decision's coroutine, for the executor test below: Decide on `key`,
+// then `done` with the action, on the coroutine's own thread.
+boost::asio::awaitable<void> DecideOnce(asio::GuardCalls& calls,
+                                        std::string key,
+                                        std::function<void(Action)> done) {
+  const HeaderView headers[] = {{"Idempotency-Key", key}};
+  RequestView view;
+  view.method = "POST";
+  view.target = "/x";
+  view.headers = headers;
+  view.body = kBody;
+  Decision d = co_await calls.Decide(view, nullptr);
+  done(d.action);
+}
+
+// The store's answer resumes the coroutine on its own executor, whichever
+// it is: a strand of an I/O context and the context's own executor (the
+// adapters' executors, which GuardCalls posts to without their type
+// erasure), and any other (here a thread pool's, through the type-erased
+// executor). On an I/O context, the call in flight keeps the context's
+// work: a context with nothing else to do does not run out while the
+// store holds the answer.
+TEST(GuardCallsAsyncTest, AnswersResumeOnTheCoroutinesOwnExecutor) {
+  auto store = std::make_shared<ThreadedAsyncStore>();
+  GuardSetup setup;
+  setup.store = store;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Guard> made,
+                       Guard::Create(std::move(setup)));
+  std::shared_ptr<Guard> guard(std::move(made));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<asio::GuardCalls> calls,
+                       asio::GuardCalls::Create(guard));
+  ASSERT_TRUE(calls->store_calls_async());
+  for (const bool strand : {true, false}) {
+    SCOPED_TRACE(strand ? "a strand" : "the I/O context's executor");
+    boost::asio::io_context io;
+    auto on_strand = boost::asio::make_strand(io);
+    std::optional<Action> action;
+    bool on_own_executor = false;
+    store->Hold();
+    auto done = [&](Action a) {
+      action = a;
+      on_own_executor = strand ? on_strand.running_in_this_thread()
+                               : io.get_executor().running_in_this_thread();
+    };
+    if (strand) {
+      boost::asio::co_spawn(on_strand, DecideOnce(*calls, "strand", done),
+                            boost::asio::detached);
+    } else {
+      boost::asio::co_spawn(io, DecideOnce(*calls, "context", done),
+                            boost::asio::detached);
+    }
+    io.poll();  // Up to the claim, which the store holds.
+    ASSERT_TRUE(WaitFor([&] { return store->waiting() == 1; }));
+    EXPECT_FALSE(io.stopped());  // The call in flight is the context's work.
+    store->Let();
+    io.run();  // Returns once the answer came back and the coroutine ended.
+    ASSERT_TRUE(action.has_value());
+    EXPECT_EQ(*action, Action::kExecute);
+    EXPECT_TRUE(on_own_executor);
+  }
+  {
+    SCOPED_TRACE("a thread pool's executor");
+    boost::asio::thread_pool pool(1);
+    std::atomic<bool> decided{false};
+    std::atomic<bool> on_pool{false};
+    boost::asio::co_spawn(
+        pool.get_executor(),
+        DecideOnce(*calls, "pool",
+                   [&](Action a) {
+                     on_pool = pool.get_executor().running_in_this_thread() &&
+                               a == Action::kExecute;
+                     decided = true;
+                   }),
+        boost::asio::detached);
+    ASSERT_TRUE(WaitFor([&] { return decided.load(); }));
+    EXPECT_TRUE(on_pool.load());
+    pool.join();
+  }
+  calls->JoinPool();
+  EXPECT_EQ(store->async_claims.load(), 3);
 }
 
 }  // namespace

@@ -129,18 +129,9 @@ void GuardCalls::EndInFlight() {
 
 net::awaitable<Decision> GuardCalls::Decide(
     const RequestView& request, std::shared_ptr<const GuardOptions> route) {
-  // Every decision is a named local before it is awaited on: GCC 12 drops
-  // temporaries of a conditional expression inside a co_await wrongly.
   Decision d;
   if (pool_ && options_.store_calls == StoreCalls::kPool && guard_->enabled()) {
-    auto begin = [&] { return guard_->Begin(request, route); };
-    std::optional<Decision> begun = co_await OnPool(begin);
-    // Not started in time: answered without the store, as step 8.
-    if (begun) {
-      d = std::move(*begun);
-    } else {
-      d = unavailable_->Begin(request, route);
-    }
+    co_await BeginOnPool(request, std::move(route), d);
   } else {
     // Everything up to the claim on this thread, and the claim too when
     // the store never blocks or answers it without blocking (a local
@@ -149,43 +140,68 @@ net::awaitable<Decision> GuardCalls::Decide(
     // turn a pass-through into a queue-timeout answer.
     d = guard_->BeginWithoutBlocking(request, route);
   }
-  if (d.action != Action::kCallStore && d.action != Action::kWait) co_return d;
-  co_return co_await Continue(std::move(d));
+  if (d.action == Action::kCallStore) co_await ClaimAgain(d);
+  if (d.action == Action::kWait) co_await Wait(d);
+  co_return d;
 }
 
 net::awaitable<Decision> GuardCalls::Continue(Decision d) {
-  if (d.action == Action::kCallStore) d = co_await ClaimAgain(std::move(d));
-  if (d.action != Action::kWait) co_return d;
+  if (d.action == Action::kCallStore) co_await ClaimAgain(d);
+  if (d.action == Action::kWait) co_await Wait(d);
+  co_return d;
+}
 
+net::awaitable<void> GuardCalls::BeginOnPool(
+    const RequestView& request, std::shared_ptr<const GuardOptions> route,
+    Decision& d) {
+  auto begin = [&] { return guard_->Begin(request, route); };
+  std::optional<Decision> begun = co_await OnPool(begin);
+  // Not started in time: answered without the store, as step 8.
+  if (begun) {
+    d = std::move(*begun);
+  } else {
+    d = unavailable_->Begin(request, route);
+  }
+}
+
+net::awaitable<void> GuardCalls::Wait(Decision& d) {
   // Polls on a timer: the connection's thread is free while it waits.
   net::steady_timer timer(co_await net::this_coro::executor);
   while (d.action == Action::kWait) {
     timer.expires_after(
         std::chrono::duration_cast<net::steady_timer::duration>(d.retry_in));
     co_await timer.async_wait(net::use_awaitable);
-    d = co_await ClaimAgain(std::move(d));
+    co_await ClaimAgain(d);
   }
-  co_return d;
 }
 
-net::awaitable<Decision> GuardCalls::ClaimAgain(Decision d) {
+net::awaitable<void> GuardCalls::ClaimAgain(Decision& d) {
   if (async_) {
     auto start = [&](std::function<void()> answered) {
       return guard_->StartResume(d, std::move(answered));
     };
-    // Answered (or declined: then Resume returns `d` as it is).
+    // Answered (or declined: then Resume makes the call itself).
     co_await OnStore(start);
-    co_return guard_->Resume(std::move(d));
+    d = guard_->Resume(std::move(d));
+  } else if (pool_) {
+    co_await ClaimOnPool(d);
+  } else {
+    // Without a pool (a store that never blocks) BeginWithoutBlocking never
+    // returns kCallStore; a caller's decision from another guard would.
+    d = guard_->Resume(std::move(d));
   }
+}
+
+net::awaitable<void> GuardCalls::ClaimOnPool(Decision& d) {
   auto claim = [&] { return guard_->Resume(std::move(d)); };
-  // Without a pool (a store that never blocks) BeginWithoutBlocking never
-  // returns kCallStore; a caller's decision from another guard would.
-  if (!pool_) co_return claim();
   std::optional<Decision> claimed = co_await OnPool(claim);
   // Not started in time (`d` untouched): answered without the store, as
   // step 8.
-  if (claimed) co_return std::move(*claimed);
-  co_return unavailable_->Resume(std::move(d));
+  if (claimed) {
+    d = std::move(*claimed);
+  } else {
+    d = unavailable_->Resume(std::move(d));
+  }
 }
 
 std::shared_ptr<RenewalTimer> GuardCalls::StartRenewal(

@@ -129,25 +129,38 @@ asio::awaitable<Response> IdempotentHandler::HandleProtected(const Route& route,
                                                              Request request) {
   const unsigned version = request.version();
   const bool keep_alive = request.keep_alive();
-  Decision d;
-  {
-    std::optional<std::string> scope;
-    if (options_.scope) scope = options_.scope(request.base());
-    const std::vector<HeaderView> headers = HeaderViews(request.base());
-    RequestView view;
-    view.method = ToStd(request.method_string());
-    view.target = ToStd(request.target());
-    view.route = route.pattern.text();
-    view.headers = headers;
-    view.body = request.body();
-    if (scope) view.scope = *scope;
-    d = co_await calls_->Decide(view, route.options);
+  // Initialized from the co_await, not assigned: an assignment would keep
+  // a second Decision in this frame (see GuardCalls, "Decide's and
+  // Continue's steps").
+  Decision d = co_await Decide(route, request);
+  if (d.action == Action::kRespond) {
+    co_return ToBeast(d.response, version, keep_alive);
   }
+  co_return co_await Run(route, request, d);
+}
+
+asio::awaitable<Decision> IdempotentHandler::Decide(const Route& route,
+                                                    const Request& request) {
+  std::optional<std::string> scope;
+  if (options_.scope) scope = options_.scope(request.base());
+  const std::vector<HeaderView> headers = HeaderViews(request.base());
+  RequestView view;
+  view.method = ToStd(request.method_string());
+  view.target = ToStd(request.target());
+  view.route = route.pattern.text();
+  view.headers = headers;
+  view.body = request.body();
+  if (scope) view.scope = *scope;
+  co_return co_await calls_->Decide(view, route.options);
+}
+
+asio::awaitable<Response> IdempotentHandler::Run(const Route& route,
+                                                 Request& request,
+                                                 Decision& d) {
   switch (d.action) {
-    case Action::kRespond:
-      co_return ToBeast(d.response, version, keep_alive);
     case Action::kPassThrough:
       co_return co_await handler_(std::move(request));
+    case Action::kRespond:  // HandleProtected's.
     case Action::kExecute:
     case Action::kWait:       // Decide ends every wait.
     case Action::kCallStore:  // Decide makes every store call.

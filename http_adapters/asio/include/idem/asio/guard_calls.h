@@ -48,15 +48,18 @@
 #include <mutex>
 #include <optional>
 #include <type_traits>
+#include <typeinfo>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -259,6 +262,7 @@ class GuardCalls {
         net::use_awaitable);
   }
 
+  struct StoreRace;  // Below.
   // Starts an asynchronous store call with start(answered), a
   // Guard::StartResume or ClaimHandle::StartFinish, and resumes on the
   // caller's executor once `answered` ran: true. False when `start`
@@ -302,40 +306,71 @@ class GuardCalls {
     co_return co_await net::async_initiate<const net::use_awaitable_t<>,
                                            void(bool)>(
         [&race](auto handler) {
-          using H = decltype(handler);
-          using Home =
-              decltype(net::prefer(net::get_associated_executor(handler),
-                                   net::execution::outstanding_work.tracked));
-          struct Call {
-            H handler;
-            Home home;
-          };
-          Home home = net::prefer(net::get_associated_executor(handler),
-                                  net::execution::outstanding_work.tracked);
-          race.call =
-              std::make_shared<Call>(Call{std::move(handler), std::move(home)});
-          // Posts the call's completion home, then ends it in flight: last,
-          // since JoinPool may then return and the caller's context go at
-          // once, so nothing of the call (its tracked executor included)
-          // may be left on this thread by then.
-          race.resume = [](GuardCalls& self, std::shared_ptr<void> erased) {
-            std::shared_ptr<Call> done =
-                std::static_pointer_cast<Call>(std::move(erased));
-            {
-              Home back = done->home;
-              net::post(back, [done = std::move(done)] {
-                std::move(done->handler)(true);
-              });
+          auto ex = net::get_associated_executor(handler);
+          if constexpr (std::is_same_v<decltype(ex), net::any_io_executor>) {
+            if (SuspendAs<IoStrand>(race, handler, ex) ||
+                SuspendAs<TrackedIoStrand>(race, handler, ex) ||
+                SuspendAs<IoExecutor>(race, handler, ex) ||
+                SuspendAs<TrackedIoExecutor>(race, handler, ex)) {
+              return;
             }
-            self.EndInFlight();
-          };
-          int expected = StoreRace::kStarting;
-          if (!race.state.compare_exchange_strong(
-                  expected, StoreRace::kAwaiting, std::memory_order_acq_rel)) {
-            race.Resume();  // Answered since the check above.
           }
+          Suspend(race, std::move(handler), ex);
         },
         net::use_awaitable);
+  }
+  // The executors OnStore posts its answers to without their type erasure.
+  // An any_io_executor that holds a strand allocates a new copy of it for
+  // every prefer and require (a strand does not fit in its own storage),
+  // and a post makes two: through the concrete strand, the answer's post
+  // from the store's thread allocates only the operation it queues.
+  using IoExecutor = net::io_context::executor_type;
+  using TrackedIoExecutor = std::decay_t<decltype(net::prefer(
+      std::declval<IoExecutor>(), net::execution::outstanding_work.tracked))>;
+  using IoStrand = net::strand<IoExecutor>;
+  using TrackedIoStrand = net::strand<TrackedIoExecutor>;
+  // Suspend with `ex`'s target when it is a `Concrete`: true. False (the
+  // handler untouched) otherwise.
+  template <typename Concrete, typename H>
+  static bool SuspendAs(StoreRace& race, H& handler,
+                        const net::any_io_executor& ex) {
+    if (ex.target_type() != typeid(Concrete)) return false;
+    Suspend(race, std::move(handler), *ex.template target<Concrete>());
+    return true;
+  }
+  // OnStore's suspension: keeps the handler and its home executor (work
+  // tracked, so that the caller's context keeps running until the answer
+  // is back) for whoever comes second, the answer or the suspension.
+  template <typename H, typename Ex>
+  static void Suspend(StoreRace& race, H handler, const Ex& ex) {
+    using Home =
+        decltype(net::prefer(ex, net::execution::outstanding_work.tracked));
+    struct Call {
+      H handler;
+      Home home;
+    };
+    race.call = std::make_shared<Call>(
+        Call{std::move(handler),
+             net::prefer(ex, net::execution::outstanding_work.tracked)});
+    // Posts the call's completion home, then ends it in flight: last,
+    // since JoinPool may then return and the caller's context go at
+    // once, so nothing of the call (its tracked executor included)
+    // may be left on this thread by then.
+    race.resume = [](GuardCalls& self, std::shared_ptr<void> erased) {
+      std::shared_ptr<Call> done =
+          std::static_pointer_cast<Call>(std::move(erased));
+      {
+        Home back = done->home;
+        net::post(back,
+                  [done = std::move(done)] { std::move(done->handler)(true); });
+      }
+      self.EndInFlight();
+    };
+    int expected = StoreRace::kStarting;
+    if (!race.state.compare_exchange_strong(expected, StoreRace::kAwaiting,
+                                            std::memory_order_acq_rel)) {
+      race.Resume();  // Answered since OnStore's check.
+    }
   }
   // OnStore's: who came first, the store's answer or the coroutine's
   // suspension. The one that comes second resumes the coroutine; an answer
@@ -357,9 +392,25 @@ class GuardCalls {
       resume(*calls, std::move(taken));
     }
   };
+  // Decide's and Continue's steps, each on the caller's decision in place.
+  // Every coroutine frame above about 1 KiB is a trip through malloc's
+  // large-request path (past Asio's reusable block and malloc's per-thread
+  // cache, and a consolidation of its free lists each time) on every
+  // request: a Decision argument or result is a third of that, so these
+  // take it by reference, and the pool's paths, which hold another, are
+  // coroutines of their own.
+  //
   // The claim of a kCallStore or kWait decision (Guard::Resume): the
   // store's asynchronous call, on the pool, or inline, as the store is.
-  net::awaitable<Decision> ClaimAgain(Decision d);
+  net::awaitable<void> ClaimAgain(Decision& d);
+  // ClaimAgain's on the pool.
+  net::awaitable<void> ClaimOnPool(Decision& d);
+  // Waits on a timer and claims again until `d` is no longer kWait.
+  net::awaitable<void> Wait(Decision& d);
+  // Guard::Begin on the pool (StoreCalls::kPool).
+  net::awaitable<void> BeginOnPool(const RequestView& request,
+                                   std::shared_ptr<const GuardOptions> route,
+                                   Decision& d);
   // One asynchronous call ended (OnStore): wakes JoinPool at the last.
   void EndInFlight();
 

@@ -179,8 +179,17 @@ class IdempotentHandler {
   // the route's max_request_body (Guard::BodyIsBounded), else nullptr.
   const Route* BoundedRoute(const RequestHeader& header) const;
 
+  // A protected route's request, in three coroutines so that no frame
+  // passes about 1 KiB, past which each one costs a trip through malloc's
+  // large-request path on every request (see GuardCalls, "Decide's and
+  // Continue's steps"): the decision (with the request's view), then the
+  // handler, unprotected or under the claim with the completion after it.
   asio::awaitable<Response> HandleProtected(const Route& route,
                                             Request request);
+  asio::awaitable<Decision> Decide(const Route& route, const Request& request);
+  // `request` and `d` are HandleProtected's, which outlives this.
+  asio::awaitable<Response> Run(const Route& route, Request& request,
+                                Decision& d);
 
   std::shared_ptr<Guard> guard_;
   Handler handler_;
