@@ -186,6 +186,9 @@ class IdempotentHandler {
                                                const Entry& entry);
   boost::asio::awaitable<void> HandleAsync(RequestHandle request,
                                            const Entry* entry);
+  // HandleAsync's decision, with the request's view in this frame.
+  boost::asio::awaitable<Decision> Decide(const RequestHandle& request,
+                                          const Entry& entry);
 
   std::shared_ptr<Guard> guard_;
   boost::asio::any_io_executor executor_;
