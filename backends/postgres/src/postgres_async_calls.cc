@@ -5,6 +5,7 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -91,6 +92,14 @@ std::optional<std::size_t> FindId(const std::vector<Call*>& sorted,
   return static_cast<std::size_t>(it - sorted.begin());
 }
 
+// The chunk of at most AsyncCalls::kMaxBatch calls of `calls` from `i` on
+// (empty past its end).
+template <typename Call>
+std::span<Call> Slice(std::span<Call> calls, std::size_t i) {
+  if (i >= calls.size()) return {};
+  return calls.subspan(i, std::min(AsyncCalls::kMaxBatch, calls.size() - i));
+}
+
 }  // namespace
 
 AsyncCalls::AsyncCalls(AsyncCallsHost host)
@@ -163,15 +172,12 @@ void AsyncCalls::Flush() {
         }
         IDEM_ASSIGN_OR_RETURN(Pool::Lease lease, host_.acquire());
         Connection& c = *lease;
-        for (std::size_t i = 0; i < claims.size() && !c.broken();
+        // The k-th chunk of the claims and the k-th of the completions go
+        // together: their INSERT and UPDATE in one round trip.
+        for (std::size_t i = 0;
+             (i < claims.size() || i < completes.size()) && !c.broken();
              i += kMaxBatch) {
-          ClaimBatch(c, std::span(claims).subspan(
-                            i, std::min(kMaxBatch, claims.size() - i)));
-        }
-        for (std::size_t i = 0; i < completes.size() && !c.broken();
-             i += kMaxBatch) {
-          CompleteBatch(c, std::span(completes).subspan(
-                               i, std::min(kMaxBatch, completes.size() - i)));
+          Chunk(c, Slice(std::span(claims), i), Slice(std::span(completes), i));
         }
         if (c.broken()) {
           return MakeError(ErrorCode::kUnavailable,
@@ -196,28 +202,104 @@ void AsyncCalls::Flush() {
   }
 }
 
-void AsyncCalls::ClaimBatch(Connection& c, std::span<PendingClaim> batch) {
-  ExpireLate<ClaimResult>(batch, host_.prefix, "claim", host_.queue_timeout);
-  // The calls by id; each id's first call leads its group into the INSERT,
-  // and the others of the group are decided after it, as if they came
-  // just after it (a retry storm on one key is one row read, not a round
-  // trip per call).
-  const std::vector<PendingClaim*> sorted = SortedById(batch);
-  if (sorted.empty()) return;
+// Step 1's statement for one chunk of claims: the calls by id, each id's
+// first call leading its group into the INSERT; the others of the group
+// are decided after it, as if they came just after it (a retry storm on
+// one key is one row read, not a round trip per call).
+struct AsyncCalls::ClaimInsert {
+  explicit ClaimInsert(std::span<PendingClaim> calls, std::size_t ids_count)
+      : batch(calls),
+        ids(kByteaOid, ids_count, RecordId::kSize),
+        fingerprints(kByteaOid, ids_count, Fingerprint::kSize),
+        tokens(kByteaOid, ids_count, Token::kSize),
+        locked_until(kInt8Oid, ids_count, 8),
+        expires_at(kInt8Oid, ids_count, 8),
+        records(kByteaOid, ids_count, 128) {}
+  std::span<PendingClaim* const> group(std::size_t g) const {
+    return std::span(sorted).subspan(starts[g], starts[g + 1] - starts[g]);
+  }
+  std::span<PendingClaim> batch;
+  std::vector<PendingClaim*> sorted;
   std::vector<std::size_t> starts;  // Of each group in `sorted`, then its end.
   std::vector<PendingClaim*> leaders;
-  for (std::size_t i = 0; i < sorted.size(); ++i) {
-    if (i == 0 || sorted[i]->id != sorted[i - 1]->id) {
-      starts.push_back(i);
-      leaders.push_back(sorted[i]);
-    }
+  BinaryArray ids, fingerprints, tokens, locked_until, expires_at, records;
+  std::array<std::string_view, 6> params;
+};
+
+// Step 4's statement for one chunk of completions, and the completions
+// that go through the synchronous statements.
+struct AsyncCalls::CompleteUpdate {
+  std::span<PendingComplete> batch;
+  std::vector<PendingComplete*> first;    // In the UPDATE, in its order.
+  std::vector<PendingComplete*> singles;  // One at a time, after it.
+  std::optional<BinaryArray> ids, tokens, records, locked_until;
+  std::array<std::string_view, 4> params;
+};
+
+void AsyncCalls::Chunk(Connection& c, std::span<PendingClaim> claims,
+                       std::span<PendingComplete> completes) {
+  std::optional<ClaimInsert> insert;
+  if (!claims.empty()) insert = PrepareClaims(claims);
+  std::optional<CompleteUpdate> update;
+  if (!completes.empty()) update = PrepareCompletes(completes);
+  std::vector<Connection::PipelinedStatement> statements;
+  if (insert) statements.push_back({kInsertBatch, insert->params, "claim"});
+  const bool updating = update && !update->first.empty();
+  if (updating) {
+    statements.push_back({kCompleteBatch, update->params, "complete"});
   }
-  starts.push_back(sorted.size());
-  auto group = [&](std::size_t g) {
-    return std::span(sorted).subspan(starts[g], starts[g + 1] - starts[g]);
-  };
+  std::vector<Result<PgResult>> results;
+  if (statements.size() == 1) {
+    results.push_back(
+        c.Run(statements[0].id, statements[0].params, statements[0].op));
+  } else if (statements.size() == 2) {
+    results = c.RunPipelined(statements);
+  }
+  if (insert) FinishClaims(c, *insert, std::move(results.front()));
+  if (update) {
+    std::optional<Result<PgResult>> updated;
+    if (updating) updated = std::move(results.back());
+    FinishCompletes(c, *update, std::move(updated));
+  }
+}
+
+std::optional<AsyncCalls::ClaimInsert> AsyncCalls::PrepareClaims(
+    std::span<PendingClaim> batch) {
+  ExpireLate<ClaimResult>(batch, host_.prefix, "claim", host_.queue_timeout);
+  std::vector<PendingClaim*> sorted = SortedById(batch);
+  if (sorted.empty()) return std::nullopt;
+  std::size_t distinct = 0;
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    if (i == 0 || sorted[i]->id != sorted[i - 1]->id) ++distinct;
+  }
+  std::optional<ClaimInsert> insert(std::in_place, batch, distinct);
+  insert->sorted = std::move(sorted);
+  for (std::size_t i = 0; i < insert->sorted.size(); ++i) {
+    PendingClaim* call = insert->sorted[i];
+    if (i != 0 && call->id == insert->sorted[i - 1]->id) continue;
+    insert->starts.push_back(i);
+    insert->leaders.push_back(call);
+    const Record& fresh = call->fresh;
+    insert->ids.Add(call->id.view());
+    insert->fingerprints.Add(fresh.fingerprint.view());
+    insert->tokens.Add(fresh.token.view());
+    insert->locked_until.Add(ToUnixNanos(fresh.locked_until));
+    insert->expires_at.Add(ToUnixNanos(fresh.expires_at));
+    insert->records.Add(EncodeRecord(fresh));
+  }
+  insert->starts.push_back(insert->sorted.size());
+  insert->params = {insert->ids.view(),        insert->fingerprints.view(),
+                    insert->tokens.view(),     insert->locked_until.view(),
+                    insert->expires_at.view(), insert->records.view()};
+  return insert;
+}
+
+void AsyncCalls::FinishClaims(Connection& c, ClaimInsert& insert,
+                              Result<PgResult> inserted) {
+  const std::vector<PendingClaim*>& leaders = insert.leaders;
+  auto group = [&](std::size_t g) { return insert.group(g); };
   auto fail_all = [&](const Error& error) {
-    for (PendingClaim& call : batch) {
+    for (PendingClaim& call : insert.batch) {
       if (!Answered(call)) {
         Answer(call, Result<ClaimResult>(tl::unexpected(error)));
       }
@@ -235,28 +317,8 @@ void AsyncCalls::ClaimBatch(Connection& c, std::span<PendingClaim> batch) {
     }
   };
 
-  // 1. One INSERT for every distinct id.
+  // 1. The INSERT's answer: the ids it inserted are acquired.
   const std::size_t n = leaders.size();
-  BinaryArray ids(kByteaOid, n, RecordId::kSize);
-  BinaryArray fingerprints(kByteaOid, n, Fingerprint::kSize);
-  BinaryArray tokens(kByteaOid, n, Token::kSize);
-  BinaryArray locked_until(kInt8Oid, n, 8);
-  BinaryArray expires_at(kInt8Oid, n, 8);
-  BinaryArray records(kByteaOid, n, 128);
-  for (const PendingClaim* call : leaders) {
-    const Record& fresh = call->fresh;
-    ids.Add(call->id.view());
-    fingerprints.Add(fresh.fingerprint.view());
-    tokens.Add(fresh.token.view());
-    locked_until.Add(ToUnixNanos(fresh.locked_until));
-    expires_at.Add(ToUnixNanos(fresh.expires_at));
-    records.Add(EncodeRecord(fresh));
-  }
-  Result<PgResult> inserted =
-      c.Run(kInsertBatch,
-            {ids.view(), fingerprints.view(), tokens.view(),
-             locked_until.view(), expires_at.view(), records.view()},
-            "claim");
   if (!inserted) return fail_all(inserted.error());
   std::vector<bool> acquired(n, false);
   for (int row = 0; row < PQntuples(inserted->get()); ++row) {
@@ -323,64 +385,67 @@ void AsyncCalls::ClaimBatch(Connection& c, std::span<PendingClaim> batch) {
   }
 }
 
-void AsyncCalls::CompleteBatch(Connection& c,
-                               std::span<PendingComplete> batch) {
+AsyncCalls::CompleteUpdate AsyncCalls::PrepareCompletes(
+    std::span<PendingComplete> batch) {
   ExpireLate<bool>(batch, host_.prefix, "complete", host_.queue_timeout);
-  std::vector<PendingComplete*> first;
-  std::vector<PendingComplete*> singles;
-  SplitById(batch, first, singles);
+  CompleteUpdate update{.batch = batch};
+  SplitById(batch, update.first, update.singles);
   // A claim the store does not remember needs its row read first.
   std::vector<Record> held;
-  held.reserve(first.size());
-  std::erase_if(first, [&](PendingComplete* call) {
+  held.reserve(update.first.size());
+  std::erase_if(update.first, [&](PendingComplete* call) {
     std::optional<Record> record =
         host_.claims.RecallRecord(call->id, call->token);
     if (!record) {
-      singles.push_back(call);
+      update.singles.push_back(call);
       return true;
     }
     held.push_back(std::move(*record));
     return false;
   });
+  const std::size_t n = update.first.size();
+  if (n == 0) return update;
+  update.ids.emplace(kByteaOid, n, RecordId::kSize);
+  update.tokens.emplace(kByteaOid, n, Token::kSize);
+  update.records.emplace(kByteaOid, n, 512);
+  update.locked_until.emplace(kInt8Oid, n, 8);
+  for (std::size_t i = 0; i < n; ++i) {
+    update.ids->Add(update.first[i]->id.view());
+    update.tokens->Add(update.first[i]->token.view());
+    update.records->Add(EncodeCompleted(held[i], *update.first[i]->response));
+    update.locked_until->Add(ToUnixNanos(held[i].locked_until));
+  }
+  update.params = {update.ids->view(), update.tokens->view(),
+                   update.records->view(), update.locked_until->view()};
+  return update;
+}
 
-  if (!first.empty()) {
-    const std::size_t n = first.size();
-    BinaryArray ids(kByteaOid, n, RecordId::kSize);
-    BinaryArray tokens(kByteaOid, n, Token::kSize);
-    BinaryArray records(kByteaOid, n, 512);
-    BinaryArray locked_until(kInt8Oid, n, 8);
-    for (std::size_t i = 0; i < n; ++i) {
-      ids.Add(first[i]->id.view());
-      tokens.Add(first[i]->token.view());
-      records.Add(EncodeCompleted(held[i], *first[i]->response));
-      locked_until.Add(ToUnixNanos(held[i].locked_until));
-    }
-    Result<PgResult> updated =
-        c.Run(kCompleteBatch,
-              {ids.view(), tokens.view(), records.view(), locked_until.view()},
-              "complete");
-    if (!updated) {
-      for (PendingComplete& call : batch) {
+void AsyncCalls::FinishCompletes(Connection& c, CompleteUpdate& update,
+                                 std::optional<Result<PgResult>> updated) {
+  if (updated) {
+    if (!*updated) {
+      for (PendingComplete& call : update.batch) {
         if (!Answered(call)) {
-          Answer(call, Result<bool>(tl::unexpected(updated.error())));
+          Answer(call, Result<bool>(tl::unexpected(updated->error())));
         }
       }
       return;
     }
+    const std::size_t n = update.first.size();
     std::vector<bool> stored(n, false);
-    for (int row = 0; row < PQntuples(updated->get()); ++row) {
-      const std::int64_t position = IntCell(updated->get(), row, 0);
+    for (int row = 0; row < PQntuples((*updated)->get()); ++row) {
+      const std::int64_t position = IntCell((*updated)->get(), row, 0);
       if (position >= 1 && static_cast<std::size_t>(position) <= n) {
         stored[static_cast<std::size_t>(position - 1)] = true;
       }
     }
     for (std::size_t i = 0; i < n; ++i) {
-      host_.claims.Forget(first[i]->token);
-      Answer(*first[i], Result<bool>(stored[i]));
+      host_.claims.Forget(update.first[i]->token);
+      Answer(*update.first[i], Result<bool>(stored[i]));
     }
   }
 
-  for (PendingComplete* call : singles) {
+  for (PendingComplete* call : update.singles) {
     if (c.broken()) return;  // Flush answers the rest.
     Result<bool> stored = CompleteOn(
         c, host_.prefix, call->id, call->token, *call->response,

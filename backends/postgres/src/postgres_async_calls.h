@@ -61,6 +61,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -132,13 +133,27 @@ class AsyncCalls {
     StoreCallback<bool> done;  // Empty once answered.
   };
 
+  struct ClaimInsert;     // Step 1's statement, before it is sent.
+  struct CompleteUpdate;  // Step 4's.
+
   // StoreThread's after_batch: sends what the batch staged.
   void Flush();
-  // Steps 1-3 and 4 of the file comment, on `c`, for at most kMaxBatch
-  // calls each. Every call is answered on return unless `c` broke (then
-  // the caller answers what is left).
-  void ClaimBatch(Connection& c, std::span<PendingClaim> batch);
-  void CompleteBatch(Connection& c, std::span<PendingComplete> batch);
+  // Steps 1-4 of the file comment, on `c`, for at most kMaxBatch claims
+  // and kMaxBatch completions: their INSERT and UPDATE in one round trip
+  // (Connection::RunPipelined). Every call is answered on return unless `c`
+  // broke (then the caller answers what is left).
+  void Chunk(Connection& c, std::span<PendingClaim> claims,
+             std::span<PendingComplete> completes);
+  // Step 1's statement for the claims not answered yet (none left:
+  // nullopt), and steps 1-3 with its result.
+  std::optional<ClaimInsert> PrepareClaims(std::span<PendingClaim> batch);
+  void FinishClaims(Connection& c, ClaimInsert& insert,
+                    Result<PgResult> inserted);
+  // Step 4's statement (none when no completion is remembered), and step 4
+  // with its result, if it was sent.
+  CompleteUpdate PrepareCompletes(std::span<PendingComplete> batch);
+  void FinishCompletes(Connection& c, CompleteUpdate& update,
+                       std::optional<Result<PgResult>> updated);
 
   const AsyncCallsHost host_;
   // Staged by the thread's calls, sent by Flush. The thread's only.

@@ -184,38 +184,56 @@ Error Connection::ResultError(std::string_view op, const PGresult* r) const {
   return Error(CodeOfSqlState(sqlstate), std::move(message));
 }
 
-Result<PgResult> Connection::Await(std::string_view op) {
-  const auto timeout = settings_.options.statement_timeout;
-  const auto deadline =
-      SteadyClock::now() + timeout + PostgresStore::kClientGrace;
-  auto timed_out = [&] {
-    broken_ = true;
-    return tl::unexpected(
-        Error(ErrorCode::kUnavailable,
-              settings_.prefix + std::string(op) +
-                  ": no reply within statement_timeout=" +
-                  std::to_string(timeout.count()) + " ms + " +
-                  std::to_string(PostgresStore::kClientGrace.count()) +
-                  " ms; connection closed"));
-  };
-  auto failed = [&] {
-    broken_ = true;
-    return tl::unexpected(ConnectionError(op));
-  };
+SteadyClock::time_point Connection::ReplyDeadline() const {
+  return SteadyClock::now() + settings_.options.statement_timeout +
+         PostgresStore::kClientGrace;
+}
+
+Error Connection::TimedOut(std::string_view op) {
+  broken_ = true;
+  return Error(ErrorCode::kUnavailable,
+               settings_.prefix + std::string(op) +
+                   ": no reply within statement_timeout=" +
+                   std::to_string(settings_.options.statement_timeout.count()) +
+                   " ms + " +
+                   std::to_string(PostgresStore::kClientGrace.count()) +
+                   " ms; connection closed");
+}
+
+Error Connection::Failed(std::string_view op) {
+  broken_ = true;
+  return ConnectionError(op);
+}
+
+Status Connection::FlushSent(std::string_view op,
+                             SteadyClock::time_point deadline) {
   for (;;) {
     const int f = PQflush(conn_);
-    if (f == 0) break;
-    if (f < 0) return failed();
-    if (!WaitSocket(conn_, POLLIN | POLLOUT, deadline)) return timed_out();
-    if (PQconsumeInput(conn_) == 0) return failed();
+    if (f == 0) return {};
+    if (f < 0) return tl::unexpected(Failed(op));
+    if (!WaitSocket(conn_, POLLIN | POLLOUT, deadline)) {
+      return tl::unexpected(TimedOut(op));
+    }
+    if (PQconsumeInput(conn_) == 0) return tl::unexpected(Failed(op));
   }
+}
+
+Result<PGresult*> Connection::NextResult(std::string_view op,
+                                         SteadyClock::time_point deadline) {
+  while (PQisBusy(conn_)) {
+    if (!WaitSocket(conn_, POLLIN, deadline)) {
+      return tl::unexpected(TimedOut(op));
+    }
+    if (PQconsumeInput(conn_) == 0) return tl::unexpected(Failed(op));
+  }
+  return PQgetResult(conn_);
+}
+
+Result<PgResult> Connection::Collect(std::string_view op,
+                                     SteadyClock::time_point deadline) {
   PgResult first;
   for (;;) {
-    while (PQisBusy(conn_)) {
-      if (!WaitSocket(conn_, POLLIN, deadline)) return timed_out();
-      if (PQconsumeInput(conn_) == 0) return failed();
-    }
-    PGresult* r = PQgetResult(conn_);
+    IDEM_ASSIGN_OR_RETURN(PGresult * r, NextResult(op, deadline));
     if (r == nullptr) break;
     // One statement gives one result; keep an error over anything else.
     if (first == nullptr ||
@@ -226,7 +244,7 @@ Result<PgResult> Connection::Await(std::string_view op) {
       PQclear(r);
     }
   }
-  if (first == nullptr) return failed();
+  if (first == nullptr) return tl::unexpected(Failed(op));
   const ExecStatusType status = PQresultStatus(first.get());
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return first;
   if (PQstatus(conn_) != CONNECTION_OK) {
@@ -245,9 +263,15 @@ Result<PgResult> Connection::Await(std::string_view op) {
   return tl::unexpected(ResultError(op, first.get()));
 }
 
-Result<PgResult> Connection::Run(StatementId id,
-                                 std::span<const std::string_view> params,
-                                 std::string_view op) {
+Result<PgResult> Connection::Await(std::string_view op) {
+  const SteadyClock::time_point deadline = ReplyDeadline();
+  IDEM_RETURN_IF_ERROR(FlushSent(op, deadline));
+  return Collect(op, deadline);
+}
+
+Status Connection::Send(StatementId id,
+                        std::span<const std::string_view> params,
+                        std::string_view op) {
   const StatementSpec& spec = Spec(id);
   if (params.size() != spec.types.size()) {
     return MakeError(ErrorCode::kInternal, settings_.prefix + std::string(op) +
@@ -257,8 +281,7 @@ Result<PgResult> Connection::Run(StatementId id,
     if (PQsendPrepare(conn_, spec.name, settings_.sql[id].c_str(),
                       static_cast<int>(spec.types.size()),
                       spec.types.data()) == 0) {
-      broken_ = true;
-      return tl::unexpected(ConnectionError(op));
+      return tl::unexpected(Failed(op));
     }
     IDEM_RETURN_IF_ERROR(Await(op));
     prepared_[id] = true;
@@ -283,11 +306,77 @@ Result<PgResult> Connection::Run(StatementId id,
                                 static_cast<int>(params.size()), values.data(),
                                 lengths.data(), formats.data(),
                                 /*resultFormat=*/1);
-  if (sent == 0) {
-    broken_ = true;
-    return tl::unexpected(ConnectionError(op));
-  }
+  if (sent == 0) return tl::unexpected(Failed(op));
+  return {};
+}
+
+Result<PgResult> Connection::Run(StatementId id,
+                                 std::span<const std::string_view> params,
+                                 std::string_view op) {
+  IDEM_RETURN_IF_ERROR(Send(id, params, op));
   return Await(op);
+}
+
+std::vector<Result<PgResult>> Connection::RunPipelined(
+    std::span<const PipelinedStatement> statements) {
+  std::vector<Result<PgResult>> results;
+  results.reserve(statements.size());
+  auto fail_all = [&](const Error& error) {
+    results.clear();
+    for (std::size_t i = 0; i < statements.size(); ++i) {
+      results.push_back(tl::unexpected(error));
+    }
+    return std::move(results);
+  };
+  if (statements.empty()) return results;
+  const std::string_view op = statements.front().op;
+  // Prepared outside the pipeline, where a statement's own round trip may
+  // go: only a statement planned each time, or prepared already, is sent
+  // in it.
+  for (const PipelinedStatement& s : statements) {
+    const StatementSpec& spec = Spec(s.id);
+    if (spec.plan_each_time || prepared_[s.id]) continue;
+    if (PQsendPrepare(conn_, spec.name, settings_.sql[s.id].c_str(),
+                      static_cast<int>(spec.types.size()),
+                      spec.types.data()) == 0) {
+      return fail_all(Failed(s.op));
+    }
+    if (Result<PgResult> prepared = Await(s.op); !prepared) {
+      return fail_all(prepared.error());
+    }
+    prepared_[s.id] = true;
+  }
+  if (PQenterPipelineMode(conn_) == 0) return fail_all(Failed(op));
+  // A sync after each statement: each is its own transaction, and one
+  // that fails aborts nothing after it.
+  for (const PipelinedStatement& s : statements) {
+    if (Status sent = Send(s.id, s.params, s.op); !sent) {
+      broken_ = true;  // Mid-pipeline: the session's state is unknown.
+      return fail_all(sent.error());
+    }
+    if (PQpipelineSync(conn_) == 0) return fail_all(Failed(s.op));
+  }
+  const SteadyClock::time_point deadline = ReplyDeadline();
+  if (Status flushed = FlushSent(op, deadline); !flushed) {
+    return fail_all(flushed.error());
+  }
+  for (const PipelinedStatement& s : statements) {
+    Result<PgResult> result = Collect(s.op, deadline);
+    if (!result && broken_) return fail_all(result.error());
+    // The statement's sync point.
+    Result<PGresult*> sync = NextResult(s.op, deadline);
+    if (!sync) return fail_all(sync.error());
+    const bool synced =
+        *sync != nullptr && PQresultStatus(*sync) == PGRES_PIPELINE_SYNC;
+    PQclear(*sync);
+    if (!synced) return fail_all(Failed(s.op));
+    results.push_back(std::move(result));
+  }
+  if (PQexitPipelineMode(conn_) == 0) {
+    broken_ = true;
+    return fail_all(ConnectionError(op));
+  }
+  return results;
 }
 
 Result<PgResult> Connection::RunCommand(const char* sql, std::string_view op) {

@@ -94,6 +94,21 @@ class Connection {
   Result<PgResult> Run(StatementId id, std::span<const std::string_view> params,
                        std::string_view op);
 
+  // One statement of RunPipelined: Run's arguments.
+  struct PipelinedStatement {
+    StatementId id;
+    std::span<const std::string_view> params;
+    std::string_view op;
+  };
+  // Runs `statements` in one round trip (libpq's pipeline mode), each its
+  // own transaction, in order: their results, each as Run would return it
+  // (a statement that fails does not stop the ones after it). A statement
+  // not yet prepared (and not planned each time) is prepared first, in a
+  // round trip of its own. When the connection fails or no reply comes in
+  // time, every result is that error and the connection is broken.
+  std::vector<Result<PgResult>> RunPipelined(
+      std::span<const PipelinedStatement> statements);
+
   // A statement without parameters in the simple query protocol (BEGIN,
   // COMMIT, ROLLBACK: one message, nothing to prepare). Errors as for Run.
   Result<PgResult> RunCommand(const char* sql, std::string_view op);
@@ -108,8 +123,23 @@ class Connection {
   Connection(PGconn* conn, const ConnectionSettings& settings)
       : conn_(conn), settings_(settings) {}
 
+  // Sends statement `id` (Run's first half), preparing it first if needed.
+  Status Send(StatementId id, std::span<const std::string_view> params,
+              std::string_view op);
   // Flushes what a PQsend* call queued and collects its result.
   Result<PgResult> Await(std::string_view op);
+  // When a reply must have come: statement_timeout + kClientGrace from now.
+  SteadyClock::time_point ReplyDeadline() const;
+  // Await's steps: flush what was queued; the next PGresult (nullptr at
+  // the end of a statement's); a statement's results, checked.
+  Status FlushSent(std::string_view op, SteadyClock::time_point deadline);
+  Result<PGresult*> NextResult(std::string_view op,
+                               SteadyClock::time_point deadline);
+  Result<PgResult> Collect(std::string_view op,
+                           SteadyClock::time_point deadline);
+  // Break the connection and say why.
+  Error TimedOut(std::string_view op);
+  Error Failed(std::string_view op);
   Error ConnectionError(std::string_view op) const;
   Error ResultError(std::string_view op, const PGresult* r) const;
 

@@ -10,6 +10,9 @@
 //  - A completion of a claim the store does not remember reads the row.
 //  - A call that waited longer than its bound is not sent at all.
 //  - A statement that fails answers every call it carried with its error.
+//  - A batch's claims and completions share a round trip, and each is
+//    answered by its own statement: one that fails leaves the other's
+//    answers.
 //  - Many threads and another store instance on few ids: one holder each.
 //
 // Each test holds the store's thread (PostgresStoreTestPeer::
@@ -223,6 +226,130 @@ TEST_F(PostgresAsyncTest, OneBatchAcquiresEachIdOnceAndReplaysItsOwnResponse) {
       testing::PostgresQuery(base_, "SELECT state, count(*) FROM \"" + table_ +
                                         "\" GROUP BY state"),
       (std::vector<std::vector<std::string>>{{"2", std::to_string(kIds)}}));
+}
+
+// Acquires ids [0, n) in one batch: the holders' tokens.
+std::vector<Token> AcquireAll(PostgresStore& store, std::size_t n) {
+  Answers<ClaimResult> claims(n);
+  {
+    HeldThread held(store);
+    for (std::size_t i = 0; i < n; ++i) {
+      store.ClaimAsync(TestId(i), TestFingerprint(1), kT0, kTtl, kLock,
+                       claims.Slot(i));
+    }
+  }
+  std::vector<Token> tokens;
+  if (!claims.WaitAll()) {
+    ADD_FAILURE() << "claims not answered";
+    return tokens;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!claims[i] || claims[i]->outcome != ClaimOutcome::kAcquired) {
+      ADD_FAILURE() << "id " << i << " not acquired";
+      return {};
+    }
+    tokens.push_back(claims[i]->token);
+  }
+  return tokens;
+}
+
+// A batch's claims and completions go in one round trip (the INSERT, then
+// the UPDATE: Connection::RunPipelined), each its own statement: a claim of
+// an id the same batch completes sees the completed record, and every call
+// gets its own answer.
+TEST_F(PostgresAsyncTest, ClaimsAndCompletionsOfOneBatchAreAnsweredTogether) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  constexpr std::size_t kIds = 20;
+  const std::vector<Token> holders = AcquireAll(*store, kIds);
+  ASSERT_EQ(holders.size(), kIds);
+
+  Answers<bool> completes(kIds);
+  Answers<ClaimResult> claims(kIds + 1);
+  {
+    HeldThread held(*store);
+    for (std::size_t i = 0; i < kIds; ++i) {
+      store->CompleteAsync(
+          TestId(i), holders[i],
+          std::make_shared<const Response>(Body("order " + std::to_string(i))),
+          completes.Slot(i));
+      store->ClaimAsync(TestId(kIds + i), TestFingerprint(1), kT0, kTtl, kLock,
+                        claims.Slot(i));
+    }
+    // The retry of id 0, in the batch that completes it.
+    store->ClaimAsync(TestId(0), TestFingerprint(1), kT0, kTtl, kLock,
+                      claims.Slot(kIds));
+  }
+  ASSERT_TRUE(completes.WaitAll());
+  ASSERT_TRUE(claims.WaitAll());
+  for (std::size_t i = 0; i < kIds; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_TRUE(completes[i].has_value()) << completes[i].error().ToString();
+    EXPECT_TRUE(*completes[i]);
+    ASSERT_TRUE(claims[i].has_value()) << claims[i].error().ToString();
+    EXPECT_EQ(claims[i]->outcome, ClaimOutcome::kAcquired);
+  }
+  const auto& retry = claims[kIds];
+  ASSERT_TRUE(retry.has_value()) << retry.error().ToString();
+  ASSERT_EQ(retry->outcome, ClaimOutcome::kCompleted);
+  ASSERT_NE(retry->response, nullptr);
+  EXPECT_EQ(retry->response->body, "order 0");
+  EXPECT_EQ(
+      testing::PostgresQuery(base_, "SELECT state, count(*) FROM \"" + table_ +
+                                        "\" GROUP BY state ORDER BY 1"),
+      (std::vector<std::vector<std::string>>{{"1", std::to_string(kIds)},
+                                             {"2", std::to_string(kIds)}}));
+}
+
+// Sent together, the two statements still fail apart: completions whose
+// rows another session holds locked time out (the server's lock_timeout or
+// statement_timeout, both 300 ms here: kUnavailable) while the claims of
+// the same batch are acquired.
+TEST_F(PostgresAsyncTest, AFailedUpdateLeavesTheBatchsClaimsAcquired) {
+  auto store = Open("statement_timeout_ms=300");
+  ASSERT_NE(store, nullptr);
+  constexpr std::size_t kIds = 8;
+  const std::vector<Token> holders = AcquireAll(*store, kIds);
+  ASSERT_EQ(holders.size(), kIds);
+  testing::PostgresConnection locker = testing::ConnectPostgres(base_);
+  ASSERT_EQ(PQstatus(locker.get()), CONNECTION_OK);
+  for (const std::string sql :
+       {std::string("BEGIN"), "SELECT 1 FROM \"" + table_ + "\" FOR UPDATE"}) {
+    PGresult* r = PQexec(locker.get(), sql.c_str());
+    const ExecStatusType status = PQresultStatus(r);
+    PQclear(r);
+    ASSERT_TRUE(status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)
+        << sql << ": " << PQerrorMessage(locker.get());
+  }
+
+  Answers<bool> completes(kIds);
+  Answers<ClaimResult> claims(kIds);
+  {
+    HeldThread held(*store);
+    for (std::size_t i = 0; i < kIds; ++i) {
+      store->CompleteAsync(TestId(i), holders[i],
+                           std::make_shared<const Response>(Body("late")),
+                           completes.Slot(i));
+      store->ClaimAsync(TestId(kIds + i), TestFingerprint(1), kT0, kTtl, kLock,
+                        claims.Slot(i));
+    }
+  }
+  ASSERT_TRUE(completes.WaitAll());
+  ASSERT_TRUE(claims.WaitAll());
+  PQclear(PQexec(locker.get(), "ROLLBACK"));
+  for (std::size_t i = 0; i < kIds; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_FALSE(completes[i].has_value());
+    EXPECT_EQ(completes[i].error().code(), ErrorCode::kUnavailable);
+    EXPECT_THAT(completes[i].error().message(), HasSubstr("complete: "));
+    ASSERT_TRUE(claims[i].has_value()) << claims[i].error().ToString();
+    EXPECT_EQ(claims[i]->outcome, ClaimOutcome::kAcquired);
+  }
+  // Nothing completed; the claims' rows are there.
+  EXPECT_EQ(
+      testing::PostgresQuery(base_, "SELECT state, count(*) FROM \"" + table_ +
+                                        "\" GROUP BY state"),
+      (std::vector<std::vector<std::string>>{{"1", std::to_string(2 * kIds)}}));
 }
 
 TEST_F(PostgresAsyncTest, ABatchTakesOverAndTheOldHolderCannotComplete) {
