@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -250,10 +251,14 @@ std::optional<Envelope> ParseEnvelope(std::string_view value) {
   return env;
 }
 
-std::string Nanos(TimePoint t) {
-  return std::to_string(
+// Appends `t` in ns since the epoch, in decimal, to `out`.
+void AppendNanos(std::string& out, TimePoint t) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(
+      digits, digits + sizeof digits,
       std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch())
           .count());
+  out.append(digits, ec == std::errc() ? end : digits);
 }
 
 const std::string* FindEnvelope(const Response& stored) {
@@ -274,11 +279,17 @@ Result<Response> EncodeStoredResponse(const Response& response,
     return response;
   }
   std::string payload = EncodePayload(response);
-  std::string value(kVersion);
+  // Every envelope of every request: built in place, one allocation.
+  std::string value;
+  value.reserve(128);
+  value += kVersion;
   if (settings.times) {
-    value += "; times=" + Nanos(settings.times->created_at) + "," +
-             Nanos(settings.times->completed_at) + "," +
-             Nanos(settings.times->expires_at);
+    value += "; times=";
+    AppendNanos(value, settings.times->created_at);
+    value += ',';
+    AppendNanos(value, settings.times->completed_at);
+    value += ',';
+    AppendNanos(value, settings.times->expires_at);
   }
   if (compress) {
     auto packed = Compress(payload, settings.compression_level);

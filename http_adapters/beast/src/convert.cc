@@ -1,9 +1,13 @@
 #include "idem/beast/convert.h"
 
+#include <iterator>
+
 namespace idem::beast {
 
 std::vector<HeaderView> HeaderViews(const RequestHeader& header) {
   std::vector<HeaderView> views;
+  views.reserve(
+      static_cast<std::size_t>(std::distance(header.begin(), header.end())));
   for (const auto& field : header) {
     views.emplace_back(ToStd(field.name_string()), ToStd(field.value()));
   }
@@ -13,6 +17,8 @@ std::vector<HeaderView> HeaderViews(const RequestHeader& header) {
 idem::Response FromBeast(const Response& response) {
   idem::Response out;
   out.status = static_cast<int>(response.result_int());
+  out.headers.reserve(static_cast<std::size_t>(
+      std::distance(response.begin(), response.end())));
   for (const auto& field : response) {
     out.headers.emplace_back(std::string(ToStd(field.name_string())),
                              std::string(ToStd(field.value())));
@@ -25,6 +31,8 @@ idem::Response FromBeast(const Response& response,
                          const std::vector<std::string>& headers) {
   idem::Response out;
   out.status = static_cast<int>(response.result_int());
+  out.headers.reserve(static_cast<std::size_t>(
+      std::distance(response.begin(), response.end())));
   for (const auto& field : response) {
     const std::string_view name = ToStd(field.name_string());
     for (const std::string& wanted : headers) {
