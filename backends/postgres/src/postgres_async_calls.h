@@ -27,8 +27,11 @@
 //  4. completions of distinct ids whose claim the store remembers:
 //     kCompleteBatch (one UPDATE ... FROM unnest). The others go through
 //     CompleteOn one at a time (a SELECT first).
-// The claims' answers go out after step 3, before the completions' round
-// trip.
+// Steps 1 and 4 of a chunk (at most kMaxBatch claims and kMaxBatch
+// completions) go to the server together, in one round trip (libpq's
+// pipeline mode, a sync after each statement: each still its own
+// transaction, and one that fails aborts nothing of the other). Then the
+// claims are answered (steps 1-3), then the completions.
 //
 // Bounds: a call that waited in the thread's queue longer than the store's
 // acquire_timeout (statement_timeout + kClientGrace when that is 0) fails
