@@ -129,6 +129,8 @@ void GuardCalls::EndInFlight() {
 
 net::awaitable<Decision> GuardCalls::Decide(
     const RequestView& request, std::shared_ptr<const GuardOptions> route) {
+  // No co_await inside a conditional expression: GCC 12 drops its
+  // temporaries wrongly.
   Decision d;
   if (pool_ && options_.store_calls == StoreCalls::kPool && guard_->enabled()) {
     co_await BeginOnPool(request, std::move(route), d);
