@@ -352,6 +352,68 @@ TEST_F(PostgresAsyncTest, AFailedUpdateLeavesTheBatchsClaimsAcquired) {
       (std::vector<std::vector<std::string>>{{"1", std::to_string(2 * kIds)}}));
 }
 
+// And the other way round: a claim whose INSERT waits for a row another
+// session is inserting times out, while the completions of the same batch
+// are stored.
+TEST_F(PostgresAsyncTest, AFailedInsertLeavesTheBatchsCompletionsStored) {
+  auto store = Open("statement_timeout_ms=300");
+  ASSERT_NE(store, nullptr);
+  constexpr std::size_t kIds = 8;
+  const std::vector<Token> holders = AcquireAll(*store, kIds);
+  ASSERT_EQ(holders.size(), kIds);
+  // Another session inserts the row of id kIds and does not commit: the
+  // batch's INSERT of that id waits for it.
+  const RecordId waited = TestId(kIds);
+  std::string hex;
+  for (const unsigned char byte : waited.view()) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    hex += kDigits[byte >> 4];
+    hex += kDigits[byte & 15];
+  }
+  testing::PostgresConnection inserter = testing::ConnectPostgres(base_);
+  ASSERT_EQ(PQstatus(inserter.get()), CONNECTION_OK);
+  for (const std::string sql :
+       {std::string("BEGIN"),
+        "INSERT INTO \"" + table_ +
+            "\" (id, state, fingerprint, token, locked_until, expires_at, "
+            "takeover, record) VALUES ('\\x" +
+            hex + "', 1, '', '', 0, 0, false, '')"}) {
+    PGresult* r = PQexec(inserter.get(), sql.c_str());
+    const ExecStatusType status = PQresultStatus(r);
+    PQclear(r);
+    ASSERT_EQ(status, PGRES_COMMAND_OK)
+        << sql << ": " << PQerrorMessage(inserter.get());
+  }
+
+  Answers<bool> completes(kIds);
+  Answers<ClaimResult> claims(1);
+  {
+    HeldThread held(*store);
+    store->ClaimAsync(TestId(kIds), TestFingerprint(1), kT0, kTtl, kLock,
+                      claims.Slot(0));
+    for (std::size_t i = 0; i < kIds; ++i) {
+      store->CompleteAsync(
+          TestId(i), holders[i],
+          std::make_shared<const Response>(Body("order " + std::to_string(i))),
+          completes.Slot(i));
+    }
+  }
+  ASSERT_TRUE(completes.WaitAll());
+  ASSERT_TRUE(claims.WaitAll());
+  PQclear(PQexec(inserter.get(), "ROLLBACK"));
+  ASSERT_FALSE(claims[0].has_value());
+  EXPECT_EQ(claims[0].error().code(), ErrorCode::kUnavailable);
+  for (std::size_t i = 0; i < kIds; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_TRUE(completes[i].has_value()) << completes[i].error().ToString();
+    EXPECT_TRUE(*completes[i]);
+  }
+  EXPECT_EQ(
+      testing::PostgresQuery(base_, "SELECT state, count(*) FROM \"" + table_ +
+                                        "\" GROUP BY state"),
+      (std::vector<std::vector<std::string>>{{"2", std::to_string(kIds)}}));
+}
+
 TEST_F(PostgresAsyncTest, ABatchTakesOverAndTheOldHolderCannotComplete) {
   auto store = Open();
   ASSERT_NE(store, nullptr);
