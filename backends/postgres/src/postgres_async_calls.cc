@@ -248,13 +248,7 @@ void AsyncCalls::Chunk(Connection& c, std::span<PendingClaim> claims,
   if (updating) {
     statements.push_back({kCompleteBatch, update->params, "complete"});
   }
-  std::vector<Result<PgResult>> results;
-  if (statements.size() == 1) {
-    results.push_back(
-        c.Run(statements[0].id, statements[0].params, statements[0].op));
-  } else if (statements.size() == 2) {
-    results = c.RunPipelined(statements);
-  }
+  std::vector<Result<PgResult>> results = c.RunPipelined(statements);
   if (insert) FinishClaims(c, *insert, std::move(results.front()));
   if (update) {
     std::optional<Result<PgResult>> updated;

@@ -269,6 +269,19 @@ Result<PgResult> Connection::Await(std::string_view op) {
   return Collect(op, deadline);
 }
 
+Status Connection::Prepare(StatementId id, std::string_view op) {
+  const StatementSpec& spec = Spec(id);
+  if (prepared_[id] || spec.plan_each_time) return {};
+  if (PQsendPrepare(conn_, spec.name, settings_.sql[id].c_str(),
+                    static_cast<int>(spec.types.size()),
+                    spec.types.data()) == 0) {
+    return tl::unexpected(Failed(op));
+  }
+  IDEM_RETURN_IF_ERROR(Await(op));
+  prepared_[id] = true;
+  return {};
+}
+
 Status Connection::Send(StatementId id,
                         std::span<const std::string_view> params,
                         std::string_view op) {
@@ -277,15 +290,7 @@ Status Connection::Send(StatementId id,
     return MakeError(ErrorCode::kInternal, settings_.prefix + std::string(op) +
                                                ": wrong parameter count");
   }
-  if (!prepared_[id] && !spec.plan_each_time) {
-    if (PQsendPrepare(conn_, spec.name, settings_.sql[id].c_str(),
-                      static_cast<int>(spec.types.size()),
-                      spec.types.data()) == 0) {
-      return tl::unexpected(Failed(op));
-    }
-    IDEM_RETURN_IF_ERROR(Await(op));
-    prepared_[id] = true;
-  }
+  IDEM_RETURN_IF_ERROR(Prepare(id, op));
   // On the stack: a claim should not pay three allocations for this.
   std::array<const char*, kMaxParams> values;
   std::array<int, kMaxParams> lengths;
@@ -329,22 +334,18 @@ std::vector<Result<PgResult>> Connection::RunPipelined(
     return std::move(results);
   };
   if (statements.empty()) return results;
+  if (statements.size() == 1) {  // Nothing to pipeline with.
+    const PipelinedStatement& s = statements.front();
+    results.push_back(Run(s.id, s.params, s.op));
+    return results;
+  }
   const std::string_view op = statements.front().op;
   // Prepared outside the pipeline, where a statement's own round trip may
-  // go: only a statement planned each time, or prepared already, is sent
-  // in it.
+  // go: in it, Send finds every statement prepared or planned each time.
   for (const PipelinedStatement& s : statements) {
-    const StatementSpec& spec = Spec(s.id);
-    if (spec.plan_each_time || prepared_[s.id]) continue;
-    if (PQsendPrepare(conn_, spec.name, settings_.sql[s.id].c_str(),
-                      static_cast<int>(spec.types.size()),
-                      spec.types.data()) == 0) {
-      return fail_all(Failed(s.op));
-    }
-    if (Result<PgResult> prepared = Await(s.op); !prepared) {
+    if (Status prepared = Prepare(s.id, s.op); !prepared) {
       return fail_all(prepared.error());
     }
-    prepared_[s.id] = true;
   }
   if (PQenterPipelineMode(conn_) == 0) return fail_all(Failed(op));
   // A sync after each statement: each is its own transaction, and one

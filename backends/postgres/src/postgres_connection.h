@@ -100,8 +100,9 @@ class Connection {
     std::span<const std::string_view> params;
     std::string_view op;
   };
-  // Runs `statements` in one round trip (libpq's pipeline mode), each its
-  // own transaction, in order: their results, each as Run would return it
+  // Runs `statements` in one round trip (libpq's pipeline mode; a single
+  // one as Run sends it), each its own transaction, in order: their
+  // results, each as Run would return it
   // (a statement that fails does not stop the ones after it). A statement
   // not yet prepared (and not planned each time) is prepared first, in a
   // round trip of its own. When the connection fails or no reply comes in
@@ -123,6 +124,9 @@ class Connection {
   Connection(PGconn* conn, const ConnectionSettings& settings)
       : conn_(conn), settings_(settings) {}
 
+  // Prepares statement `id` on this connection, in a round trip of its own,
+  // unless it is prepared already or planned each time.
+  Status Prepare(StatementId id, std::string_view op);
   // Sends statement `id` (Run's first half), preparing it first if needed.
   Status Send(StatementId id, std::span<const std::string_view> params,
               std::string_view op);
