@@ -270,9 +270,11 @@ class GuardCalls {
   // before `start` returns (a local cache's hit, a RocksDB claim that a
   // record in memory blocks) costs no suspension: the coroutine goes on at
   // once. Otherwise the call counts as in flight (JoinPool) until its
-  // completion is posted back; like OnPool's, that completion keeps the
-  // caller's context running and is the last owner of the call's state, so
-  // nothing of it is destroyed on the store's thread.
+  // completion is posted back; that completion is the last owner of the
+  // call's state, so nothing of it is destroyed on the store's thread.
+  // Nothing here tracks the caller's context's work: co_spawn's own work
+  // guard keeps it running for as long as the coroutine lives, suspended
+  // here included.
   template <typename Start>
   net::awaitable<bool> OnStore(Start start) {
     // In the coroutine's frame, which outlives every use of it: the answer
@@ -338,23 +340,18 @@ class GuardCalls {
     Suspend(race, std::move(handler), *ex.template target<Concrete>());
     return true;
   }
-  // OnStore's suspension: keeps the handler and its home executor (work
-  // tracked, so that the caller's context keeps running until the answer
-  // is back) for whoever comes second, the answer or the suspension.
-  template <typename H, typename Ex>
-  static void Suspend(StoreRace& race, H handler, const Ex& ex) {
-    using Home =
-        decltype(net::prefer(ex, net::execution::outstanding_work.tracked));
+  // OnStore's suspension: keeps the handler and its home executor for
+  // whoever comes second, the answer or the suspension.
+  template <typename H, typename Home>
+  static void Suspend(StoreRace& race, H handler, const Home& home) {
     struct Call {
       H handler;
       Home home;
     };
-    race.call = std::make_shared<Call>(
-        Call{std::move(handler),
-             net::prefer(ex, net::execution::outstanding_work.tracked)});
+    race.call = std::make_shared<Call>(Call{std::move(handler), home});
     // Posts the call's completion home, then ends it in flight: last,
     // since JoinPool may then return and the caller's context go at
-    // once, so nothing of the call (its tracked executor included)
+    // once, so nothing of the call (its executor included)
     // may be left on this thread by then.
     race.resume = [](GuardCalls& self, std::shared_ptr<void> erased) {
       std::shared_ptr<Call> done =
