@@ -153,35 +153,53 @@ TEST_P(AsyncStoreTest, AnswersMadeInsideTheCallAreServedTheSame) {
   EXPECT_EQ(store->completes.load(), 0);
 }
 
+// GuardCalls over `store`, with a guard of the default options.
+std::unique_ptr<asio::GuardCalls> CallsOver(std::shared_ptr<Store> store) {
+  GuardSetup setup;
+  setup.store = std::move(store);
+  auto guard = Guard::Create(std::move(setup));
+  if (!guard) {
+    ADD_FAILURE() << guard.error().ToString();
+    return nullptr;
+  }
+  auto calls =
+      asio::GuardCalls::Create(std::shared_ptr<Guard>(std::move(*guard)));
+  if (!calls) {
+    ADD_FAILURE() << calls.error().ToString();
+    return nullptr;
+  }
+  return std::move(*calls);
+}
+
+// A decision's coroutine for the GuardCalls tests below: Decide on a POST
+// with `key`, then `done` with the action, on the coroutine's own thread.
+boost::asio::awaitable<void> DecideOnce(asio::GuardCalls& calls,
+                                        std::string key,
+                                        std::function<void(Action)> done) {
+  const HeaderView headers[] = {{"Idempotency-Key", key}};
+  RequestView view;
+  view.method = "POST";
+  view.target = "/x";
+  view.headers = headers;
+  view.body = kBody;
+  Decision d = co_await calls.Decide(view, nullptr);
+  done(d.action);
+}
+
 // GuardCalls alone: JoinPool, which a server calls before it destroys its
 // I/O context, returns only once an asynchronous call in flight has posted
 // its answer back, so the answer never reaches a destroyed context.
 TEST(GuardCallsAsyncTest, JoinPoolWaitsForAnAsynchronousCallInFlight) {
   auto store = std::make_shared<ThreadedAsyncStore>();
-  GuardSetup setup;
-  setup.store = store;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Guard> made,
-                       Guard::Create(std::move(setup)));
-  std::shared_ptr<Guard> guard(std::move(made));
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<asio::GuardCalls> calls,
-                       asio::GuardCalls::Create(guard));
+  std::unique_ptr<asio::GuardCalls> calls = CallsOver(store);
+  ASSERT_NE(calls, nullptr);
   ASSERT_TRUE(calls->store_calls_async());
   boost::asio::io_context io;
-  std::optional<Decision> decided;
+  std::optional<Action> decided;
   store->Hold();
-  boost::asio::co_spawn(
-      io,
-      [&]() -> boost::asio::awaitable<void> {
-        const HeaderView headers[] = {{"Idempotency-Key", "k"}};
-        RequestView view;
-        view.method = "POST";
-        view.target = "/x";
-        view.headers = headers;
-        view.body = kBody;
-        Decision d = co_await calls->Decide(view, nullptr);
-        decided.emplace(std::move(d));
-      },
-      boost::asio::detached);
+  boost::asio::co_spawn(io,
+                        DecideOnce(*calls, "k", [&](Action a) { decided = a; }),
+                        boost::asio::detached);
   io.poll();  // Up to the claim, which the store holds.
   ASSERT_TRUE(WaitFor([&] { return store->waiting() == 1; }));
   EXPECT_FALSE(decided.has_value());
@@ -197,7 +215,7 @@ TEST(GuardCallsAsyncTest, JoinPoolWaitsForAnAsynchronousCallInFlight) {
   io.restart();
   io.poll();
   ASSERT_TRUE(decided.has_value());
-  EXPECT_EQ(decided->action, Action::kExecute);
+  EXPECT_EQ(*decided, Action::kExecute);
   EXPECT_EQ(store->claims.load(), 0);
 }
 
@@ -211,29 +229,17 @@ TEST(GuardCallsAsyncTest, AnAnswerInsideTheCallNeedsNoPostBack) {
     auto store = std::make_shared<ThreadedAsyncStore>();
     store->answer_inside = inside;
     if (!inside) store->Hold();
-    GuardSetup setup;
-    setup.store = store;
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Guard> made,
-                         Guard::Create(std::move(setup)));
-    std::shared_ptr<Guard> guard(std::move(made));
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<asio::GuardCalls> calls,
-                         asio::GuardCalls::Create(guard));
+    std::unique_ptr<asio::GuardCalls> calls = CallsOver(store);
+    ASSERT_NE(calls, nullptr);
     boost::asio::io_context io;
     std::atomic<bool> decided{false};
-    boost::asio::co_spawn(
-        io,
-        [&]() -> boost::asio::awaitable<void> {
-          const HeaderView headers[] = {{"Idempotency-Key", "k"}};
-          RequestView view;
-          view.method = "POST";
-          view.target = "/x";
-          view.headers = headers;
-          view.body = kBody;
-          Decision d = co_await calls->Decide(view, nullptr);
-          EXPECT_EQ(d.action, Action::kExecute);
-          decided = true;
-        },
-        boost::asio::detached);
+    boost::asio::co_spawn(io,
+                          DecideOnce(*calls, "k",
+                                     [&](Action a) {
+                                       EXPECT_EQ(a, Action::kExecute);
+                                       decided = true;
+                                     }),
+                          boost::asio::detached);
     ASSERT_EQ(io.run_one(), 1u);
     EXPECT_EQ(decided.load(), inside);
     if (!inside) {
@@ -249,37 +255,17 @@ TEST(GuardCallsAsyncTest, AnAnswerInsideTheCallNeedsNoPostBack) {
   }
 }
 
-// A decision's coroutine, for the executor test below: Decide on `key`,
-// then `done` with the action, on the coroutine's own thread.
-boost::asio::awaitable<void> DecideOnce(asio::GuardCalls& calls,
-                                        std::string key,
-                                        std::function<void(Action)> done) {
-  const HeaderView headers[] = {{"Idempotency-Key", key}};
-  RequestView view;
-  view.method = "POST";
-  view.target = "/x";
-  view.headers = headers;
-  view.body = kBody;
-  Decision d = co_await calls.Decide(view, nullptr);
-  done(d.action);
-}
-
 // The store's answer resumes the coroutine on its own executor, whichever
 // it is: a strand of an I/O context and the context's own executor (the
 // adapters' executors, which GuardCalls posts to without their type
 // erasure), and any other (here a thread pool's, through the type-erased
-// executor). On an I/O context, the call in flight keeps the context's
-// work: a context with nothing else to do does not run out while the
-// store holds the answer.
+// executor). On an I/O context, a context with nothing else to do does not
+// run out while the store holds the answer (the suspended coroutine's
+// work, which co_spawn keeps, not GuardCalls).
 TEST(GuardCallsAsyncTest, AnswersResumeOnTheCoroutinesOwnExecutor) {
   auto store = std::make_shared<ThreadedAsyncStore>();
-  GuardSetup setup;
-  setup.store = store;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Guard> made,
-                       Guard::Create(std::move(setup)));
-  std::shared_ptr<Guard> guard(std::move(made));
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<asio::GuardCalls> calls,
-                       asio::GuardCalls::Create(guard));
+  std::unique_ptr<asio::GuardCalls> calls = CallsOver(store);
+  ASSERT_NE(calls, nullptr);
   ASSERT_TRUE(calls->store_calls_async());
   for (const bool strand : {true, false}) {
     SCOPED_TRACE(strand ? "a strand" : "the I/O context's executor");
@@ -302,7 +288,7 @@ TEST(GuardCallsAsyncTest, AnswersResumeOnTheCoroutinesOwnExecutor) {
     }
     io.poll();  // Up to the claim, which the store holds.
     ASSERT_TRUE(WaitFor([&] { return store->waiting() == 1; }));
-    EXPECT_FALSE(io.stopped());  // The call in flight is the context's work.
+    EXPECT_FALSE(io.stopped());  // The suspended coroutine is its work.
     store->Let();
     io.run();  // Returns once the answer came back and the coroutine ended.
     ASSERT_TRUE(action.has_value());

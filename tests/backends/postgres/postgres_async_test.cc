@@ -114,6 +114,18 @@ class HeldThread {
   bool released_ = false;
 };
 
+// Completes ids [0, holders.size()) with `holders`' tokens, "order <i>"
+// each, into `completes`' slots: within a HeldThread, part of its batch.
+void CompleteEach(PostgresStore& store, const std::vector<Token>& holders,
+                  Answers<bool>& completes) {
+  for (std::size_t i = 0; i < holders.size(); ++i) {
+    store.CompleteAsync(
+        TestId(i), holders[i],
+        std::make_shared<const Response>(Body("order " + std::to_string(i))),
+        completes.Slot(i));
+  }
+}
+
 class PostgresAsyncTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -181,12 +193,7 @@ TEST_F(PostgresAsyncTest, OneBatchAcquiresEachIdOnceAndReplaysItsOwnResponse) {
   Answers<bool> completes(kIds);
   {
     HeldThread held(*store);
-    for (std::size_t i = 0; i < kIds; ++i) {
-      store->CompleteAsync(
-          TestId(i), holders[i],
-          std::make_shared<const Response>(Body("order " + std::to_string(i))),
-          completes.Slot(i));
-    }
+    CompleteEach(*store, holders, completes);
   }
   ASSERT_TRUE(completes.WaitAll());
   for (std::size_t i = 0; i < kIds; ++i) {
@@ -268,11 +275,8 @@ TEST_F(PostgresAsyncTest, ClaimsAndCompletionsOfOneBatchAreAnsweredTogether) {
   Answers<ClaimResult> claims(kIds + 1);
   {
     HeldThread held(*store);
+    CompleteEach(*store, holders, completes);
     for (std::size_t i = 0; i < kIds; ++i) {
-      store->CompleteAsync(
-          TestId(i), holders[i],
-          std::make_shared<const Response>(Body("order " + std::to_string(i))),
-          completes.Slot(i));
       store->ClaimAsync(TestId(kIds + i), TestFingerprint(1), kT0, kTtl, kLock,
                         claims.Slot(i));
     }
@@ -313,30 +317,23 @@ TEST_F(PostgresAsyncTest, AFailedUpdateLeavesTheBatchsClaimsAcquired) {
   ASSERT_EQ(holders.size(), kIds);
   testing::PostgresConnection locker = testing::ConnectPostgres(base_);
   ASSERT_EQ(PQstatus(locker.get()), CONNECTION_OK);
-  for (const std::string sql :
-       {std::string("BEGIN"), "SELECT 1 FROM \"" + table_ + "\" FOR UPDATE"}) {
-    PGresult* r = PQexec(locker.get(), sql.c_str());
-    const ExecStatusType status = PQresultStatus(r);
-    PQclear(r);
-    ASSERT_TRUE(status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)
-        << sql << ": " << PQerrorMessage(locker.get());
-  }
+  ASSERT_TRUE(testing::PostgresExec(locker.get(), "BEGIN"));
+  ASSERT_TRUE(testing::PostgresExec(
+      locker.get(), "SELECT 1 FROM \"" + table_ + "\" FOR UPDATE"));
 
   Answers<bool> completes(kIds);
   Answers<ClaimResult> claims(kIds);
   {
     HeldThread held(*store);
+    CompleteEach(*store, holders, completes);
     for (std::size_t i = 0; i < kIds; ++i) {
-      store->CompleteAsync(TestId(i), holders[i],
-                           std::make_shared<const Response>(Body("late")),
-                           completes.Slot(i));
       store->ClaimAsync(TestId(kIds + i), TestFingerprint(1), kT0, kTtl, kLock,
                         claims.Slot(i));
     }
   }
   ASSERT_TRUE(completes.WaitAll());
   ASSERT_TRUE(claims.WaitAll());
-  PQclear(PQexec(locker.get(), "ROLLBACK"));
+  EXPECT_TRUE(testing::PostgresExec(locker.get(), "ROLLBACK"));
   for (std::size_t i = 0; i < kIds; ++i) {
     SCOPED_TRACE(i);
     ASSERT_FALSE(completes[i].has_value());
@@ -363,27 +360,15 @@ TEST_F(PostgresAsyncTest, AFailedInsertLeavesTheBatchsCompletionsStored) {
   ASSERT_EQ(holders.size(), kIds);
   // Another session inserts the row of id kIds and does not commit: the
   // batch's INSERT of that id waits for it.
-  const RecordId waited = TestId(kIds);
-  std::string hex;
-  for (const unsigned char byte : waited.view()) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    hex += kDigits[byte >> 4];
-    hex += kDigits[byte & 15];
-  }
   testing::PostgresConnection inserter = testing::ConnectPostgres(base_);
   ASSERT_EQ(PQstatus(inserter.get()), CONNECTION_OK);
-  for (const std::string sql :
-       {std::string("BEGIN"),
-        "INSERT INTO \"" + table_ +
-            "\" (id, state, fingerprint, token, locked_until, expires_at, "
-            "takeover, record) VALUES ('\\x" +
-            hex + "', 1, '', '', 0, 0, false, '')"}) {
-    PGresult* r = PQexec(inserter.get(), sql.c_str());
-    const ExecStatusType status = PQresultStatus(r);
-    PQclear(r);
-    ASSERT_EQ(status, PGRES_COMMAND_OK)
-        << sql << ": " << PQerrorMessage(inserter.get());
-  }
+  ASSERT_TRUE(testing::PostgresExec(inserter.get(), "BEGIN"));
+  ASSERT_TRUE(testing::PostgresExec(
+      inserter.get(),
+      "INSERT INTO \"" + table_ +
+          "\" (id, state, fingerprint, token, locked_until, expires_at, "
+          "takeover, record) VALUES ('\\x" +
+          TestId(kIds).ToHex() + "', 1, '', '', 0, 0, false, '')"));
 
   Answers<bool> completes(kIds);
   Answers<ClaimResult> claims(1);
@@ -391,16 +376,11 @@ TEST_F(PostgresAsyncTest, AFailedInsertLeavesTheBatchsCompletionsStored) {
     HeldThread held(*store);
     store->ClaimAsync(TestId(kIds), TestFingerprint(1), kT0, kTtl, kLock,
                       claims.Slot(0));
-    for (std::size_t i = 0; i < kIds; ++i) {
-      store->CompleteAsync(
-          TestId(i), holders[i],
-          std::make_shared<const Response>(Body("order " + std::to_string(i))),
-          completes.Slot(i));
-    }
+    CompleteEach(*store, holders, completes);
   }
   ASSERT_TRUE(completes.WaitAll());
   ASSERT_TRUE(claims.WaitAll());
-  PQclear(PQexec(inserter.get(), "ROLLBACK"));
+  EXPECT_TRUE(testing::PostgresExec(inserter.get(), "ROLLBACK"));
   ASSERT_FALSE(claims[0].has_value());
   EXPECT_EQ(claims[0].error().code(), ErrorCode::kUnavailable);
   for (std::size_t i = 0; i < kIds; ++i) {

@@ -95,12 +95,7 @@ Conn Connect(const std::string& uri) {
 
 // Runs `sql` on `c`; true when it succeeded.
 bool Exec(PGconn* c, const std::string& sql) {
-  PGresult* r = PQexec(c, sql.c_str());
-  const ExecStatusType s = PQresultStatus(r);
-  const bool ok = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
-  EXPECT_TRUE(ok) << sql << ": " << PQresultErrorMessage(r);
-  PQclear(r);
-  return ok;
+  return testing::PostgresExec(c, sql);
 }
 
 std::string Hex(std::string_view bytes) {

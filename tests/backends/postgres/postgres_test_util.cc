@@ -38,6 +38,15 @@ PostgresConnection ConnectPostgres(const std::string& uri) {
   return PostgresConnection(PQconnectdb(WithoutQuery(uri).c_str()));
 }
 
+bool PostgresExec(pg_conn* c, const std::string& sql) {
+  PGresult* r = PQexec(c, sql.c_str());
+  const ExecStatusType s = PQresultStatus(r);
+  const bool ok = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
+  EXPECT_TRUE(ok) << sql << ": " << PQresultErrorMessage(r);
+  PQclear(r);
+  return ok;
+}
+
 std::string PostgresTestUri() {
   const char* uri = std::getenv("IDEM_TEST_POSTGRES_URI");
   return uri != nullptr ? uri : "";

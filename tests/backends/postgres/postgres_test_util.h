@@ -62,6 +62,11 @@ using PostgresConnection = std::unique_ptr<pg_conn, PgConnDeleter>;
 // query parameters ignored), whether or not it succeeded: check PQstatus.
 PostgresConnection ConnectPostgres(const std::string& uri);
 
+// Runs `sql` on `c` (e.g. an open transaction's statement of a test's own
+// connection); true when it succeeded, else a test failure (EXPECT) naming
+// the statement and the server's message.
+bool PostgresExec(pg_conn* c, const std::string& sql);
+
 // Runs `sql` (text parameters $1.. from `params`) on a fresh connection to
 // the server of `uri` (its idem query parameters ignored). Returns the rows
 // as text, bytea as PostgreSQL's hex form (\x...). Fails the current test
