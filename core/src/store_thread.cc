@@ -30,6 +30,11 @@ void StoreThread::Post(std::function<void()> call) {
   if (wake) cv_.notify_one();
 }
 
+bool StoreThread::Pending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !queue_.empty();
+}
+
 void StoreThread::Run() {
   std::vector<std::function<void()>> batch;
   std::unique_lock<std::mutex> lock(mu_);

@@ -3,9 +3,12 @@
 #include "postgres_async_calls.h"
 
 #include <libpq-fe.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -100,10 +103,26 @@ std::span<Call> Slice(std::span<Call> calls, std::size_t i) {
   return calls.subspan(i, std::min(AsyncCalls::kMaxBatch, calls.size() - i));
 }
 
+// A batch's error for its calls nothing else answered: the connection broke
+// before their statements went out or their results came back.
+Error NotSent(const std::string& prefix) {
+  return Error(ErrorCode::kUnavailable,
+               prefix +
+                   "connection failed earlier in the same batch of "
+                   "asynchronous calls; not sent");
+}
+
 }  // namespace
 
 AsyncCalls::AsyncCalls(AsyncCallsHost host)
-    : host_(std::move(host)), thread_([this] { Flush(); }) {}
+    : host_(std::move(host)),
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      thread_([this] { Flush(); }) {}
+
+AsyncCalls::~AsyncCalls() {
+  Join();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
 
 void AsyncCalls::Claim(const RecordId& id, const Fingerprint& fp, TimePoint now,
                        Duration ttl, Duration lock_timeout,
@@ -124,6 +143,7 @@ void AsyncCalls::Claim(const RecordId& id, const Fingerprint& fp, TimePoint now,
       }
     }
   });
+  WakePoll();
 }
 
 void AsyncCalls::Complete(const RecordId& id, const Token& token,
@@ -145,61 +165,7 @@ void AsyncCalls::Complete(const RecordId& id, const Token& token,
       }
     }
   });
-}
-
-void AsyncCalls::Flush() {
-  if (claims_.empty() && completes_.empty()) return;
-  std::vector<PendingClaim> claims;
-  std::vector<PendingComplete> completes;
-  claims.swap(claims_);
-  completes.swap(completes_);
-
-  // What every call not answered below gets: a queue left too late, no
-  // connection, a connection that broke, an exception.
-  std::optional<Error> failure;
-  const Status sent = CatchExceptions(
-      [&] { return host_.prefix + "asynchronous calls"; },
-      [&]() -> Status {
-        // A batch of calls that all waited too long needs no connection.
-        ExpireLate<ClaimResult>(std::span(claims), host_.prefix, "claim",
-                                host_.queue_timeout);
-        ExpireLate<bool>(std::span(completes), host_.prefix, "complete",
-                         host_.queue_timeout);
-        if (std::all_of(claims.begin(), claims.end(), Answered<PendingClaim>) &&
-            std::all_of(completes.begin(), completes.end(),
-                        Answered<PendingComplete>)) {
-          return {};
-        }
-        IDEM_ASSIGN_OR_RETURN(Pool::Lease lease, host_.acquire());
-        Connection& c = *lease;
-        // The k-th chunk of the claims and the k-th of the completions go
-        // together: their INSERT and UPDATE in one round trip.
-        for (std::size_t i = 0;
-             (i < claims.size() || i < completes.size()) && !c.broken();
-             i += kMaxBatch) {
-          Chunk(c, Slice(std::span(claims), i), Slice(std::span(completes), i));
-        }
-        if (c.broken()) {
-          return MakeError(ErrorCode::kUnavailable,
-                           host_.prefix +
-                               "connection failed earlier in the same batch "
-                               "of asynchronous calls; not sent");
-        }
-        return {};
-      });
-  if (!sent) failure = sent.error();
-  for (PendingClaim& call : claims) {
-    if (Answered(call)) continue;
-    Answer(call,
-           Result<ClaimResult>(tl::unexpected(failure.value_or(Error(
-               ErrorCode::kInternal, host_.prefix + "claim: not sent")))));
-  }
-  for (PendingComplete& call : completes) {
-    if (Answered(call)) continue;
-    Answer(call,
-           Result<bool>(tl::unexpected(failure.value_or(Error(
-               ErrorCode::kInternal, host_.prefix + "complete: not sent")))));
-  }
+  WakePoll();
 }
 
 // Step 1's statement for one chunk of claims: the calls by id, each id's
@@ -236,24 +202,215 @@ struct AsyncCalls::CompleteUpdate {
   std::array<std::string_view, 4> params;
 };
 
-void AsyncCalls::Chunk(Connection& c, std::span<PendingClaim> claims,
-                       std::span<PendingComplete> completes) {
+// One chunk of a batch: at most kMaxBatch claims and kMaxBatch
+// completions, their statements (sent together) and, once read, their
+// results.
+struct AsyncCalls::Chunk {
+  bool updating() const { return update && !update->first.empty(); }
   std::optional<ClaimInsert> insert;
-  if (!claims.empty()) insert = PrepareClaims(claims);
   std::optional<CompleteUpdate> update;
-  if (!completes.empty()) update = PrepareCompletes(completes);
   std::vector<Connection::PipelinedStatement> statements;
-  if (insert) statements.push_back({kInsertBatch, insert->params, "claim"});
-  const bool updating = update && !update->first.empty();
-  if (updating) {
-    statements.push_back({kCompleteBatch, update->params, "complete"});
+  std::vector<Result<PgResult>> results;  // Once collected.
+};
+
+// The calls of one Flush and their chunks, held by pointer: the chunks'
+// statements point into the calls and into the chunks.
+struct AsyncCalls::Batch {
+  // Whether its statements went out and their results are still to read.
+  bool due() const { return sent && !collected; }
+  std::vector<PendingClaim> claims;
+  std::vector<PendingComplete> completes;
+  std::vector<std::unique_ptr<Chunk>> chunks;
+  bool sent = false;
+  bool collected = false;
+  // When its results must have come, once the thread started waiting for
+  // them (else ReplyDeadline when Collect starts).
+  std::optional<SteadyClock::time_point> reply_by;
+  std::optional<Error> failure;  // For every call not answered otherwise.
+};
+
+void AsyncCalls::Flush() {
+  if (!claims_.empty() || !completes_.empty()) {
+    try {
+      auto batch = std::make_unique<Batch>();
+      sent_.push_back(nullptr);  // Its place, before the calls move in.
+      sent_.back() = std::move(batch);
+    } catch (const std::bad_alloc&) {
+      const Error error(ErrorCode::kResourceExhausted,
+                        host_.prefix + "asynchronous calls: out of memory");
+      for (PendingClaim& call : claims_) {
+        Answer(call, Result<ClaimResult>(tl::unexpected(error)));
+      }
+      for (PendingComplete& call : completes_) {
+        Answer(call, Result<bool>(tl::unexpected(error)));
+      }
+      claims_.clear();
+      completes_.clear();
+    }
   }
-  std::vector<Result<PgResult>> results = c.RunPipelined(statements);
-  if (insert) FinishClaims(c, *insert, std::move(results.front()));
-  if (update) {
-    std::optional<Result<PgResult>> updated;
-    if (updating) updated = std::move(results.back());
-    FinishCompletes(c, *update, std::move(updated));
+  if (!claims_.empty() || !completes_.empty()) {
+    Batch* batch = sent_.back().get();
+    batch->claims.swap(claims_);
+    batch->completes.swap(completes_);
+    Send(*batch);
+    std::size_t due = 0;
+    for (const auto& b : sent_) due += b->due() ? 1 : 0;
+    deepest_ = std::max(deepest_, due);
+  }
+  while (!sent_.empty()) {
+    Batch& front = *sent_.front();
+    // Only the batch just sent may stay in flight, and only while another
+    // batch is queued behind it: that batch's Flush answers this one.
+    if (sent_.size() == 1 && front.due() && lease_ && !(*lease_)->broken() &&
+        CallsCameFirst(front)) {
+      return;
+    }
+    Finish(front);
+    sent_.pop_front();
+  }
+  if (lease_) {
+    // Every result is read: out of pipeline mode and back to the pool (which
+    // closes a connection that broke).
+    (void)(*lease_)->EndPipeline();
+    lease_.reset();
+  }
+}
+
+bool AsyncCalls::CallsCameFirst(Batch& batch) {
+  Connection& c = **lease_;
+  batch.reply_by = c.ReplyDeadline();
+  for (;;) {
+    // Set before looking at the queue: a call queued after the look sees
+    // it and wakes the poll (Claim, Complete).
+    polling_.store(true);
+    if (thread_.Pending()) break;
+    const Connection::Woken woken = c.WaitForReply(wake_fd_, *batch.reply_by);
+    polling_.store(false);
+    std::uint64_t count = 0;
+    while (::read(wake_fd_, &count, sizeof count) > 0) {
+    }
+    // A wake left from an earlier wait finds the queue taken: wait again.
+    if (woken != Connection::Woken::kWake) return false;
+  }
+  polling_.store(false);
+  return true;
+}
+
+void AsyncCalls::WakePoll() {
+  if (!polling_.load() || !polling_.exchange(false)) return;
+  const std::uint64_t one = 1;
+  // Fails only with the counter at its maximum: the poll is woken anyway.
+  (void)!::write(wake_fd_, &one, sizeof one);
+}
+
+void AsyncCalls::Send(Batch& batch) {
+  const Status sent = CatchExceptions(
+      [&] { return host_.prefix + "asynchronous calls"; },
+      [&]() -> Status {
+        // A batch of calls that all waited too long needs no connection.
+        ExpireLate<ClaimResult>(std::span(batch.claims), host_.prefix, "claim",
+                                host_.queue_timeout);
+        ExpireLate<bool>(std::span(batch.completes), host_.prefix, "complete",
+                         host_.queue_timeout);
+        if (std::all_of(batch.claims.begin(), batch.claims.end(),
+                        Answered<PendingClaim>) &&
+            std::all_of(batch.completes.begin(), batch.completes.end(),
+                        Answered<PendingComplete>)) {
+          return {};
+        }
+        if (!lease_) {
+          IDEM_ASSIGN_OR_RETURN(Pool::Lease lease, host_.acquire());
+          lease_.emplace(std::move(lease));
+        }
+        Connection& c = **lease_;
+        if (c.broken()) return tl::unexpected(NotSent(host_.prefix));
+        // The k-th chunk of the claims and the k-th of the completions go
+        // together: their INSERT and UPDATE in one round trip.
+        for (std::size_t i = 0;
+             i < batch.claims.size() || i < batch.completes.size();
+             i += kMaxBatch) {
+          auto chunk = std::make_unique<Chunk>();
+          if (auto claims = Slice(std::span(batch.claims), i);
+              !claims.empty()) {
+            chunk->insert = PrepareClaims(claims);
+          }
+          if (auto completes = Slice(std::span(batch.completes), i);
+              !completes.empty()) {
+            chunk->update = PrepareCompletes(completes);
+          }
+          if (chunk->insert) {
+            chunk->statements.push_back(
+                {kInsertBatch, chunk->insert->params, "claim"});
+          }
+          if (chunk->updating()) {
+            chunk->statements.push_back(
+                {kCompleteBatch, chunk->update->params, "complete"});
+          }
+          batch.chunks.push_back(std::move(chunk));
+        }
+        for (const auto& chunk : batch.chunks) {
+          // Once one chunk went out, Collect reads them all (a connection
+          // that broke on the way answers every one with its error).
+          batch.sent = batch.sent || !chunk->statements.empty();
+          IDEM_RETURN_IF_ERROR(c.SendPipelined(chunk->statements));
+        }
+        return {};
+      });
+  if (!sent) batch.failure = sent.error();
+}
+
+void AsyncCalls::Collect(Batch& batch) {
+  if (!batch.due()) return;
+  batch.collected = true;
+  for (const auto& chunk : batch.chunks) {
+    chunk->results = (*lease_)->CollectPipelined(
+        chunk->statements, batch.reply_by.value_or((*lease_)->ReplyDeadline()));
+  }
+}
+
+Result<Connection*> AsyncCalls::FollowUps() {
+  for (const auto& b : sent_) Collect(*b);
+  if (!lease_ || (*lease_)->broken()) {
+    return tl::unexpected(NotSent(host_.prefix));
+  }
+  IDEM_RETURN_IF_ERROR((*lease_)->EndPipeline());
+  return &**lease_;
+}
+
+void AsyncCalls::Finish(Batch& batch) {
+  const Status finished = CatchExceptions(
+      [&] { return host_.prefix + "asynchronous calls"; },
+      [&]() -> Status {
+        Collect(batch);
+        // A chunk's results, in its statements' order: the INSERT's first,
+        // the UPDATE's last (none read when the batch was never sent).
+        for (const auto& chunk : batch.chunks) {
+          auto result = [&](bool first) {
+            if (chunk->results.size() != chunk->statements.size()) {
+              return Result<PgResult>(tl::unexpected(
+                  batch.failure.value_or(NotSent(host_.prefix))));
+            }
+            return std::move(first ? chunk->results.front()
+                                   : chunk->results.back());
+          };
+          if (chunk->insert) FinishClaims(*chunk->insert, result(true));
+          if (chunk->update) {
+            std::optional<Result<PgResult>> updated;
+            if (chunk->updating()) updated = result(false);
+            FinishCompletes(*chunk->update, std::move(updated));
+          }
+        }
+        return {};
+      });
+  if (!finished && !batch.failure) batch.failure = finished.error();
+  const Error failure = batch.failure.value_or(NotSent(host_.prefix));
+  for (PendingClaim& call : batch.claims) {
+    if (!Answered(call)) {
+      Answer(call, Result<ClaimResult>(tl::unexpected(failure)));
+    }
+  }
+  for (PendingComplete& call : batch.completes) {
+    if (!Answered(call)) Answer(call, Result<bool>(tl::unexpected(failure)));
   }
 }
 
@@ -288,8 +445,7 @@ std::optional<AsyncCalls::ClaimInsert> AsyncCalls::PrepareClaims(
   return insert;
 }
 
-void AsyncCalls::FinishClaims(Connection& c, ClaimInsert& insert,
-                              Result<PgResult> inserted) {
+void AsyncCalls::FinishClaims(ClaimInsert& insert, Result<PgResult> inserted) {
   const std::vector<PendingClaim*>& leaders = insert.leaders;
   auto group = [&](std::size_t g) { return insert.group(g); };
   auto fail_all = [&](const Error& error) {
@@ -340,7 +496,10 @@ void AsyncCalls::FinishClaims(Connection& c, ClaimInsert& insert,
   if (!blocked.empty()) {
     BinaryArray blocked_ids(kByteaOid, blocked.size(), RecordId::kSize);
     for (const PendingClaim* call : blocked) blocked_ids.Add(call->id.view());
-    Result<PgResult> rows = c.Run(kSelectBatch, {blocked_ids.view()}, "claim");
+    Result<Connection*> c = FollowUps();
+    if (!c) return fail_all(c.error());
+    Result<PgResult> rows =
+        (*c)->Run(kSelectBatch, {blocked_ids.view()}, "claim");
     if (!rows) return fail_all(rows.error());
     std::vector<bool> found(blocked.size(), false);
     for (int row = 0; row < PQntuples(rows->get()); ++row) {
@@ -366,10 +525,13 @@ void AsyncCalls::FinishClaims(Connection& c, ClaimInsert& insert,
   }
 
   // 3. One call at a time, as Store::Claim does.
+  if (again.empty()) return;
+  Result<Connection*> c = FollowUps();
+  if (!c) return fail_all(c.error());
   for (PendingClaim* call : again) {
-    if (c.broken()) return;  // Flush answers the rest.
-    Result<ClaimResult> result = ClaimOn(c, host_.prefix, call->id, call->fresh,
-                                         call->now, host_.claim_hook);
+    if ((*c)->broken()) return;  // Finish answers the rest.
+    Result<ClaimResult> result = ClaimOn(
+        **c, host_.prefix, call->id, call->fresh, call->now, host_.claim_hook);
     if (result && result->outcome == ClaimOutcome::kAcquired) {
       host_.claims.Remember(call->fresh.token,
                             {call->id, call->fresh.fingerprint,
@@ -414,7 +576,7 @@ AsyncCalls::CompleteUpdate AsyncCalls::PrepareCompletes(
   return update;
 }
 
-void AsyncCalls::FinishCompletes(Connection& c, CompleteUpdate& update,
+void AsyncCalls::FinishCompletes(CompleteUpdate& update,
                                  std::optional<Result<PgResult>> updated) {
   if (updated) {
     if (!*updated) {
@@ -439,10 +601,18 @@ void AsyncCalls::FinishCompletes(Connection& c, CompleteUpdate& update,
     }
   }
 
+  if (update.singles.empty()) return;
+  Result<Connection*> c = FollowUps();
+  if (!c) {
+    for (PendingComplete* call : update.singles) {
+      Answer(*call, Result<bool>(tl::unexpected(c.error())));
+    }
+    return;
+  }
   for (PendingComplete* call : update.singles) {
-    if (c.broken()) return;  // Flush answers the rest.
+    if ((*c)->broken()) return;  // Finish answers the rest.
     Result<bool> stored = CompleteOn(
-        c, host_.prefix, call->id, call->token, *call->response,
+        **c, host_.prefix, call->id, call->token, *call->response,
         host_.claims.RecallRecord(call->id, call->token), "complete");
     if (stored) host_.claims.Forget(call->token);
     Answer(*call, std::move(stored));

@@ -28,10 +28,22 @@
 //     kCompleteBatch (one UPDATE ... FROM unnest). The others go through
 //     CompleteOn one at a time (a SELECT first).
 // Steps 1 and 4 of a chunk (at most kMaxBatch claims and kMaxBatch
-// completions) go to the server together, in one round trip (libpq's
-// pipeline mode, a sync after each statement: each still its own
-// transaction, and one that fails aborts nothing of the other). Then the
-// claims are answered (steps 1-3), then the completions.
+// completions) go to the server together (libpq's pipeline mode, a sync
+// after each statement: each still its own transaction, and one that fails
+// aborts nothing of the other). Then the claims are answered (steps 1-3),
+// then the completions.
+//
+// Two batches in the pipeline: when calls are already queued for the
+// thread's next batch (StoreThread::Pending), a batch's statements stay in
+// flight while the thread takes that batch and sends its statements behind
+// them; only then does it read the first batch's results and answer it.
+// The server runs the second batch while the thread and the adapters' I/O
+// threads work on the first one's answers, instead of each waiting for the
+// other. Steps 2 and 3 (and completions of claims the store does not
+// remember) need the pipeline empty: the thread first reads the results of
+// everything sent behind them. A batch is never left in flight without a
+// next batch to follow it: at most two are, and each is answered after the
+// statement that wrote it returned.
 //
 // Bounds: a call that waited in the thread's queue longer than the store's
 // acquire_timeout (statement_timeout + kClientGrace when that is 0) fails
@@ -48,7 +60,7 @@
 // requests/s (benchmarks/http/NOTES.md): more wake-ups, and batches half as
 // large.
 //
-// The cost: one batch at a time, so a statement that waits in the server
+// The cost: one connection, so a statement that waits in the server
 // (a claim of a key whose row an application's transaction holds,
 // PostgresTransaction(store)) holds up the calls behind it, up to
 // statement_timeout, where a pool call would hold up only itself.
@@ -60,8 +72,10 @@
 #ifndef IDEM_BACKENDS_POSTGRES_SRC_POSTGRES_ASYNC_CALLS_H_
 #define IDEM_BACKENDS_POSTGRES_SRC_POSTGRES_ASYNC_CALLS_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -98,7 +112,7 @@ class AsyncCalls {
   static constexpr std::size_t kMaxBatch = 64;
 
   explicit AsyncCalls(AsyncCallsHost host);
-  ~AsyncCalls() { Join(); }
+  ~AsyncCalls();
   AsyncCalls(const AsyncCalls&) = delete;
   AsyncCalls& operator=(const AsyncCalls&) = delete;
 
@@ -112,6 +126,10 @@ class AsyncCalls {
 
   // Answers every call made so far, then ends the thread.
   void Join() { thread_.Join(); }
+
+  // The most batches whose results were due at once, so far (tests: 2
+  // once a batch was sent behind another). Call on the thread.
+  std::size_t DeepestPipelineForTest() const { return deepest_; }
 
   // Runs `call` on the thread, among the calls: for tests that hold the
   // thread so that the calls made meanwhile form one batch.
@@ -138,30 +156,56 @@ class AsyncCalls {
 
   struct ClaimInsert;     // Step 1's statement, before it is sent.
   struct CompleteUpdate;  // Step 4's.
+  struct Chunk;           // Both, sent together, and their results.
+  struct Batch;           // What Flush took, its chunks in the pipeline.
 
-  // StoreThread's after_batch: sends what the batch staged.
+  // StoreThread's after_batch: sends what the calls staged, then answers
+  // the batches in the pipeline, all but this one when another batch is
+  // queued behind it.
   void Flush();
-  // Steps 1-4 of the file comment, on `c`, for at most kMaxBatch claims
-  // and kMaxBatch completions: their INSERT and UPDATE in one round trip
-  // (Connection::RunPipelined). Every call is answered on return unless `c`
-  // broke (then the caller answers what is left).
-  void Chunk(Connection& c, std::span<PendingClaim> claims,
-             std::span<PendingComplete> completes);
+  // Waits for the first reply to `batch` (the one batch due) or for calls
+  // queued for the next batch, whichever comes first: true for the calls.
+  // Replies due by `batch`'s reply_by, set here (a batch past it is left to
+  // Finish, which fails it).
+  bool CallsCameFirst(Batch& batch);
+  // Wakes CallsCameFirst's poll, if it polls, after a call was queued.
+  void WakePoll();
+  // Prepares `batch`'s chunks and sends their statements on the pipeline's
+  // connection (leased first if none is). On failure the batch's calls are
+  // left to Finish, with the error.
+  void Send(Batch& batch);
+  // Collects `batch`'s results (unless done) and answers every call of it.
+  void Finish(Batch& batch);
+  // Reads the results of `batch`'s statements, if it is in the pipeline
+  // and they are not read yet.
+  void Collect(Batch& batch);
+  // The connection for the statements of steps 2-3 and of the
+  // completions made one at a time: the pipeline's, once every batch in it
+  // is collected and pipeline mode is left. Errors: the connection broke.
+  Result<Connection*> FollowUps();
   // Step 1's statement for the claims not answered yet (none left:
   // nullopt), and steps 1-3 with its result.
   std::optional<ClaimInsert> PrepareClaims(std::span<PendingClaim> batch);
-  void FinishClaims(Connection& c, ClaimInsert& insert,
-                    Result<PgResult> inserted);
+  void FinishClaims(ClaimInsert& insert, Result<PgResult> inserted);
   // Step 4's statement (none when no completion is remembered), and step 4
   // with its result, if it was sent.
   CompleteUpdate PrepareCompletes(std::span<PendingComplete> batch);
-  void FinishCompletes(Connection& c, CompleteUpdate& update,
+  void FinishCompletes(CompleteUpdate& update,
                        std::optional<Result<PgResult>> updated);
 
   const AsyncCallsHost host_;
   // Staged by the thread's calls, sent by Flush. The thread's only.
   std::vector<PendingClaim> claims_;
   std::vector<PendingComplete> completes_;
+  // Batches sent, in order, not yet answered (at most two), and the
+  // connection their statements went on while any is. The thread's only.
+  std::deque<std::unique_ptr<Batch>> sent_;
+  std::optional<Pool::Lease> lease_;
+  std::size_t deepest_ = 0;  // Most batches in flight at once (tests).
+  // Readable when a call was queued while CallsCameFirst polled (an
+  // eventfd; -1 if none could be made: it then waits for replies alone).
+  const int wake_fd_;
+  std::atomic<bool> polling_{false};  // CallsCameFirst polls wake_fd_.
   StoreThread thread_;  // Last: joined before the rest is destroyed.
 };
 

@@ -322,8 +322,39 @@ Result<PgResult> Connection::Run(StatementId id,
   return Await(op);
 }
 
-std::vector<Result<PgResult>> Connection::RunPipelined(
+Status Connection::SendPipelined(
     std::span<const PipelinedStatement> statements) {
+  if (statements.empty()) return {};
+  const bool piping = PQpipelineStatus(conn_) != PQ_PIPELINE_OFF;
+  // Prepared outside the pipeline, where a statement's own round trip may
+  // go: in it, Send finds every statement prepared or planned each time.
+  for (const PipelinedStatement& s : statements) {
+    if (prepared_[s.id] || Spec(s.id).plan_each_time) continue;
+    if (piping) {
+      broken_ = true;  // The caller's pipeline cannot be finished.
+      return MakeError(ErrorCode::kInternal,
+                       settings_.prefix + std::string(s.op) +
+                           ": statement to prepare while a pipeline runs");
+    }
+    IDEM_RETURN_IF_ERROR(Prepare(s.id, s.op));
+  }
+  const std::string_view op = statements.front().op;
+  if (!piping && PQenterPipelineMode(conn_) == 0) {
+    return tl::unexpected(Failed(op));
+  }
+  for (const PipelinedStatement& s : statements) {
+    if (Status sent = Send(s.id, s.params, s.op); !sent) {
+      broken_ = true;  // Mid-pipeline: the session's state is unknown.
+      return sent;
+    }
+    if (PQpipelineSync(conn_) == 0) return tl::unexpected(Failed(s.op));
+  }
+  return FlushSent(op, ReplyDeadline());
+}
+
+std::vector<Result<PgResult>> Connection::CollectPipelined(
+    std::span<const PipelinedStatement> statements,
+    SteadyClock::time_point deadline) {
   std::vector<Result<PgResult>> results;
   results.reserve(statements.size());
   auto fail_all = [&](const Error& error) {
@@ -334,33 +365,7 @@ std::vector<Result<PgResult>> Connection::RunPipelined(
     return std::move(results);
   };
   if (statements.empty()) return results;
-  if (statements.size() == 1) {  // Nothing to pipeline with.
-    const PipelinedStatement& s = statements.front();
-    results.push_back(Run(s.id, s.params, s.op));
-    return results;
-  }
-  const std::string_view op = statements.front().op;
-  // Prepared outside the pipeline, where a statement's own round trip may
-  // go: in it, Send finds every statement prepared or planned each time.
-  for (const PipelinedStatement& s : statements) {
-    if (Status prepared = Prepare(s.id, s.op); !prepared) {
-      return fail_all(prepared.error());
-    }
-  }
-  if (PQenterPipelineMode(conn_) == 0) return fail_all(Failed(op));
-  // A sync after each statement: each is its own transaction, and one
-  // that fails aborts nothing after it.
-  for (const PipelinedStatement& s : statements) {
-    if (Status sent = Send(s.id, s.params, s.op); !sent) {
-      broken_ = true;  // Mid-pipeline: the session's state is unknown.
-      return fail_all(sent.error());
-    }
-    if (PQpipelineSync(conn_) == 0) return fail_all(Failed(s.op));
-  }
-  const SteadyClock::time_point deadline = ReplyDeadline();
-  if (Status flushed = FlushSent(op, deadline); !flushed) {
-    return fail_all(flushed.error());
-  }
+  if (broken()) return fail_all(ConnectionError(statements.front().op));
   for (const PipelinedStatement& s : statements) {
     Result<PgResult> result = Collect(s.op, deadline);
     if (!result && broken_) return fail_all(result.error());
@@ -373,11 +378,37 @@ std::vector<Result<PgResult>> Connection::RunPipelined(
     if (!synced) return fail_all(Failed(s.op));
     results.push_back(std::move(result));
   }
+  return results;
+}
+
+Connection::Woken Connection::WaitForReply(int wake_fd,
+                                           SteadyClock::time_point deadline) {
+  std::array<pollfd, 2> p{
+      pollfd{.fd = PQsocket(conn_), .events = POLLIN, .revents = 0},
+      pollfd{.fd = wake_fd, .events = POLLIN, .revents = 0}};
+  for (;;) {
+    // Input libpq read already (while flushing) makes no socket readable.
+    if (p[0].fd < 0 || PQconsumeInput(conn_) == 0 || !PQisBusy(conn_)) {
+      return Woken::kReply;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - SteadyClock::now());
+    if (left.count() <= 0) return Woken::kDeadline;
+    const int n = ::poll(
+        p.data(), p.size(),
+        static_cast<int>(std::min<std::int64_t>(left.count() + 1, 60'000)));
+    if (n < 0 && errno != EINTR) return Woken::kReply;  // The read fails.
+    if (n > 0 && p[1].revents != 0) return Woken::kWake;
+  }
+}
+
+Status Connection::EndPipeline() {
+  if (PQpipelineStatus(conn_) == PQ_PIPELINE_OFF) return {};
   if (PQexitPipelineMode(conn_) == 0) {
     broken_ = true;
-    return fail_all(ConnectionError(op));
+    return tl::unexpected(ConnectionError("pipeline"));
   }
-  return results;
+  return {};
 }
 
 Result<PgResult> Connection::RunCommand(const char* sql, std::string_view op) {

@@ -94,21 +94,46 @@ class Connection {
   Result<PgResult> Run(StatementId id, std::span<const std::string_view> params,
                        std::string_view op);
 
-  // One statement of RunPipelined: Run's arguments.
+  // One statement of a pipeline: Run's arguments.
   struct PipelinedStatement {
     StatementId id;
     std::span<const std::string_view> params;
     std::string_view op;
   };
-  // Runs `statements` in one round trip (libpq's pipeline mode; a single
-  // one as Run sends it), each its own transaction, in order: their
-  // results, each as Run would return it
-  // (a statement that fails does not stop the ones after it). A statement
-  // not yet prepared (and not planned each time) is prepared first, in a
-  // round trip of its own. When the connection fails or no reply comes in
+  // Sends `statements` in libpq's pipeline mode (entered unless the
+  // connection is in it already), each followed by a sync, so each is its
+  // own transaction and one that fails aborts nothing after it, without
+  // waiting for their results: CollectPipelined takes them, in the order
+  // they were sent, and more may be sent meanwhile (the server runs them
+  // one after another). A statement not yet prepared (and not planned each
+  // time) is prepared first, in a round trip of its own, which needs the
+  // pipeline empty. Errors: as Run's (kInternal for a statement to prepare
+  // while results are due); the connection is then broken.
+  Status SendPipelined(std::span<const PipelinedStatement> statements);
+  // The results of the next `statements.size()` statements sent by
+  // SendPipelined (`statements` as they were sent, for their names in
+  // errors), each as Run would return it, by `deadline` (ReplyDeadline()
+  // taken once what was sent before them is collected: the server starts
+  // them only after it). When the connection fails or no reply comes in
   // time, every result is that error and the connection is broken.
-  std::vector<Result<PgResult>> RunPipelined(
-      std::span<const PipelinedStatement> statements);
+  std::vector<Result<PgResult>> CollectPipelined(
+      std::span<const PipelinedStatement> statements,
+      SteadyClock::time_point deadline);
+
+  // What WaitForReply saw first.
+  enum class Woken { kReply, kWake, kDeadline };
+  // Waits until a reply to what was sent can be read (kReply: the next
+  // result, or an error the next read reports, the connection then
+  // broken), `wake_fd` is readable (kWake; it is not read), or `deadline`
+  // passes (kDeadline). For a thread that sends while results are due.
+  Woken WaitForReply(int wake_fd, SteadyClock::time_point deadline);
+
+  // When a reply must have come: statement_timeout + kClientGrace from now.
+  SteadyClock::time_point ReplyDeadline() const;
+  // Leaves pipeline mode once every result sent for is collected (nothing
+  // when not in it): what Run and the pool need. Errors: kUnavailable; the
+  // connection is then broken.
+  Status EndPipeline();
 
   // A statement without parameters in the simple query protocol (BEGIN,
   // COMMIT, ROLLBACK: one message, nothing to prepare). Errors as for Run.
@@ -132,8 +157,6 @@ class Connection {
               std::string_view op);
   // Flushes what a PQsend* call queued and collects its result.
   Result<PgResult> Await(std::string_view op);
-  // When a reply must have come: statement_timeout + kClientGrace from now.
-  SteadyClock::time_point ReplyDeadline() const;
   // Await's steps: flush what was queued; the next PGresult (nullptr at
   // the end of a statement's); a statement's results, checked.
   Status FlushSent(std::string_view op, SteadyClock::time_point deadline);

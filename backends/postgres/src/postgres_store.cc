@@ -32,7 +32,9 @@
 #include <libpq-fe.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -179,6 +181,12 @@ class PostgresStore::Impl {
   // Runs `call` on the asynchronous calls' thread (PostgresStoreTestPeer).
   void PostToAsyncThread(std::function<void()> call) {
     async_.PostForTest(std::move(call));
+  }
+  std::size_t DeepestAsyncPipeline() {
+    std::promise<std::size_t> deepest;
+    async_.PostForTest(
+        [&] { deepest.set_value(async_.DeepestPipelineForTest()); });
+    return deepest.get_future().get();
   }
 
   // PostgresTransaction(store): a pool connection for the application's
@@ -414,6 +422,10 @@ Result<std::optional<StoreStats>> PostgresStore::DoStats(TimePoint now) {
 void PostgresStoreTestPeer::PostToAsyncThread(PostgresStore& store,
                                               std::function<void()> call) {
   store.impl_->PostToAsyncThread(std::move(call));
+}
+
+std::size_t PostgresStoreTestPeer::DeepestAsyncPipeline(PostgresStore& store) {
+  return store.impl_->DeepestAsyncPipeline();
 }
 
 void PostgresStoreTestPeer::SetClaimAttemptHook(PostgresStore& store,

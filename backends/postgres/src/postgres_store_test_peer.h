@@ -6,6 +6,7 @@
 #ifndef IDEM_POSTGRES_STORE_TEST_PEER_H_
 #define IDEM_POSTGRES_STORE_TEST_PEER_H_
 
+#include <cstddef>
 #include <functional>
 
 #include "idem/internal/claim_attempt_hook.h"
@@ -27,6 +28,11 @@ class PostgresStoreTestPeer {
   // sent as one batch once it returns.
   static void PostToAsyncThread(PostgresStore& store,
                                 std::function<void()> call);
+
+  // The most batches of asynchronous calls whose results were due at once
+  // so far: 2 once a batch went into the pipeline behind another. Waits
+  // for the calls made before it.
+  static std::size_t DeepestAsyncPipeline(PostgresStore& store);
 };
 
 }  // namespace idem

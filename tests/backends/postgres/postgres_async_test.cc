@@ -13,6 +13,11 @@
 //  - A batch's claims and completions share a round trip, and each is
 //    answered by its own statement: one that fails leaves the other's
 //    answers.
+//  - A batch sent into the pipeline behind another (calls queued while the
+//    first is in flight) is answered after it, each call by its own
+//    statement; rows in the way of the first batch are read after the
+//    second's statements, and a statement that fails in either answers its
+//    own calls only.
 //  - Many threads and another store instance on few ids: one holder each.
 //
 // Each test holds the store's thread (PostgresStoreTestPeer::
@@ -24,6 +29,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -261,7 +267,7 @@ std::vector<Token> AcquireAll(PostgresStore& store, std::size_t n) {
 }
 
 // A batch's claims and completions go in one round trip (the INSERT, then
-// the UPDATE: Connection::RunPipelined), each its own statement: a claim of
+// the UPDATE: Connection::SendPipelined), each its own statement: a claim of
 // an id the same batch completes sees the completed record, and every call
 // gets its own answer.
 TEST_F(PostgresAsyncTest, ClaimsAndCompletionsOfOneBatchAreAnsweredTogether) {
@@ -545,6 +551,162 @@ TEST_F(PostgresAsyncTest,
       (std::vector<std::vector<std::string>>{{"0"}}));
   // The store goes on once the table is back.
   auto claim = store->Claim(TestId(1), TestFingerprint(1), kT0, kTtl, kLock);
+  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+  EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
+}
+
+// Makes `first` in one batch and, from the store's thread while that batch
+// is being staged, `second`: queued before the first batch is flushed, so
+// that it goes into the pipeline behind the first one's statements.
+void TwoBatches(PostgresStore& store, const std::function<void()>& first,
+                std::function<void()> second) {
+  HeldThread held(store);
+  first();
+  PostgresStoreTestPeer::PostToAsyncThread(store, std::move(second));
+}
+
+// Claims `ids` (TestId(ids[i])) with `fp` into `answers`' slots from `at`.
+void ClaimIds(PostgresStore& store, const std::vector<std::size_t>& ids, int fp,
+              Answers<ClaimResult>& answers, std::size_t at) {
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    store.ClaimAsync(TestId(ids[i]), TestFingerprint(fp), kT0, kTtl, kLock,
+                     answers.Slot(at + i));
+  }
+}
+
+std::vector<std::size_t> Range(std::size_t from, std::size_t to) {
+  std::vector<std::size_t> ids;
+  for (std::size_t i = from; i < to; ++i) ids.push_back(i);
+  return ids;
+}
+
+TEST_F(PostgresAsyncTest, ABatchSentBehindAnotherIsAnsweredAfterIt) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  constexpr std::size_t kIds = 10;
+  // Both batches claim ids [0, 10) too: the second's claims of them are
+  // decided by the rows the first inserted.
+  Answers<ClaimResult> claims(4 * kIds);
+  TwoBatches(
+      *store, [&] { ClaimIds(*store, Range(0, kIds), 1, claims, 0); },
+      [&] {
+        ClaimIds(*store, Range(kIds, 2 * kIds), 1, claims, kIds);
+        ClaimIds(*store, Range(0, kIds), 1, claims, 2 * kIds);
+        ClaimIds(*store, Range(0, kIds), 2, claims, 3 * kIds);
+      });
+  ASSERT_TRUE(claims.WaitAll());
+  EXPECT_EQ(PostgresStoreTestPeer::DeepestAsyncPipeline(*store), 2u);
+  for (std::size_t i = 0; i < 2 * kIds; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_TRUE(claims[i].has_value()) << claims[i].error().ToString();
+    EXPECT_EQ(claims[i]->outcome, ClaimOutcome::kAcquired);
+  }
+  for (std::size_t i = 0; i < kIds; ++i) {
+    SCOPED_TRACE(i);
+    const auto& again = claims[2 * kIds + i];
+    ASSERT_TRUE(again.has_value()) << again.error().ToString();
+    EXPECT_EQ(again->outcome, ClaimOutcome::kInProgress);
+    const auto& other = claims[3 * kIds + i];
+    ASSERT_TRUE(other.has_value()) << other.error().ToString();
+    EXPECT_EQ(other->outcome, ClaimOutcome::kMismatch);
+  }
+  EXPECT_EQ(
+      testing::PostgresQuery(base_, "SELECT state, count(*) FROM \"" + table_ +
+                                        "\" GROUP BY state"),
+      (std::vector<std::vector<std::string>>{{"1", std::to_string(2 * kIds)}}));
+}
+
+// The first batch's replays need the rows in their way read (a SELECT on
+// the same connection, once the second batch's results are read); the
+// second batch completes ids and claims new ones meanwhile. Every replay
+// gets its own id's response.
+TEST_F(PostgresAsyncTest, RowsInTheWayAreReadWhileAnotherBatchIsInFlight) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  constexpr std::size_t kIds = 10;
+  const std::vector<Token> holders = AcquireAll(*store, 2 * kIds);
+  ASSERT_EQ(holders.size(), 2 * kIds);
+  Answers<bool> done(kIds);
+  {
+    HeldThread held(*store);
+    CompleteEach(*store, {holders.begin(), holders.begin() + kIds}, done);
+  }
+  ASSERT_TRUE(done.WaitAll());
+
+  Answers<ClaimResult> claims(2 * kIds);
+  Answers<bool> completes(kIds);
+  TwoBatches(
+      *store, [&] { ClaimIds(*store, Range(0, kIds), 1, claims, 0); },
+      [&] {
+        for (std::size_t i = 0; i < kIds; ++i) {
+          store->CompleteAsync(TestId(kIds + i), holders[kIds + i],
+                               std::make_shared<const Response>(
+                                   Body("order " + std::to_string(kIds + i))),
+                               completes.Slot(i));
+        }
+        ClaimIds(*store, Range(2 * kIds, 3 * kIds), 1, claims, kIds);
+      });
+  ASSERT_TRUE(claims.WaitAll());
+  ASSERT_TRUE(completes.WaitAll());
+  EXPECT_EQ(PostgresStoreTestPeer::DeepestAsyncPipeline(*store), 2u);
+  for (std::size_t i = 0; i < kIds; ++i) {
+    SCOPED_TRACE(i);
+    const auto& replay = claims[i];
+    ASSERT_TRUE(replay.has_value()) << replay.error().ToString();
+    ASSERT_EQ(replay->outcome, ClaimOutcome::kCompleted);
+    ASSERT_NE(replay->response, nullptr);
+    EXPECT_EQ(replay->response->body, "order " + std::to_string(i));
+    ASSERT_TRUE(completes[i].has_value()) << completes[i].error().ToString();
+    EXPECT_TRUE(*completes[i]);
+    ASSERT_TRUE(claims[kIds + i].has_value());
+    EXPECT_EQ(claims[kIds + i]->outcome, ClaimOutcome::kAcquired);
+  }
+  EXPECT_EQ(
+      testing::PostgresQuery(base_, "SELECT state, count(*) FROM \"" + table_ +
+                                        "\" GROUP BY state ORDER BY 1"),
+      (std::vector<std::vector<std::string>>{{"1", std::to_string(kIds)},
+                                             {"2", std::to_string(2 * kIds)}}));
+}
+
+// A statement that fails in the pipeline answers its own batch's calls:
+// the table is renamed away after the first batch's INSERT went out and
+// before the second batch's did (on the store's thread, among the second
+// batch's calls), so the first batch's claims are acquired and the
+// second's fail with 42P01; the connection goes on.
+TEST_F(PostgresAsyncTest, AStatementThatFailsInThePipelineAnswersItsOwnCalls) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  constexpr std::size_t kIds = 10;
+  Answers<ClaimResult> claims(2 * kIds);
+  const std::string away = table_ + "_away";
+  TwoBatches(
+      *store, [&] { ClaimIds(*store, Range(0, kIds), 1, claims, 0); },
+      [&] {
+        // Runs once the first batch is sent; waits for its INSERT to
+        // commit (the rename needs the table to itself).
+        PostgresStoreTestPeer::PostToAsyncThread(*store, [&] {
+          testing::PostgresQuery(base_, "ALTER TABLE \"" + table_ +
+                                            "\" RENAME TO \"" + away + "\"");
+        });
+        ClaimIds(*store, Range(kIds, 2 * kIds), 1, claims, kIds);
+      });
+  ASSERT_TRUE(claims.WaitAll());
+  EXPECT_EQ(PostgresStoreTestPeer::DeepestAsyncPipeline(*store), 2u);
+  for (std::size_t i = 0; i < kIds; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_TRUE(claims[i].has_value()) << claims[i].error().ToString();
+    EXPECT_EQ(claims[i]->outcome, ClaimOutcome::kAcquired);
+    const auto& failed = claims[kIds + i];
+    ASSERT_FALSE(failed.has_value());
+    EXPECT_EQ(failed.error().code(), ErrorCode::kInternal);
+    EXPECT_THAT(failed.error().message(), HasSubstr("42P01"));
+  }
+  testing::PostgresQuery(
+      base_, "ALTER TABLE \"" + away + "\" RENAME TO \"" + table_ + "\"");
+  EXPECT_EQ(
+      testing::PostgresQuery(base_, "SELECT count(*) FROM \"" + table_ + "\""),
+      (std::vector<std::vector<std::string>>{{std::to_string(kIds)}}));
+  auto claim = store->Claim(TestId(kIds), TestFingerprint(1), kT0, kTtl, kLock);
   ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
   EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
 }

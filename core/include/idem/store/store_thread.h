@@ -54,6 +54,12 @@ class StoreThread {
   // Queues `call` to run on the thread, after every call posted before it.
   void Post(std::function<void()> call);
 
+  // Whether calls are queued for the thread's next batch. Called from
+  // `after_batch`, true means after_batch runs again after that batch: a
+  // store may leave the work of this one in flight until then (the
+  // PostgreSQL store's pipeline), where false means it must finish it now.
+  bool Pending();
+
   // Runs every call posted so far, then ends the thread (the destructor
   // does it too): for a store whose calls need what its destructor closes
   // first. No Post may race it or follow it.
