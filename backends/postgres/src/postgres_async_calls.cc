@@ -320,6 +320,10 @@ void AsyncCalls::Send(Batch& batch) {
         }
         if (!lease_) {
           IDEM_ASSIGN_OR_RETURN(Pool::Lease lease, host_.acquire());
+          // The INSERT is prepared (its plan does not depend on the table's
+          // size), and only outside pipeline mode: before any batch is in
+          // flight on the connection, whatever the first batch holds.
+          IDEM_RETURN_IF_ERROR(lease->Prepare(kInsertBatch, "claim"));
           lease_.emplace(std::move(lease));
         }
         Connection& c = **lease_;

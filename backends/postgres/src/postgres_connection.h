@@ -94,6 +94,11 @@ class Connection {
   Result<PgResult> Run(StatementId id, std::span<const std::string_view> params,
                        std::string_view op);
 
+  // Prepares statement `id` on this connection, in a round trip of its own,
+  // unless it is prepared already or planned each time; outside pipeline
+  // mode (Run and SendPipelined call it). Errors as for Run.
+  Status Prepare(StatementId id, std::string_view op);
+
   // One statement of a pipeline: Run's arguments.
   struct PipelinedStatement {
     StatementId id;
@@ -149,9 +154,6 @@ class Connection {
   Connection(PGconn* conn, const ConnectionSettings& settings)
       : conn_(conn), settings_(settings) {}
 
-  // Prepares statement `id` on this connection, in a round trip of its own,
-  // unless it is prepared already or planned each time.
-  Status Prepare(StatementId id, std::string_view op);
   // Sends statement `id` (Run's first half), preparing it first if needed.
   Status Send(StatementId id, std::span<const std::string_view> params,
               std::string_view op);

@@ -17,7 +17,8 @@
 //    first is in flight) is answered after it, each call by its own
 //    statement; rows in the way of the first batch are read after the
 //    second's statements, and a statement that fails in either answers its
-//    own calls only.
+//    own calls only; a batch of claims can go behind a batch of
+//    completions on a connection that has not run a claim yet.
 //  - Many threads and another store instance on few ids: one holder each.
 //
 // Each test holds the store's thread (PostgresStoreTestPeer::
@@ -709,6 +710,40 @@ TEST_F(PostgresAsyncTest, AStatementThatFailsInThePipelineAnswersItsOwnCalls) {
   auto claim = store->Claim(TestId(kIds), TestFingerprint(1), kT0, kTtl, kLock);
   ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
   EXPECT_EQ(claim->outcome, ClaimOutcome::kAcquired);
+}
+
+// A batch of completions alone in flight on a new connection, and a batch
+// of claims behind it: the claims' INSERT, a prepared statement, cannot be
+// prepared once the pipeline runs, so it was prepared when the connection
+// was leased.
+TEST_F(PostgresAsyncTest, ClaimsGoBehindABatchOfCompletionsOnANewConnection) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  constexpr std::size_t kIds = 10;
+  const std::vector<Token> holders = AcquireAll(*store, kIds);
+  ASSERT_EQ(holders.size(), kIds);
+  // Closes the store's connections (the only ones whose last statement
+  // names this table), so that the next batch leases a new one.
+  testing::PostgresQuery(
+      base_,
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> "
+      "pg_backend_pid() AND query LIKE '%" +
+          table_ + "%'");
+  Answers<bool> completes(kIds);
+  Answers<ClaimResult> claims(kIds);
+  TwoBatches(
+      *store, [&] { CompleteEach(*store, holders, completes); },
+      [&] { ClaimIds(*store, Range(kIds, 2 * kIds), 1, claims, 0); });
+  ASSERT_TRUE(completes.WaitAll());
+  ASSERT_TRUE(claims.WaitAll());
+  EXPECT_EQ(PostgresStoreTestPeer::DeepestAsyncPipeline(*store), 2u);
+  for (std::size_t i = 0; i < kIds; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_TRUE(completes[i].has_value()) << completes[i].error().ToString();
+    EXPECT_TRUE(*completes[i]);
+    ASSERT_TRUE(claims[i].has_value()) << claims[i].error().ToString();
+    EXPECT_EQ(claims[i]->outcome, ClaimOutcome::kAcquired);
+  }
 }
 
 TEST_F(PostgresAsyncTest, ManyThreadsAndAnotherInstanceAcquireEachIdOnce) {
