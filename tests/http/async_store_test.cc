@@ -249,6 +249,8 @@ TEST(GuardCallsAsyncTest, AnAnswerInsideTheCallNeedsNoPostBack) {
         io.poll();
         return decided.load();
       }));
+      // Out of its post before `io` goes.
+      ASSERT_TRUE(WaitFor([&] { return store->served() == 1; }));
     }
     calls->JoinPool();
     EXPECT_EQ(store->async_claims.load(), 1);
@@ -273,6 +275,7 @@ TEST(GuardCallsAsyncTest, AnswersResumeOnTheCoroutinesOwnExecutor) {
     auto on_strand = boost::asio::make_strand(io);
     std::optional<Action> action;
     bool on_own_executor = false;
+    const std::size_t served = store->served();
     store->Hold();
     auto done = [&](Action a) {
       action = a;
@@ -291,6 +294,8 @@ TEST(GuardCallsAsyncTest, AnswersResumeOnTheCoroutinesOwnExecutor) {
     EXPECT_FALSE(io.stopped());  // The suspended coroutine is its work.
     store->Let();
     io.run();  // Returns once the answer came back and the coroutine ended.
+    // The store's thread out of its post before `io` goes.
+    ASSERT_TRUE(WaitFor([&] { return store->served() == served + 1; }));
     ASSERT_TRUE(action.has_value());
     EXPECT_EQ(*action, Action::kExecute);
     EXPECT_TRUE(on_own_executor);
@@ -311,6 +316,7 @@ TEST(GuardCallsAsyncTest, AnswersResumeOnTheCoroutinesOwnExecutor) {
         boost::asio::detached);
     ASSERT_TRUE(WaitFor([&] { return decided.load(); }));
     EXPECT_TRUE(on_pool.load());
+    ASSERT_TRUE(WaitFor([&] { return store->served() == 3; }));
     pool.join();
   }
   calls->JoinPool();

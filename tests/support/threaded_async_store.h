@@ -110,6 +110,14 @@ class ThreadedAsyncStore final : public ForwardingStore {
     return queue_.size();
   }
 
+  // Calls the thread has answered, counted once each answer returned: a
+  // test that sees it may destroy what the answer posted to (an
+  // io_context whose post another thread is still inside must not be).
+  std::size_t served() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return served_;
+  }
+
   // Answers ClaimAsync and CompleteAsync inside the call, on the caller's
   // thread, as a local cache's hit or a RocksDB claim that a record in
   // memory blocks does.
@@ -141,6 +149,7 @@ class ThreadedAsyncStore final : public ForwardingStore {
       lock.unlock();
       call();
       lock.lock();
+      ++served_;
     }
   }
 
@@ -149,6 +158,7 @@ class ThreadedAsyncStore final : public ForwardingStore {
   std::deque<std::function<void()>> queue_;
   bool held_ = false;
   bool stopping_ = false;
+  std::size_t served_ = 0;
   std::thread thread_;  // Last: started once the rest is ready.
 };
 
