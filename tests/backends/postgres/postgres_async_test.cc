@@ -683,9 +683,16 @@ TEST_F(PostgresAsyncTest, AStatementThatFailsInThePipelineAnswersItsOwnCalls) {
   TwoBatches(
       *store, [&] { ClaimIds(*store, Range(0, kIds), 1, claims, 0); },
       [&] {
-        // Runs once the first batch is sent; waits for its INSERT to
-        // commit (the rename needs the table to itself).
+        // Runs once the first batch is sent, and renames the table once
+        // that batch's INSERT committed (sent is not yet run: a rename
+        // the server took first would fail it too).
         PostgresStoreTestPeer::PostToAsyncThread(*store, [&] {
+          EXPECT_TRUE(testing::WaitFor([&] {
+            return testing::PostgresQuery(
+                       base_, "SELECT count(*) FROM \"" + table_ + "\"") ==
+                   std::vector<std::vector<std::string>>{
+                       {std::to_string(kIds)}};
+          }));
           testing::PostgresQuery(base_, "ALTER TABLE \"" + table_ +
                                             "\" RENAME TO \"" + away + "\"");
         });
