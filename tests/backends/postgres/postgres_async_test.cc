@@ -731,11 +731,19 @@ TEST_F(PostgresAsyncTest, ClaimsGoBehindABatchOfCompletionsOnANewConnection) {
   ASSERT_EQ(holders.size(), kIds);
   // Closes the store's connections (the only ones whose last statement
   // names this table), so that the next batch leases a new one.
-  testing::PostgresQuery(
-      base_,
-      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> "
-      "pg_backend_pid() AND query LIKE '%" +
-          table_ + "%'");
+  const std::string ours =
+      " FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND query LIKE '%" +
+      table_ + "%'";
+  const auto terminated = std::chrono::steady_clock::now();
+  testing::PostgresQuery(base_, "SELECT pg_terminate_backend(pid)" + ours);
+  // Gone, and past the pool's window for lending a connection returned
+  // moments ago without checking it (20 ms, postgres_connection.cc).
+  ASSERT_TRUE(testing::WaitFor([&] {
+    return std::chrono::steady_clock::now() - terminated >
+               std::chrono::milliseconds(50) &&
+           testing::PostgresQuery(base_, "SELECT count(*)" + ours) ==
+               std::vector<std::vector<std::string>>{{"0"}};
+  }));
   Answers<bool> completes(kIds);
   Answers<ClaimResult> claims(kIds);
   TwoBatches(
