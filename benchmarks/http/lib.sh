@@ -31,11 +31,13 @@ bench_cleanup() {
   rm -rf "$tmp"
 }
 
-start() {  # name, flags... -> sets port_<name>
+# Starts `command` in the background, a server that prints "listening on
+# 127.0.0.1:<port>" once it listens; stopped at exit. Waits up to 10 s.
+start_process() {  # name, command... -> sets port_<name>
   local name=$1; shift
-  "$demo" --listen 127.0.0.1:0 --threads "$server_threads" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
   pids+=($!)
-  for _ in $(seq 500); do
+  for _ in $(seq 1000); do
     grep -q '^listening on' "$tmp/$name.out" 2>/dev/null && break
     sleep 0.01
   done
@@ -43,6 +45,11 @@ start() {  # name, flags... -> sets port_<name>
   port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/$name.out")
   [[ -n $port ]] || { cat "$tmp/$name.err"; exit 1; }
   printf -v "port_$name" '%s' "$port"
+}
+
+start() {  # name, idem-demo flags... -> sets port_<name>
+  local name=$1; shift
+  start_process "$name" "$demo" --listen 127.0.0.1:0 --threads "$server_threads" "$@"
 }
 
 # wrk's latency distribution lines look like "     50%  412.00us".

@@ -50,19 +50,6 @@ if [[ -z ${REDIS_URL:-} ]]; then
 fi
 redis_base=${REDIS_URL%/*}
 
-start_peer() {  # name, environment... -> sets port_<name>
-  local name=$1; shift
-  env "$@" node "$tmp/peer/server.js" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids+=($!)
-  for _ in $(seq 1000); do
-    grep -q '^listening on' "$tmp/$name.out" 2>/dev/null && break
-    sleep 0.01
-  done
-  local port
-  port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/$name.out")
-  [[ -n $port ]] || { cat "$tmp/$name.err"; exit 1; }
-  printf -v "port_$name" '%s' "$port"
-}
 
 # The memory store at bench.sh's capacity: the default 1,000,000 records
 # fill within a few rounds (then 503, counted as non-2xx).
@@ -76,8 +63,8 @@ for i in "${!stores[@]}"; do
   start "s$i" --store "${stores[$i]//\{tmp\}/$tmp}"
 done
 start plain --no-idem
-start_peer peer PEER_REDIS_URL="$redis_base/1"
-start_peer peerplain PEER_PLAIN=1
+start_process peer env PEER_REDIS_URL="$redis_base/1" node "$tmp/peer/server.js"
+start_process peerplain env PEER_PLAIN=1 node "$tmp/peer/server.js"
 
 for round in $(seq "$rounds"); do
   wrk_row "plain:idem-demo" "$port_plain" fresh_keys.lua "$round"
