@@ -18,10 +18,6 @@
 namespace idem::redis {
 namespace {
 
-OwnedCommand Own(const Command& command) {
-  return OwnedCommand(command.begin(), command.end());
-}
-
 // The answer of a call: `done` once, whatever the steps do. A step that
 // throws (out of memory) answers with the error instead of unwinding
 // through the loop, unless it answered already.
@@ -78,11 +74,17 @@ AsyncCalls::AsyncCalls(Context context, Endpoint endpoint,
 
 AsyncCalls::~AsyncCalls() = default;
 
-void AsyncCalls::RunCommand(const Command& command, bool wait,
-                            Deadline deadline, Then then) {
-  const bool waits = c_.runner->Waits(wait);
-  std::vector<OwnedCommand> commands = {Own(command)};
-  if (waits) commands.push_back(Own(c_.runner->WaitCommand()));
+std::vector<OwnedCommand> AsyncCalls::WithWait(OwnedCommand command,
+                                               bool waits) const {
+  std::vector<OwnedCommand> commands;
+  commands.reserve(waits ? 2 : 1);
+  commands.push_back(std::move(command));
+  if (waits) commands.push_back(Format(c_.runner->WaitCommand()));
+  return commands;
+}
+
+void AsyncCalls::Send(std::vector<OwnedCommand> commands, bool waits,
+                      Deadline deadline, Then then) {
   // Every command the calls send recognises its own earlier run (as the
   // synchronous path's resends=1): a broken connection resends once.
   loop_.Send(std::move(commands), deadline, /*resends=*/1,
@@ -93,32 +95,26 @@ void AsyncCalls::RunCommand(const Command& command, bool wait,
              });
 }
 
+void AsyncCalls::RunCommand(const Command& command, bool wait,
+                            Deadline deadline, Then then) {
+  const bool waits = c_.runner->Waits(wait);
+  Send(WithWait(Format(command), waits), waits, deadline, std::move(then));
+}
+
 void AsyncCalls::RunScript(const Script& script, const std::string& key,
                            std::span<const std::string_view> args, bool wait,
                            Deadline deadline, Then then) {
   const bool waits = c_.runner->Waits(wait);
-  OwnedCommand call = Own(ScriptRunner::ScriptCall(script, key, args));
-  std::vector<OwnedCommand> commands = {call};
-  if (waits) commands.push_back(Own(c_.runner->WaitCommand()));
+  OwnedCommand call = Format(ScriptRunner::ScriptCall(script, key, args));
+  std::vector<OwnedCommand> commands = WithWait(call, waits);
   loop_.Send(
       std::move(commands), deadline, /*resends=*/1,
       [this, &script, waits, deadline, call = std::move(call),
        then = std::move(then)](Result<std::vector<Reply>> replies) mutable {
         if (replies && IsError((*replies)[0].get(), "NOSCRIPT")) {
           // A server restarted, failed over or flushed forgets scripts.
-          call[0] = "EVAL";
-          call[1] = std::string(script.source);
-          std::vector<OwnedCommand> again = {std::move(call)};
-          if (waits) again.push_back(Own(c_.runner->WaitCommand()));
-          loop_.Send(std::move(again), deadline, /*resends=*/1,
-                     [this, waits, then = std::move(then)](
-                         Result<std::vector<Reply>> replies) {
-                       if (!replies) {
-                         return then(tl::unexpected(replies.error()));
-                       }
-                       then(c_.runner->Answer(std::move(*replies), waits));
-                     });
-          return;
+          return Send(WithWait(EvalInstead(call, script.source), waits), waits,
+                      deadline, std::move(then));
         }
         if (!replies) return then(tl::unexpected(replies.error()));
         then(c_.runner->Answer(std::move(*replies), waits));

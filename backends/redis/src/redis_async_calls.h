@@ -73,6 +73,12 @@ class AsyncCalls {
   using Deadline = AsyncLoop::SteadyClock::time_point;
   using Then = std::function<void(Result<Reply>)>;
 
+  // `command`, and WAIT after it when `waits`.
+  std::vector<OwnedCommand> WithWait(OwnedCommand command, bool waits) const;
+  // Sends `commands` (WithWait's) and answers `then` with the first reply,
+  // or the error it or the WAIT's reply stands for (ScriptRunner::Answer).
+  void Send(std::vector<OwnedCommand> commands, bool waits, Deadline deadline,
+            Then then);
   // ScriptRunner::RunCommand and Run, through the loop.
   void RunCommand(const Command& command, bool wait, Deadline deadline,
                   Then then);

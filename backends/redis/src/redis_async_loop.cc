@@ -12,6 +12,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -22,6 +25,52 @@ namespace {
 thread_local const AsyncLoop* tl_loop = nullptr;
 
 }  // namespace
+
+// Written here rather than by redisFormatCommandArgv, which returns a
+// buffer of its own (and needs two arrays of the arguments first) that the
+// string would copy: one allocation per command instead of four. The
+// format is RESP's array of bulk strings; the tests check it against
+// hiredis' own.
+OwnedCommand Format(const Command& command) {
+  std::size_t size = 16;
+  for (std::string_view arg : command) size += arg.size() + 16;
+  OwnedCommand out;
+  out.reserve(size);
+  out += '*';
+  out += std::to_string(command.size());
+  out += "\r\n";
+  for (std::string_view arg : command) {
+    out += '$';
+    out += std::to_string(arg.size());
+    out += "\r\n";
+    out += arg;
+    out += "\r\n";
+  }
+  return out;
+}
+
+OwnedCommand EvalInstead(const OwnedCommand& evalsha, std::string_view source) {
+  // "*<n>\r\n" "$7\r\nEVALSHA\r\n" "$40\r\n<sha1>\r\n" <the rest>
+  constexpr std::string_view kHead = "$7\r\nEVALSHA\r\n$40\r\n";
+  const std::size_t count_end = evalsha.find("\r\n");
+  const std::size_t sha = count_end + 2 + kHead.size();
+  const std::size_t rest = sha + 40 + 2;
+  if (count_end == std::string::npos || evalsha.size() < rest ||
+      evalsha.compare(count_end + 2, kHead.size(), kHead) != 0 ||
+      evalsha.compare(sha + 40, 2, "\r\n") != 0) {
+    throw std::invalid_argument("not a formatted EVALSHA command");
+  }
+  OwnedCommand eval;
+  eval.reserve(evalsha.size() - rest + count_end + source.size() + 32);
+  eval.append(evalsha, 0, count_end + 2);
+  eval.append("$4\r\nEVAL\r\n$");
+  eval.append(std::to_string(source.size()));
+  eval.append("\r\n");
+  eval.append(source);
+  eval.append("\r\n");
+  eval.append(evalsha, rest);
+  return eval;
+}
 
 AsyncLoop::AsyncLoop(Endpoint endpoint, ConnectOptions options,
                      std::string display)
@@ -114,8 +163,6 @@ void AsyncLoop::Admit(std::vector<std::unique_ptr<Request>> batch) {
 void AsyncLoop::Flush() {
   std::deque<Request*> sending;
   sending.swap(waiting_);
-  std::vector<const char*> argv;
-  std::vector<std::size_t> argvlen;
   for (Request* r : sending) {
     r->in_flight = true;
     r->lost = false;
@@ -124,15 +171,9 @@ void AsyncLoop::Flush() {
     r->replies.resize(r->commands.size());
     std::size_t queued = 0;
     for (const OwnedCommand& command : r->commands) {
-      argv.clear();
-      argvlen.clear();
-      for (const std::string& arg : command) {
-        argv.push_back(arg.data());
-        argvlen.push_back(arg.size());
-      }
       if (ac_ == nullptr ||
-          redisAsyncCommandArgv(ac_, OnReply, r, static_cast<int>(argv.size()),
-                                argv.data(), argvlen.data()) != REDIS_OK) {
+          redisAsyncFormattedCommand(ac_, OnReply, r, command.data(),
+                                     command.size()) != REDIS_OK) {
         break;
       }
       ++queued;

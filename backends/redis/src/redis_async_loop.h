@@ -45,6 +45,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -53,9 +54,21 @@
 
 namespace idem::redis {
 
-// One command with arguments of its own (the caller's may be gone by the
-// time the loop sends it).
-using OwnedCommand = std::vector<std::string>;
+// One command in Redis's wire format (RESP), formatted on the caller's
+// thread (the caller's arguments may be gone by the time the loop
+// sends it). One block per command, not one per argument: each is
+// allocated by the calling thread and freed by the loop's, which glibc's
+// allocator pays for per block.
+using OwnedCommand = std::string;
+
+// `command` formatted, as redisFormatCommandArgv formats it.
+OwnedCommand Format(const Command& command);
+
+// `evalsha`, a formatted EVALSHA <sha1> <numkeys> <args...>, as EVAL
+// <source> with the same numkeys and arguments: for a server that answered
+// NOSCRIPT. Throws std::invalid_argument when `evalsha` is not such a
+// command.
+OwnedCommand EvalInstead(const OwnedCommand& evalsha, std::string_view source);
 
 // One request's answer: one reply per command, or why there is none.
 using RepliesCallback = std::function<void(Result<std::vector<Reply>>)>;

@@ -12,11 +12,14 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
 #include "idem/clock.h"
 #include "idem/open_store.h"
@@ -183,6 +186,42 @@ TEST_F(RedisStoreTest, AsyncTakeoverSurvivesAFlushedScriptCache) {
 
 // Larger than a socket buffer and than hiredis' 16 KiB reads: written and
 // read in many pieces by the loop.
+// The loop sends commands formatted on the caller's thread; a server that
+// answers NOSCRIPT gets the same arguments again after EVAL and the source.
+TEST(RedisFormattedCommandTest, EvalInsteadKeepsAnEvalshasArguments) {
+  const std::string sha(40, 'a');
+  const std::string binary("tok\0en\r\n\xff", 10);
+  const redis::Command evalsha = {"EVALSHA", sha, "1", "idem:key", binary, ""};
+  const redis::Command eval = {"EVAL", "return 1", "1", "idem:key", binary, ""};
+  EXPECT_EQ(redis::EvalInstead(redis::Format(evalsha), "return 1"),
+            redis::Format(eval));
+  EXPECT_EQ(redis::Format({"GET", "k"}), "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+  // As hiredis formats it, empty and binary arguments included.
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lengths;
+  for (std::string_view arg : evalsha) {
+    argv.push_back(arg.data());
+    lengths.push_back(arg.size());
+  }
+  char* formatted = nullptr;
+  const int length = redisFormatCommandArgv(
+      &formatted, static_cast<int>(argv.size()), argv.data(), lengths.data());
+  ASSERT_GT(length, 0);
+  EXPECT_EQ(redis::Format(evalsha),
+            std::string(formatted, static_cast<std::size_t>(length)));
+  redisFreeCommand(formatted);
+}
+
+TEST(RedisFormattedCommandTest, EvalInsteadRefusesAnythingElse) {
+  EXPECT_THROW(redis::EvalInstead(redis::Format({"GET", "k"}), "return 1"),
+               std::invalid_argument);
+  const std::string evalsha =
+      redis::Format({"EVALSHA", std::string(40, 'a'), "0"});
+  EXPECT_THROW(redis::EvalInstead(evalsha.substr(0, 30), "return 1"),
+               std::invalid_argument);
+  EXPECT_THROW(redis::EvalInstead("", "return 1"), std::invalid_argument);
+}
+
 TEST_F(RedisStoreTest, AsyncCallsCarryALargeResponse) {
   std::string body(4 << 20, 'x');
   for (std::size_t i = 0; i < body.size(); i += 4099) body[i] = 'y';
