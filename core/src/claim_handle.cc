@@ -154,6 +154,11 @@ struct ClaimHandle::PendingCompletion {
   // Finish that follows it.
   std::optional<Result<bool>> answer;
   Duration latency{};
+  // The stored form the store writes, kept here too so that its last
+  // owner is usually the Finish on the caller's thread, not the store's
+  // thread (which would free blocks another thread's allocator arena
+  // holds, waiting for that arena's lock: benchmarks/http/NOTES.md).
+  std::shared_ptr<const Response> stored;
 };
 
 bool ClaimHandle::StartFinish(const Response& response,
@@ -176,15 +181,20 @@ bool ClaimHandle::StartFinish(const Response& response,
   if (!stored) return false;  // Finish logs it and releases the key.
   EndLease();
   auto pending = std::make_shared<PendingCompletion>();
+  pending->stored = std::make_shared<const Response>(std::move(*stored));
   pending_ = pending;
   const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<const Response> record = pending->stored;
   guard.store().CompleteAsync(
-      id_, token_, std::make_shared<const Response>(std::move(*stored)),
+      id_, token_, std::move(record),
       [&metrics = guard.metrics(), pending = std::move(pending), start,
-       answered = std::move(answered)](Result<bool> done) {
+       answered = std::move(answered)](Result<bool> done) mutable {
         internal::Observed(metrics, StoreOperation::kComplete, pending->latency,
                            start);
         pending->answer = std::move(done);
+        // Before `answered`: from then on the Finish that reads the answer
+        // owns the pending state alone, and frees it on its own thread.
+        pending.reset();
         answered();
       });
   return true;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@
 #include "idem/guard.h"
 #include "idem/observer.h"
 #include "idem/open_store.h"
+#include "idem/store/forwarding_store.h"
 #include "support/threaded_async_store.h"
 
 namespace idem {
@@ -240,6 +242,68 @@ TEST_F(GuardAsyncCallsTest,
   Decision retry = Decide("k1", "{}");
   EXPECT_TRUE(retry.action == Action::kExecute ||
               retry.outcome == Outcome::kReplayed);
+}
+
+// Completes on a thread of its own and notes, when that thread lets go of
+// the stored response, how many owners it still has; the record it writes
+// is a copy, so the memory store keeps none of them.
+class LettingGoStore final : public ForwardingStore {
+ public:
+  LettingGoStore() : ForwardingStore(std::move(*OpenStore("memory:"))) {}
+  ~LettingGoStore() override {
+    if (thread_.joinable()) thread_.join();
+  }
+  StoreInfo Info() const override {
+    StoreInfo info = ForwardingStore::Info();
+    info.calls_may_block = true;
+    info.async_calls = true;
+    return info;
+  }
+  void ClaimAsync(const RecordId& id, const Fingerprint& fp, TimePoint now,
+                  Duration ttl, Duration lock_timeout,
+                  StoreCallback<ClaimResult> done) override {
+    done(ForwardingStore::Claim(id, fp, now, ttl, lock_timeout));
+  }
+  void CompleteAsync(const RecordId& id, const Token& token,
+                     std::shared_ptr<const Response> response,
+                     StoreCallback<bool> done) override {
+    seen = response;
+    thread_ = std::thread([this, id, token, response = std::move(response),
+                           done = std::move(done)]() mutable {
+      done(ForwardingStore::Complete(id, token, *response));
+      done = nullptr;
+      owners_when_let_go = response.use_count();
+      response.reset();
+      let_go.set_value();
+    });
+  }
+  std::weak_ptr<const Response> seen;
+  long owners_when_let_go = 0;
+  std::promise<void> let_go;
+
+ private:
+  std::thread thread_;
+};
+
+TEST_F(GuardAsyncCallsTest, TheStoresThreadIsNotTheLastOwnerOfTheResponse) {
+  // The thread that frees the stored form frees blocks the caller's thread
+  // allocated; on the store's thread that costs it the allocator's lock,
+  // which the caller's thread holds as often as not.
+  auto store = std::make_shared<LettingGoStore>();
+  MakeGuard(store);
+  Decision d = Decide("k1", "{}");
+  ASSERT_EQ(d.action, Action::kExecute);
+  const Response made{201, {{"Location", "/orders/1"}}, "made"};
+  Answered answered;
+  ASSERT_TRUE(d.claim.StartFinish(made, answered.Callback()));
+  ASSERT_TRUE(answered.Wait());
+  ASSERT_EQ(store->let_go.get_future().wait_for(seconds(60)),
+            std::future_status::ready);
+  EXPECT_GE(store->owners_when_let_go, 2);  // The claim's, besides.
+  EXPECT_FALSE(store->seen.expired());
+  EXPECT_EQ(d.claim.Finish(made), FinishResult::kStored);
+  EXPECT_TRUE(store->seen.expired());  // Freed by Finish, nothing kept.
+  EXPECT_EQ(Decide("k1", "{}").outcome, Outcome::kReplayed);
 }
 
 }  // namespace
