@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "idem/store/record_codec.h"
+#include "sqlite_wal_vfs.h"
 
 namespace idem::sqlite_internal {
 namespace {
@@ -79,7 +80,7 @@ Result<std::unique_ptr<Connection>> Connection::Open(
   const int flags = SQLITE_OPEN_READWRITE |
                     (options.create ? SQLITE_OPEN_CREATE : 0) |
                     SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
-  int rc = sqlite3_open_v2(options.path.c_str(), &db, flags, nullptr);
+  int rc = sqlite3_open_v2(options.path.c_str(), &db, flags, WalBufferingVfs());
   if (rc != SQLITE_OK) {
     Error e = sqlite_internal::SqlError(options, "open", db, rc);
     sqlite3_close_v2(db);

@@ -12,6 +12,11 @@
 //  - full / extra: every commit fsyncs the WAL: completed records also
 //    survive power loss.
 //  - off: no fsync at all; a power loss may also corrupt the file.
+// The store's connections use SQLite's default VFS through a thin layer
+// ("idem-wal-gather") that writes a commit's WAL frames with one write
+// instead of two per frame; a commit is in the WAL file before it returns,
+// as with the default VFS, and other processes may open the file with any
+// VFS.
 //
 // Processes: several processes (and several stores in one process) may
 // share one file (Info(): shared_across_processes = true): SQLite's file

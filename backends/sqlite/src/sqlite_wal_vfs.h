@@ -1,0 +1,35 @@
+// The VFS the SQLite store opens its connections with: SQLite's default VFS,
+// except that a connection's writes to the WAL file are gathered in memory
+// and written with one pwrite per commit instead of two per frame (SQLite
+// writes each frame's 24-byte header and its page separately).
+//
+// What stays exactly as with the default VFS:
+//  - Visibility. A commit's frames reach the file inside the write of the
+//    commit frame's page, before SQLite publishes the commit in the shared
+//    WAL index; a failed write fails that xWrite, so the commit fails
+//    (nothing published). Other connections and processes (the
+//    checkpointer, idemctl, another process on the same file) only read
+//    frames a published commit covers.
+//  - Durability. Every xSync (synchronous=full, checkpoints) writes what is
+//    gathered first. A crash loses only frames of a commit that never
+//    returned.
+//  - The connection's own reads of the WAL, its size and truncation: each
+//    writes what is gathered first.
+// Every other file (the database, its shared memory, journals) is the
+// default VFS's own, untouched.
+//
+// Thread-safety: registered once per process (thread-safe); a WAL file
+// belongs to one connection, which SQLite uses from one thread at a time.
+
+#ifndef IDEM_BACKENDS_SQLITE_SQLITE_WAL_VFS_H_
+#define IDEM_BACKENDS_SQLITE_SQLITE_WAL_VFS_H_
+
+namespace idem::sqlite_internal {
+
+// The name to pass to sqlite3_open_v2, registering the VFS at the first
+// call; nullptr (SQLite's default VFS) if it could not be registered.
+const char* WalBufferingVfs();
+
+}  // namespace idem::sqlite_internal
+
+#endif  // IDEM_BACKENDS_SQLITE_SQLITE_WAL_VFS_H_
