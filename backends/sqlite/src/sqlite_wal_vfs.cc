@@ -45,7 +45,7 @@ struct FileState {
   bool wal = false;
   std::string name;  // The database file's path (a WAL's: without "-wal").
   // The connection's other file: a database's WAL, a WAL's database. Set
-  // and cleared on the connection's thread, as SQLite uses both files.
+  // and cleared under LiveMutex(); read by the connection's own calls.
   FileState* peer = nullptr;
   // A WAL's: contiguous bytes from offset `start`, not written yet.
   std::string gathered;
@@ -96,14 +96,13 @@ int WriteGathered(FileState& s) {
 
 int Close(sqlite3_file* file) {
   FileState* s = &StateOf(file);
-  int written = SQLITE_OK;
-  if (s->wal) {
-    written = WriteGathered(*s);
-  } else {
+  const int written = s->wal ? WriteGathered(*s) : SQLITE_OK;
+  {
+    // Under the lock: Pair reads a database's peer.
     std::lock_guard<std::mutex> lock(LiveMutex());
-    LiveDatabases().erase(s);
+    if (!s->wal) LiveDatabases().erase(s);
+    if (s->peer != nullptr) s->peer->peer = nullptr;
   }
-  if (s->peer != nullptr) s->peer->peer = nullptr;
   const int closed = s->real->pMethods->xClose(s->real);
   delete s;
   file->pMethods = nullptr;

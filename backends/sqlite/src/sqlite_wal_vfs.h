@@ -15,8 +15,12 @@
 //    returned.
 //  - The connection's own reads of the WAL, its size and truncation: each
 //    writes what is gathered first.
-// Every other file (the database, its shared memory, journals) is the
-// default VFS's own, untouched.
+// The database file passes through to the default VFS, except that the
+// release of the WAL's write lock (the end of a write transaction) drops
+// what a rolled-back transaction left gathered: the next writer may put
+// its frames where those were. Journals and temporary files are the
+// default VFS's own. A WAL whose database this VFS cannot tell (see
+// Pair in the .cc) is written through, as the default VFS would.
 //
 // Thread-safety: registered once per process (thread-safe); a WAL file
 // belongs to one connection, which SQLite uses from one thread at a time.
