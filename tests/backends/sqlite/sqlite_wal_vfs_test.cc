@@ -72,6 +72,24 @@ class SqliteWalVfsTest : public ::testing::Test {
     reader_ = OpenDb(path_, nullptr);  // SQLite's default VFS.
   }
 
+  // Commits a row 'kept', then, with a cache of a few pages (the
+  // transaction's pages go to the WAL before it ends), inserts `rows` rows
+  // of 2000 bytes and rolls them back.
+  void KeepOneThenRollBackASpill(int rows) {
+    Exec(writer_.get(), "INSERT INTO t VALUES (1, 'kept')");
+    Exec(writer_.get(), "PRAGMA cache_size = 2");
+    Exec(writer_.get(),
+         "BEGIN; WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 "
+         "FROM s WHERE x < " +
+             std::to_string(rows) +
+             ") INSERT INTO t SELECT x + 10, randomblob(2000) FROM s");
+    // SQLite 3.40 reads the database's first page back during this
+    // rollback, which writes what was gathered while the transaction still
+    // holds the WAL (as SQLite itself writes spilled frames); what a
+    // rollback leaves gathered, the release of the WAL's write lock drops.
+    Exec(writer_.get(), "ROLLBACK");
+  }
+
   testing::TempDir dir_;
   std::string path_;
   Db writer_;
@@ -105,15 +123,8 @@ TEST_F(SqliteWalVfsTest, ATransactionOfManyPagesIsWrittenWhole) {
 }
 
 TEST_F(SqliteWalVfsTest, ARolledBackSpillLeavesOnlyWhatWasCommitted) {
-  Exec(writer_.get(), "INSERT INTO t VALUES (1, 'kept')");
-  // A cache of a few pages: the transaction's pages go to the WAL before it
-  // ends, then it rolls back, and the next commit overwrites those frames.
-  Exec(writer_.get(), "PRAGMA cache_size = 2");
-  Exec(writer_.get(),
-       "BEGIN; WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 "
-       "FROM s WHERE x < 200) INSERT INTO t SELECT x + 10, randomblob(2000) "
-       "FROM s");
-  Exec(writer_.get(), "ROLLBACK");
+  // The next commit overwrites the rolled-back frames.
+  KeepOneThenRollBackASpill(200);
   Exec(writer_.get(), "INSERT INTO t VALUES (2, 'after')");
   EXPECT_EQ(Select(reader_.get(), "SELECT group_concat(v, ',') FROM t"),
             "kept,after");
@@ -128,17 +139,7 @@ TEST_F(SqliteWalVfsTest, ARolledBackSpillLeavesOnlyWhatWasCommitted) {
 }
 
 TEST_F(SqliteWalVfsTest, ARolledBackSpillIsNotWrittenOverAnotherCommit) {
-  Exec(writer_.get(), "INSERT INTO t VALUES (1, 'kept')");
-  Exec(writer_.get(), "PRAGMA cache_size = 2");
-  Exec(writer_.get(),
-       "BEGIN; WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 "
-       "FROM s WHERE x < 20) INSERT INTO t SELECT x + 10, randomblob(2000) "
-       "FROM s");
-  // SQLite 3.40 reads the database's first page back during this rollback,
-  // which writes what was gathered while the transaction still holds the
-  // WAL (as SQLite itself writes spilled frames); what a rollback leaves
-  // gathered, the release of the WAL's write lock drops.
-  Exec(writer_.get(), "ROLLBACK");
+  KeepOneThenRollBackASpill(20);
   // Another writer (another process, as far as the file knows) commits
   // where the rolled-back frames were; then the first writes again.
   Db other = OpenDb(path_, WalBufferingVfs());
