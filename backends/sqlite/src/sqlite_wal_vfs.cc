@@ -1,6 +1,6 @@
 // See sqlite_wal_vfs.h. Why: under the fresh-key load the writer's thread
-// spent about a third of its time in pwrite, 4.4 calls per request, each a
-// system call on a virtual machine (benchmarks/http/NOTES.md, "The SQLite
+// spent about half of its time in the kernel, most of it in pwrite: 4.4
+// calls per request, each a system call on a virtual machine (benchmarks/http/NOTES.md, "The SQLite
 // writer's WAL writes"). Why not SQLite itself: it has no option to gather
 // a transaction's frames (its batch-atomic writes are for F2FS only).
 //
