@@ -1,8 +1,9 @@
 // See sqlite_wal_vfs.h. Why: under the fresh-key load the writer's thread
 // spent about half of its time in the kernel, most of it in pwrite: 4.4
-// calls per request, each a system call on a virtual machine (benchmarks/http/NOTES.md, "The SQLite
-// writer's WAL writes"). Why not SQLite itself: it has no option to gather
-// a transaction's frames (its batch-atomic writes are for F2FS only).
+// calls per request, each a system call on a virtual machine
+// (benchmarks/http/NOTES.md, "The SQLite writer's WAL writes"). Why not SQLite
+// itself: it has no option to gather a transaction's frames (its batch-atomic
+// writes are for F2FS only).
 //
 // How a commit is recognised: SQLite writes a frame as two xWrite calls,
 // the 24-byte frame header, then the page; the header of a commit frame
