@@ -2,15 +2,21 @@
 // committed transaction is in the file when its COMMIT returns, whatever
 // its size, so that another connection on the default VFS (another
 // process, idemctl) reads exactly what was committed; a transaction rolled
-// back after its pages spilled into the WAL leaves nothing behind; and the
-// store's connections use it.
+// back after its pages spilled into the WAL leaves nothing behind (through
+// SQLite, and through the VFS's own methods, where nothing reads the WAL
+// back before the write lock is released); and the store's connections use
+// it.
 
 #include "sqlite_wal_vfs.h"
 
 #include <sqlite3.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -159,6 +165,132 @@ TEST_F(SqliteWalVfsTest, ARolledBackSpillIsNotWrittenOverAnotherCommit) {
   EXPECT_EQ(Select(fresh.get(), "PRAGMA integrity_check"), "ok");
   EXPECT_EQ(Select(fresh.get(), "SELECT count(*) FROM t WHERE v = 'other'"),
             "20");
+}
+
+// A file of the VFS, opened through its own xOpen (not through SQLite), in
+// memory of the VFS's size; closed at the end of the test.
+class VfsFile {
+ public:
+  VfsFile(sqlite3_vfs* vfs, sqlite3_filename name, int flags)
+      : memory_((static_cast<std::size_t>(vfs->szOsFile) +
+                 sizeof(std::max_align_t) - 1) /
+                sizeof(std::max_align_t)) {
+    int out_flags = 0;
+    open_rc_ = vfs->xOpen(vfs, name, file(), flags, &out_flags);
+  }
+  ~VfsFile() {
+    if (open_rc_ == SQLITE_OK) file()->pMethods->xClose(file());
+  }
+  VfsFile(const VfsFile&) = delete;
+  VfsFile& operator=(const VfsFile&) = delete;
+
+  int open_rc() const { return open_rc_; }
+  sqlite3_file* file() {
+    return reinterpret_cast<sqlite3_file*>(memory_.data());
+  }
+  const sqlite3_io_methods& methods() { return *file()->pMethods; }
+  // Closes it now (what a connection's close does).
+  int Close() {
+    open_rc_ = SQLITE_CANTOPEN;
+    return file()->pMethods->xClose(file());
+  }
+
+ private:
+  std::vector<std::max_align_t> memory_;
+  int open_rc_ = SQLITE_CANTOPEN;
+};
+
+// What a connection does around a write transaction in WAL mode, made
+// through the VFS's methods: the database file's shared lock, its WAL
+// opened next (so the two are paired), the WAL index mapped, its write lock
+// taken. Then `frames` WAL frames are written, each a 24-byte header and a
+// page; the last is a commit frame when `commit`. Returns the WAL's size on
+// disk after the frames, after the write lock's release, and after the
+// WAL's close.
+struct WalSizes {
+  std::uintmax_t after_frames = 0;
+  std::uintmax_t after_unlock = 0;
+  std::uintmax_t after_close = 0;
+};
+WalSizes WriteFramesThenUnlock(const std::string& path, int frames,
+                               bool commit) {
+  constexpr int kPage = 4096;
+  sqlite3_vfs* vfs = sqlite3_vfs_find(WalBufferingVfs());
+  EXPECT_NE(vfs, nullptr);
+  WalSizes sizes;
+  if (vfs == nullptr) return sizes;
+  struct FreeFilename {
+    void operator()(const char* name) const { sqlite3_free_filename(name); }
+  };
+  const std::unique_ptr<const char, FreeFilename> name(
+      sqlite3_create_filename(path.c_str(), (path + "-journal").c_str(),
+                              (path + "-wal").c_str(), 0, nullptr));
+  const std::filesystem::path wal_path = path + "-wal";
+  {
+    VfsFile db(
+        vfs, name.get(),
+        SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    EXPECT_EQ(db.open_rc(), SQLITE_OK);
+    if (db.open_rc() != SQLITE_OK) return sizes;
+    EXPECT_EQ(db.methods().xLock(db.file(), SQLITE_LOCK_SHARED), SQLITE_OK);
+    VfsFile wal(vfs, sqlite3_filename_wal(name.get()),
+                SQLITE_OPEN_WAL | SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    EXPECT_EQ(wal.open_rc(), SQLITE_OK);
+    if (wal.open_rc() != SQLITE_OK) return sizes;
+    void volatile* index = nullptr;
+    EXPECT_EQ(db.methods().xShmMap(db.file(), 0, 32768, 1, &index), SQLITE_OK);
+    EXPECT_EQ(db.methods().xShmLock(db.file(), 0, 1,
+                                    SQLITE_SHM_LOCK | SQLITE_SHM_EXCLUSIVE),
+              SQLITE_OK);
+    std::vector<unsigned char> header(24, 0);
+    const std::vector<unsigned char> page(kPage, 0xab);
+    for (int i = 0; i < frames; ++i) {
+      const sqlite3_int64 at = 32 + i * sqlite3_int64{24 + kPage};
+      header[0] = static_cast<unsigned char>(i + 1);  // The page number.
+      header[7] = commit && i == frames - 1 ? 1 : 0;  // Database size.
+      EXPECT_EQ(wal.methods().xWrite(wal.file(), header.data(), 24, at),
+                SQLITE_OK);
+      EXPECT_EQ(wal.methods().xWrite(wal.file(), page.data(), kPage, at + 24),
+                SQLITE_OK);
+    }
+    sizes.after_frames = std::filesystem::file_size(wal_path);
+    EXPECT_EQ(db.methods().xShmLock(db.file(), 0, 1,
+                                    SQLITE_SHM_UNLOCK | SQLITE_SHM_EXCLUSIVE),
+              SQLITE_OK);
+    sizes.after_unlock = std::filesystem::file_size(wal_path);
+    EXPECT_EQ(wal.Close(), SQLITE_OK);
+    sizes.after_close = std::filesystem::file_size(wal_path);
+    EXPECT_EQ(db.methods().xShmUnmap(db.file(), 1), SQLITE_OK);
+    EXPECT_EQ(db.methods().xUnlock(db.file(), SQLITE_LOCK_NONE), SQLITE_OK);
+  }
+  return sizes;
+}
+
+// A transaction that spilled frames and then rolled back without reading
+// the WAL: its frames are gathered, never written, and dropped when the
+// connection releases the WAL's write lock, so that closing the WAL (or
+// anything else that writes what is gathered) cannot put them on frames
+// another writer committed meanwhile.
+TEST(SqliteWalVfsMethodsTest, ReleasingTheWriteLockDropsWhatARollbackLeft) {
+  testing::TempDir dir;
+  const WalSizes sizes =
+      WriteFramesThenUnlock((dir.path() / "rolled-back.db").string(), 3,
+                            /*commit=*/false);
+  EXPECT_EQ(sizes.after_frames, 0u);  // Gathered, not written.
+  EXPECT_EQ(sizes.after_unlock, 0u);
+  EXPECT_EQ(sizes.after_close, 0u);  // Dropped, so the close wrote nothing.
+}
+
+// The same frames ending in a commit frame are in the file when the
+// commit frame's page is written: nothing is left for the release to drop.
+TEST(SqliteWalVfsMethodsTest, ACommitFramesPageWritesEveryFrame) {
+  testing::TempDir dir;
+  const WalSizes sizes = WriteFramesThenUnlock(
+      (dir.path() / "committed.db").string(), 3, /*commit=*/true);
+  const std::uintmax_t frames_end = 32 + 3 * (24 + 4096);
+  EXPECT_EQ(sizes.after_frames, frames_end);
+  EXPECT_EQ(sizes.after_unlock, frames_end);
+  EXPECT_EQ(sizes.after_close, frames_end);
 }
 
 TEST(SqliteWalVfsStoreTest, TheStoresConnectionsUseIt) {
