@@ -38,29 +38,15 @@ for f in "$demo" "$load"; do
   [[ -x $f ]] || { echo "grpc/bench.sh: no $f; build idem-grpc-demo and idem-grpc-load first" >&2; exit 1; }
 done
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# shellcheck source=benchmarks/http/lib.sh
+source benchmarks/http/lib.sh
+bench_temp
 
 start() {  # name, flags... -> sets port_<name>; env START_ENV for the server
   local name=$1; shift
-  env ${START_ENV:-} "$demo" --listen 127.0.0.1:0 --threads "$server_threads" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids+=($!)
-  for _ in $(seq 1000); do
-    grep -q '^listening on' "$tmp/$name.out" 2>/dev/null && break
-    sleep 0.01
-  done
-  local port
-  port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/$name.out")
-  [[ -n $port ]] || { cat "$tmp/$name.err" >&2; exit 1; }
-  printf -v "port_$name" '%s' "$port"
+  # shellcheck disable=SC2086  # START_ENV is a list of assignments.
+  start_process "$name" env ${START_ENV:-} "$demo" --listen 127.0.0.1:0 \
+    --threads "$server_threads" "$@"
 }
 
 start idem --store "$store"

@@ -1,6 +1,7 @@
 # Shell functions shared by the HTTP benchmarks (bench.sh,
-# transfers_bench.sh), sourced from the checkout's root after they set
-# here; bench_init sets the rest.
+# transfers_bench.sh, cpu_per_request.sh, peers.sh) and the gRPC one
+# (benchmarks/grpc/bench.sh: bench_temp and start_process only), sourced
+# from the checkout's root after they set here; bench_init sets the rest.
 # shellcheck shell=bash
 # here is the sourcing script's; it reads what bench_init sets.
 # shellcheck disable=SC2154,SC2034
@@ -18,6 +19,12 @@ bench_init() {  # script name (for the error messages), build directory
   server_threads=${SERVER_THREADS:-2}
   [[ -x $demo ]] || { echo "$1: no $demo; build idem-demo first" >&2; exit 1; }
   command -v wrk >/dev/null || { echo "$1: wrk is not installed" >&2; exit 1; }
+  bench_temp
+}
+
+# A temporary directory (tmp) and the servers started in it (pids), removed
+# and stopped at exit, also on Ctrl-C or a kill.
+bench_temp() {
   tmp=$(mktemp -d)
   pids=()
   trap bench_cleanup EXIT
@@ -43,7 +50,7 @@ start_process() {  # name, command... -> sets port_<name>
   done
   local port
   port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/$name.out")
-  [[ -n $port ]] || { cat "$tmp/$name.err"; exit 1; }
+  [[ -n $port ]] || { cat "$tmp/$name.err" >&2; exit 1; }
   printf -v "port_$name" '%s' "$port"
 }
 
