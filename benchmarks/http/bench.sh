@@ -23,7 +23,11 @@
 # REPLAY_STORES (space-separated store URIs on which only the replay load
 # runs, each on a server of its own, beside replay on the first store of
 # STORES: the remote stores with and without their local cache; a URI with
-# local_cache=N is labelled <scheme>+cache).
+# local_cache=N is labelled <scheme>+cache), BASE_DEMO (another idem-demo,
+# say a build of the commit before a change: each store of STORES also on a
+# server of that binary, its own directory for {tmp}, loads named
+# fresh:<label>@base in the same rounds, right after fresh:<label>: an A/B
+# comparison that the machine's drift between rounds touches alike).
 # shellcheck disable=SC2154  # port_<name> are set by start(), by printf -v.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -43,6 +47,18 @@ for i in "${!stores[@]}"; do
   start "s$i" --store "${stores[$i]//\{tmp\}/$tmp}" ${DEMO_FLAGS:-}
 done
 start plain --no-idem
+
+# The same stores on BASE_DEMO's servers.
+base_demo=${BASE_DEMO:-}
+if [[ -n $base_demo ]]; then
+  [[ -x $base_demo ]] || { echo "bench.sh: BASE_DEMO=$base_demo is not an executable" >&2; exit 1; }
+  mkdir "$tmp/base"
+  for i in "${!stores[@]}"; do
+    # shellcheck disable=SC2086  # DEMO_FLAGS is a list of flags.
+    start_process "b$i" "$base_demo" --listen 127.0.0.1:0 --threads "$server_threads" \
+      --store "${stores[$i]//\{tmp\}/$tmp/base}" ${DEMO_FLAGS:-}
+  done
+fi
 
 # Replays only: a label per store (<scheme>, <scheme>+cache with the local
 # cache on), a server each.
@@ -105,6 +121,10 @@ for round in $(seq "$rounds"); do
   for i in "${!stores[@]}"; do
     port_var=port_s$i
     run "fresh:${labels[$i]}" "${!port_var}" fresh_keys.lua "$round"
+    if [[ -n $base_demo ]]; then
+      port_var=port_b$i
+      run "fresh:${labels[$i]}@base" "${!port_var}" fresh_keys.lua "$round"
+    fi
   done
   run "replay:${labels[0]}" "$port_s0" replays.lua "$round"
   for i in "${!replay_stores[@]}"; do
@@ -130,7 +150,10 @@ first_rps=$(median "fresh:${labels[0]}" 2)
 echo "| load | requests/s | p50 (ms) | p99 (ms) | vs plain (req/s) | p99 vs plain | vs fresh:${labels[0]} | non-2xx |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 names=(plain)
-for label in "${labels[@]}"; do names+=("fresh:$label"); done
+for label in "${labels[@]}"; do
+  names+=("fresh:$label")
+  [[ -n $base_demo ]] && names+=("fresh:$label@base")
+done
 names+=("replay:${labels[0]}")
 for label in "${replay_labels[@]}"; do names+=("replay:$label"); done
 for name in "${names[@]}"; do
@@ -159,6 +182,7 @@ fi
 echo
 echo "wrk -t$threads -c$connections -d$duration --latency, $rounds rounds (medians), idem-demo --threads $server_threads, $(nproc) cores"
 for i in "${!stores[@]}"; do echo "${labels[$i]}: ${stores[$i]}"; done
+[[ -n $base_demo ]] && echo "@base: $base_demo"
 for i in "${!replay_stores[@]}"; do echo "${replay_labels[$i]}: ${replay_stores[$i]}"; done
 echo "raw:"
 sort "$tmp/results" | sed 's/^/  /'
