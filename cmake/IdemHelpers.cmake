@@ -73,8 +73,7 @@ function(idem_add_backend name)
 endfunction()
 
 # idem_add_test(<name> SOURCES ... LIBS ... [LABEL <label>] [TIMEOUT <s>]
-#               [RUN_SERIAL] [RESOURCE_LOCK <name>] [RUNS_DEMO]
-#               [WAITING_SUITES <regex>]): one
+#               [RUN_SERIAL] [RESOURCE_LOCK <name>] [RUNS_DEMO]): one
 # GoogleTest binary whose cases are registered with CTest in groups of one
 # suite (idem_add_test_groups, cmake/IdemTestGroups.cmake), the only way a
 # test binary is registered; the crash tests (LABEL crash) one case each.
@@ -85,11 +84,8 @@ endfunction()
 # other or beside other tests that name the same lock (they share something
 # in a test server), but may run beside the rest. RUNS_DEMO: the binary
 # starts the idem-demo executable, whose path it gets as IDEM_DEMO_PATH.
-# WAITING_SUITES: the suites (a regular expression) whose cases mostly wait
-# out wall-clock time, run a case per process and before the rest
-# (idem_add_test_groups).
 function(idem_add_test name)
-  cmake_parse_arguments(ARG "RUN_SERIAL;RUNS_DEMO" "LABEL;TIMEOUT;RESOURCE_LOCK;WAITING_SUITES" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "RUN_SERIAL;RUNS_DEMO" "LABEL;TIMEOUT;RESOURCE_LOCK" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
   if(NOT ARG_TIMEOUT)
@@ -113,11 +109,7 @@ function(idem_add_test name)
   if(ARG_LABEL STREQUAL "crash")
     set(per_case PER_CASE)
   endif()
-  set(waiting)
-  if(ARG_WAITING_SUITES)
-    set(waiting WAITING_SUITES "${ARG_WAITING_SUITES}")
-  endif()
-  idem_add_test_groups(${name} ${per_case} ${waiting} PROPERTIES ${properties})
+  idem_add_test_groups(${name} ${per_case} PROPERTIES ${properties})
 endfunction()
 
 # idem_option(<var> <doc> [PACKAGE <find_package arguments>...]): a part

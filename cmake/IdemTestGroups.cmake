@@ -1,6 +1,5 @@
 # idem_add_test_groups(<target> [TEST_FILTER <gtest filter>] [NAME_SUFFIX <s>]
-#                      [PER_CASE] [WAITING_SUITES <regex>]
-#                      [PROPERTIES <name> <value> ...])
+#                      [PER_CASE] [PROPERTIES <name> <value> ...])
 # Registers a GoogleTest binary's cases with CTest in groups: one CTest test
 # per group of at most IDEM_TEST_GROUP_SIZE cases of one test suite, run as
 # one process (`--gtest_filter=` naming exactly those cases), named
@@ -17,12 +16,6 @@
 #
 # PER_CASE: one CTest test per case as before (for the crash tests, which
 # mostly wait and which scripts/test.sh runs many at a time).
-# WAITING_SUITES: suites (matched against the suite's name) whose cases
-# spend their time waiting out wall-clock time (a renewal window, a slow
-# handler; four times as long under a sanitizer), one case per CTest test
-# and started before the rest (COST): run as one group and last, such a
-# suite was the tail of the sanitizer stages' ctest pass, alone for its
-# last minute (RenewalHttpTest: 117 s as one group, started 207th of 250).
 # TEST_FILTER: only the cases this GoogleTest filter selects (one binary
 # registered several times under different labels); NAME_SUFFIX then keeps
 # the groups' names apart. PROPERTIES: set on every group (TIMEOUT is per
@@ -35,7 +28,7 @@ set(IDEM_TEST_GROUP_SIZE 20 CACHE STRING
 set(_idem_test_groups_script ${CMAKE_CURRENT_LIST_DIR}/IdemTestGroupsList.cmake)
 
 function(idem_add_test_groups target)
-  cmake_parse_arguments(ARG "PER_CASE" "TEST_FILTER;NAME_SUFFIX;WAITING_SUITES" "PROPERTIES" ${ARGN})
+  cmake_parse_arguments(ARG "PER_CASE" "TEST_FILTER;NAME_SUFFIX" "PROPERTIES" ${ARGN})
   if(ARG_PER_CASE)
     set(filter_args)
     if(ARG_TEST_FILTER)
@@ -65,7 +58,6 @@ function(idem_add_test_groups target)
       -D "NAME_PREFIX=${name_prefix}"
       -D "NAME_SUFFIX=${ARG_NAME_SUFFIX}"
       -D "GROUP_SIZE=${IDEM_TEST_GROUP_SIZE}"
-      -D "WAITING_SUITES=${ARG_WAITING_SUITES}"
       -D "PROPERTIES=${properties}"
       -D "WORKING_DIRECTORY=${CMAKE_CURRENT_BINARY_DIR}"
       -D "OUTPUT=${prefix}_tests.cmake"

@@ -1,9 +1,8 @@
 # Script mode (cmake -P), run after each build of a test binary by
 # idem_add_test_groups (cmake/IdemTestGroups.cmake): lists the binary's
 # cases and writes OUTPUT, the CTest tests that run them in groups.
-# Inputs: EXECUTABLE, TEST_FILTER, NAME_PREFIX, NAME_SUFFIX, GROUP_SIZE,
-# WAITING_SUITES (a regular expression, may be empty), PROPERTIES ("|" for
-# ";"), WORKING_DIRECTORY, OUTPUT.
+# Inputs: EXECUTABLE, TEST_FILTER, NAME_PREFIX, NAME_SUFFIX, GROUP_SIZE, PROPERTIES
+# ("|" for ";"), WORKING_DIRECTORY, OUTPUT.
 set(list_args --gtest_list_tests)
 if(TEST_FILTER)
   list(APPEND list_args "--gtest_filter=${TEST_FILTER}")
@@ -34,23 +33,14 @@ endif()
 set(content "")
 set(suite "")
 set(cases "")
-# Appends the CTest tests of the suite read so far, GROUP_SIZE cases each;
-# a waiting suite's a case each, with a COST that has ctest start them
-# first (it orders by cost when it has no measured times, as on a fresh
-# build tree).
+# Appends the CTest tests of the suite read so far, GROUP_SIZE cases each.
 macro(flush_suite)
   list(LENGTH cases total)
-  set(group_size ${GROUP_SIZE})
-  set(first_properties "")
-  if(WAITING_SUITES AND suite MATCHES "${WAITING_SUITES}")
-    set(group_size 1)
-    set(first_properties COST 1000)
-  endif()
   if(total GREATER 0)
-    math(EXPR groups "(${total} + ${group_size} - 1) / ${group_size}")
+    math(EXPR groups "(${total} + ${GROUP_SIZE} - 1) / ${GROUP_SIZE}")
     set(first 0)
     foreach(group RANGE 1 ${groups})
-      math(EXPR last "${first} + ${group_size} - 1")
+      math(EXPR last "${first} + ${GROUP_SIZE} - 1")
       if(last GREATER_EQUAL total)
         math(EXPR last "${total} - 1")
       endif()
@@ -76,7 +66,7 @@ macro(flush_suite)
       string(APPEND content
         "add_test([==[${name}]==] [==[${EXECUTABLE}]==] [==[--gtest_filter=${filter}]==])\n"
         "set_tests_properties([==[${name}]==] PROPERTIES WORKING_DIRECTORY [==[${WORKING_DIRECTORY}]==] TIMEOUT ${timeout}")
-      foreach(property IN LISTS properties first_properties)
+      foreach(property IN LISTS properties)
         string(APPEND content " [==[${property}]==]")
       endforeach()
       string(APPEND content ")\n")
