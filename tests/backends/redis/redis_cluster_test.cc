@@ -76,14 +76,19 @@ class RedisClusterTest : public ::testing::Test {
     return RedisRaw(server, {"CLUSTER", "MYID"}).text;
   }
 
-  // Waits until every node agrees about which node serves which slot
-  // (redis-cli --cluster check): a slot given back by hand is gossiped to
-  // the nodes that did not take the SETSLOT themselves. True once they do.
-  bool NodesAgree() {
+  // Whether every node agrees now about which node serves which slot
+  // (redis-cli --cluster check).
+  bool ClusterCheckPasses() {
     const std::string check =
         "redis-cli --cluster check " + servers_[0] + " >/dev/null 2>&1";
-    return testing::WaitFor([&] { return std::system(check.c_str()) == 0; },
-                            seconds(60), std::chrono::milliseconds(200));
+    return std::system(check.c_str()) == 0;
+  }
+
+  // Waits until they agree: a slot given back by hand is gossiped to the
+  // nodes that did not take the SETSLOT themselves. True once they do.
+  bool NodesAgree() {
+    return testing::WaitFor([&] { return ClusterCheckPasses(); }, seconds(60),
+                            std::chrono::milliseconds(200));
   }
 
   std::string base_, prefix_;
@@ -295,8 +300,6 @@ TEST_F(RedisClusterTest, EveryClaimHappensOnceWhileASlotRangeMoves) {
   // output kept for the failure message.
   auto reshard = [&](const std::string& a, const std::string& b) {
     const std::string log = "/tmp/idem-reshard-" + a + ".log";
-    const std::string check =
-        "redis-cli --cluster check " + servers_[0] + " >/dev/null 2>&1";
     const std::string command = "redis-cli --cluster reshard " + servers_[0] +
                                 " --cluster-from " + a + " --cluster-to " + b +
                                 " --cluster-slots 600 --cluster-yes >" + log +
@@ -304,7 +307,7 @@ TEST_F(RedisClusterTest, EveryClaimHappensOnceWhileASlotRangeMoves) {
     int rc = -1;
     testing::WaitFor(
         [&] {
-          if (std::system(check.c_str()) != 0) return false;
+          if (!ClusterCheckPasses()) return false;
           rc = std::system(command.c_str());
           return rc == 0;
         },
