@@ -73,19 +73,17 @@ function(idem_add_backend name)
 endfunction()
 
 # idem_add_test(<name> SOURCES ... LIBS ... [LABEL <label>] [TIMEOUT <s>]
-#               [RUN_SERIAL] [RESOURCE_LOCK <name>] [RUNS_DEMO]): one
-# GoogleTest binary whose cases are registered with CTest in groups of one
-# suite (idem_add_test_groups, cmake/IdemTestGroups.cmake), the only way a
-# test binary is registered; the crash tests (LABEL crash) one case each.
+#               [RUN_SERIAL] [RUNS_DEMO]): one GoogleTest binary whose
+# cases are registered with CTest in groups of one suite
+# (idem_add_test_groups, cmake/IdemTestGroups.cmake), the only way a test
+# binary is registered; the crash tests (LABEL crash) one case each.
 # LABEL: the store a test is about, so that `ctest -L sqlite` runs that
 # store's own tests and its contract suite (one label). TIMEOUT per case,
 # default 300 s. RUN_SERIAL: the cases run alone (they start and stop
-# servers of their own). RESOURCE_LOCK: the cases never run beside each
-# other or beside other tests that name the same lock (they share something
-# in a test server), but may run beside the rest. RUNS_DEMO: the binary
-# starts the idem-demo executable, whose path it gets as IDEM_DEMO_PATH.
+# servers of their own). RUNS_DEMO: the binary starts the idem-demo
+# executable, whose path it gets as IDEM_DEMO_PATH.
 function(idem_add_test name)
-  cmake_parse_arguments(ARG "RUN_SERIAL;RUNS_DEMO" "LABEL;TIMEOUT;RESOURCE_LOCK" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "RUN_SERIAL;RUNS_DEMO" "LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
   if(NOT ARG_TIMEOUT)
@@ -97,9 +95,6 @@ function(idem_add_test name)
   endif()
   if(ARG_RUN_SERIAL)
     list(APPEND properties RUN_SERIAL TRUE)
-  endif()
-  if(ARG_RESOURCE_LOCK)
-    list(APPEND properties RESOURCE_LOCK ${ARG_RESOURCE_LOCK})
   endif()
   if(ARG_RUNS_DEMO)
     target_compile_definitions(${name} PRIVATE IDEM_DEMO_PATH="$<TARGET_FILE:idem-demo>")

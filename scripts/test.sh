@@ -39,6 +39,11 @@
 #   1377 s measured before, about 1110 s. Every test still runs in every
 #   stage: the concurrency tests under TSan, the memory-handling code under
 #   ASan. (CI then measured 1366 s.)
+#   Later the TransfersCrashTest cases stopped sharing a count (each counts
+#   only its own transfers' rows) and lost their RESOURCE_LOCK: the main
+#   stage's crash pass went from 146 s, the chain of twelve cases after
+#   the CrashTest slots, to 72 s, the longest CrashTest case (-j10, 20
+#   rounds, measured).
 # Processes, not cases: every other test binary runs its cases in groups of
 # at most 20 of one suite per process (cmake/IdemTestGroups.cmake), the
 # crash tests one case per process. Starting a sanitizer build's test binary

@@ -15,10 +15,11 @@
 //    handler a second time: two rows. This is the at-most-once-per-key gap
 //    that exactly-once closes.
 //
-// Counts are deltas of GET /transfers/count, so rows left by earlier runs
-// in the shared PostgreSQL database do not matter; rows added meanwhile by
-// another case would, so the cases never run at the same time (their CTest
-// RESOURCE_LOCK). Waits are WaitFor polls with
+// Counts are deltas of the rows the case's own transfers added: on SQLite,
+// GET /transfers/count of the case's own file; on PostgreSQL, whose
+// `transfers` table every case (and earlier runs) share, the rows whose body
+// is the case's own (each case posts a body of its own), counted in SQL. So
+// the cases may run beside each other. Waits are WaitFor polls with
 // generous deadlines; the lock timeout is short (--lock-timeout 0.5). The
 // PostgreSQL case uses the shared test server (IDEM_TEST_POSTGRES_URI;
 // skipped without it, failed under CI) and a records table of its own.
@@ -53,11 +54,13 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kDefaultRounds = 20;
 
-// POST /transfers with `key`, and X-Demo-Crash: `crash` unless empty.
+// POST /transfers with `key` and `body`, and X-Demo-Crash: `crash` unless
+// empty.
 std::optional<HttpResponse> PostTransfer(std::uint16_t port,
                                          const std::string& key,
+                                         const std::string& body,
                                          std::string_view crash) {
-  std::string request = RawRequest("POST", "/transfers", key, "{}");
+  std::string request = RawRequest("POST", "/transfers", key, body);
   if (!crash.empty()) {
     const std::string marker = "Connection: close\r\n";
     request.insert(request.find(marker) + marker.size(),
@@ -98,6 +101,7 @@ class TransfersCrashTest
 #ifdef IDEM_CRASH_TEST_POSTGRES
     IDEM_REQUIRE_TEST_POSTGRES();
     table_ = idem::testing::UniquePostgresTable("xcrash");
+    body_ = "{\"case\":\"" + table_ + "\"}";
     uri_ = idem::testing::WithParams(idem::testing::PostgresTestUri(),
                                      "table=" + table_);
 #else
@@ -123,6 +127,20 @@ class TransfersCrashTest
     return port;
   }
 
+  // The rows the case's transfers added to the table so far (from a
+  // baseline: deltas are what count); -1 when it cannot tell.
+  long long Rows(std::uint16_t port) {
+#ifdef IDEM_CRASH_TEST_POSTGRES
+    if (!table_.empty()) {
+      const auto rows = idem::testing::PostgresQuery(
+          uri_, "SELECT count(*) FROM transfers WHERE body = $1", {body_});
+      if (rows.size() != 1 || rows[0].size() != 1) return -1;
+      return std::stoll(rows[0][0]);
+    }
+#endif
+    return TransferCount(port);
+  }
+
   // The retry after a crash, repeated while the dead request's lock holds
   // (409), for at most a generous minute.
   std::optional<HttpResponse> RetryUntilAnswered(std::uint16_t port,
@@ -130,7 +148,7 @@ class TransfersCrashTest
     std::optional<HttpResponse> r;
     WaitFor(
         [&] {
-          r = PostTransfer(port, key, "");
+          r = PostTransfer(port, key, body_, "");
           return r.has_value() && r->status != 409;
         },
         std::chrono::minutes(1));
@@ -148,19 +166,19 @@ class TransfersCrashTest
     Round round;
     std::uint16_t port = Start(exactly_once);
     if (port == 0) return round;
-    const long long before = TransferCount(port);
+    const long long before = Rows(port);
     const std::string key =
         "\"" + std::string(StoreParam().name) + "-" + std::string(crash) + "-" +
         (exactly_once ? "x" : "c") + "-" + std::to_string(n) + "-" +
         std::to_string(::getpid()) + "\"";
-    const auto crashed = PostTransfer(port, key, crash);
+    const auto crashed = PostTransfer(port, key, body_, crash);
     EXPECT_FALSE(crashed.has_value())
         << "the demo answered instead of aborting: " << Describe(crashed);
     port = Start(exactly_once);
     if (port == 0) return round;
     round.retry = RetryUntilAnswered(port, key);
     round.runs_after_restart = HandlerRuns(port);
-    round.rows = TransferCount(port) - before;
+    round.rows = Rows(port) - before;
     return round;
   }
 
@@ -169,6 +187,9 @@ class TransfersCrashTest
   TempDir dir_{"idem-transfers-crash"};
   std::string uri_;
   std::string table_;
+  // What the case's transfers post: on PostgreSQL its own, so that its rows
+  // can be told from every other case's.
+  std::string body_ = "{}";
   std::optional<DemoProcess> demo_;
 };
 
