@@ -201,13 +201,23 @@ for stage in $stages; do
     fuzz)
       configure fuzz  # clang++
       cmake --build build/fuzz -j "$jobs"
-      for f in build/fuzz/fuzz/*_fuzzer; do
-        name=$(basename "$f" _fuzzer)
-        corpus=build/fuzz/corpus/$name
-        mkdir -p "$corpus"
-        "$f" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$corpus" "$root/fuzz/corpus/$name" 2>"build/fuzz/$name.log" ||
-          { tail -50 "build/fuzz/$name.log"; exit 1; }
-        summary+=("fuzz: $name ran ${fuzz_seconds} s without a finding")
+      # libFuzzer runs on one thread: the targets run $jobs at a time, each
+      # for its full time on a core of its own.
+      fuzzers=(build/fuzz/fuzz/*_fuzzer)
+      for ((i = 0; i < ${#fuzzers[@]}; i += jobs)); do
+        batch=("${fuzzers[@]:i:jobs}") pids=()
+        for f in "${batch[@]}"; do
+          name=$(basename "$f" _fuzzer)
+          corpus=build/fuzz/corpus/$name
+          mkdir -p "$corpus"
+          "$f" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$corpus" "$root/fuzz/corpus/$name" 2>"build/fuzz/$name.log" &
+          pids+=($!)
+        done
+        for j in "${!batch[@]}"; do
+          name=$(basename "${batch[j]}" _fuzzer)
+          wait "${pids[j]}" || { tail -50 "build/fuzz/$name.log"; exit 1; }
+          summary+=("fuzz: $name ran ${fuzz_seconds} s without a finding")
+        done
       done
       ;;
     *) echo "test.sh: unknown stage '$stage'" >&2; exit 2 ;;
