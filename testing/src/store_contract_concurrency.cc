@@ -30,6 +30,7 @@ using contract::kLock;
 using contract::kTtl;
 using contract::Ns;
 using contract::RichResponse;
+using contract::StressRounds;
 using contract::TestFp;
 using contract::TestId;
 using std::chrono::seconds;
@@ -46,7 +47,7 @@ struct Observed {
 
 TEST_P(StoreContractTest, ConcurrentClaimsOnAnAbsentIdAcquireExactlyOnce) {
   constexpr int kThreads = 32;
-  constexpr int kRounds = 200;
+  constexpr int kRounds = StressRounds(200);
   const TimePoint t0 = Now();
   std::vector<Observed> seen(kThreads * kRounds);
   // One thread set for all rounds; the barrier releases all 32 claims of a
@@ -110,7 +111,7 @@ TEST_P(StoreContractTest, ConcurrentClaimsOnAnAbsentIdAcquireExactlyOnce) {
 
 TEST_P(StoreContractTest, ConcurrentTakeoverOfATimedOutLockHappensOnce) {
   constexpr int kThreads = 16;
-  constexpr int kRounds = 50;
+  constexpr int kRounds = StressRounds(50);
   const TimePoint t0 = Now();
   const TimePoint t1 = t0 + kLock + seconds(1);
   std::vector<Token> original(kRounds);
@@ -169,7 +170,7 @@ TEST_P(StoreContractTest, ConcurrentTakeoverOfATimedOutLockHappensOnce) {
 
 TEST_P(StoreContractTest, ConcurrentCompleteAndReleaseOfOneTokenSucceedOnce) {
   constexpr int kThreads = 8;
-  constexpr int kRounds = 100;
+  constexpr int kRounds = StressRounds(100);
   const TimePoint t0 = Now();
   std::vector<Token> tokens(kRounds);
   for (int round = 0; round < kRounds; ++round) {

@@ -51,7 +51,7 @@ class RandomWorkload {
  public:
   static constexpr int kThreads = 16;
   static constexpr int kIds = 64;
-  static constexpr int kRounds = 8;
+  static constexpr int kRounds = contract::StressRounds(8);
   static constexpr int kOpsPerRound = 400;
 
   RandomWorkload(Store& store, TimePoint now)

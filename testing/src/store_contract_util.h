@@ -46,6 +46,19 @@ inline constexpr Duration kLock = std::chrono::seconds(60);
 // For tests in which nothing may expire or time out.
 inline constexpr Duration kForever = std::chrono::hours(24 * 365);
 
+// The rounds of the suite's stress loops (many threads racing, round after
+// round): `rounds` in a plain build, a quarter of them (at least 2) under
+// AddressSanitizer or ThreadSanitizer (GCC's macros), where a round costs
+// several times as much. The sanitizers report a bad access or an
+// unsynchronized one from the first rounds that make it; the plain build
+// (scripts/test.sh's main stage) keeps every round, for the rare
+// interleavings.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr int StressRounds(int rounds) { return std::max(2, rounds / 4); }
+#else
+constexpr int StressRounds(int rounds) { return rounds; }
+#endif
+
 inline std::uint64_t SplitMix64(std::uint64_t& state) {
   std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
