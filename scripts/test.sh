@@ -44,6 +44,9 @@
 #   stage's crash pass went from 146 s, the chain of twelve cases after
 #   the CrashTest slots, to 72 s, the longest CrashTest case (-j10, 20
 #   rounds, measured).
+#   What each test costs in CPU, which is what bounds the sanitizer passes
+#   (their second pass keeps both cores busy from start to end):
+#   scripts/ctest_cpu.py build/<stage> -LE '^crash$'.
 # Processes, not cases: every other test binary runs its cases in groups of
 # at most 20 of one suite per process (cmake/IdemTestGroups.cmake), the
 # crash tests one case per process. Starting a sanitizer build's test binary
