@@ -10,7 +10,10 @@ This runs the tests ctest would run (`ctest --show-only=json-v1` with the
 same -L/-LE/-R filters), each as ctest does (its command, working directory
 and ENVIRONMENT property), N at a time, and prints per test the user + system
 CPU time of its process and every child it waited for (demo servers, idemctl
-runs), its wall time and its exit status. The stores' servers (PostgreSQL,
+runs), its wall time and its exit status. It ignores RUN_SERIAL: every test
+runs beside the others (the Redis Cluster tests, which move slots of the
+shared cluster, may then disturb the cluster's other tests; pass -LE or -R
+to leave them out). The stores' servers (PostgreSQL,
 Redis) are not counted: their CPU is theirs. Export what scripts/test.sh
 exports first (IDEM_TEST_POSTGRES_URI and the Redis URIs, ASAN_OPTIONS,
 CI=true) so that the tests run as they do there.
@@ -65,11 +68,13 @@ def main():
                                 stderr=subprocess.DEVNULL)
         # wait4: the rusage of the test and of the children it waited for.
         _, status, usage = os.wait4(proc.pid, 0)
+        # Reaped here, not by Popen: tell it, so that it never waits again.
+        proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.monotonic() - start
         with lock:
             rows.append((usage.ru_utime + usage.ru_stime, usage.ru_utime,
                          usage.ru_stime, wall,
-                         os.waitstatus_to_exitcode(status), test["name"]))
+                         proc.returncode, test["name"]))
 
     started = time.monotonic()
     with ThreadPoolExecutor(args.jobs) as pool:
