@@ -101,6 +101,27 @@ TEST(ClaimMemoTest, ANewerClaimOverwritesItsSlot) {
   ExpectSame(Fields(2), *kept);
 }
 
+TEST(ClaimMemoTest, EverySlotHoldsAClaimWhateverTheCapacity) {
+  // The table is kept in parts, one per stripe, made at their first claim:
+  // below, at and above one slot per stripe, every slot (the first and
+  // last of each part included) keeps its own claim, and a token no claim
+  // was remembered with finds nothing in a part not made yet.
+  for (const std::size_t capacity : {1u, 16u, 64u, 1024u}) {
+    ClaimMemo memo(capacity);
+    EXPECT_FALSE(memo.Recall(TokenAt(capacity - 1, 0x77)).has_value());
+    EXPECT_FALSE(memo.Take(TokenAt(0, 0x77)).has_value());
+    for (std::size_t i = 0; i < capacity; ++i) {
+      memo.Remember(TokenAt(i, 0x55), Fields(static_cast<std::uint8_t>(i)));
+    }
+    for (std::size_t i = 0; i < capacity; ++i) {
+      auto got = memo.Take(TokenAt(i, 0x55));
+      ASSERT_TRUE(got.has_value()) << "capacity " << capacity << ", slot " << i;
+      ExpectSame(Fields(static_cast<std::uint8_t>(i)), *got);
+      EXPECT_FALSE(memo.Recall(TokenAt(i, 0x55)).has_value());
+    }
+  }
+}
+
 TEST(ClaimMemoTest, ATokenOfAnotherIdFailsTheCallersCheck) {
   // The memo matches tokens, not ids: a Complete of id B with the token of
   // a claim of id A gets A's fields and must not use them.
