@@ -72,6 +72,22 @@ function(idem_add_backend name)
   set_property(GLOBAL APPEND PROPERTY IDEM_BACKENDS ${name})
 endfunction()
 
+# A test's compile definition NAME="<path>" naming `what`, a target (its
+# built file; the test then depends on it) or a file of the checkout, by
+# its path relative to the build tree's root, which the test resolves with
+# tests/support/built_path.h. Relative, so that the compile command is the
+# same in every checkout and ccache serves a fresh clone (built_path.h says
+# what absolute paths cost).
+function(idem_test_path target name what)
+  if(TARGET ${what})
+    set(path "$<PATH:RELATIVE_PATH,$<TARGET_FILE:${what}>,${PROJECT_BINARY_DIR}>")
+    add_dependencies(${target} ${what})
+  else()
+    file(RELATIVE_PATH path ${PROJECT_BINARY_DIR} ${what})
+  endif()
+  target_compile_definitions(${target} PRIVATE ${name}="${path}")
+endfunction()
+
 # idem_add_test(<name> SOURCES ... LIBS ... [LABEL <label>] [TIMEOUT <s>]
 #               [RUN_SERIAL] [RUNS_DEMO]): one GoogleTest binary whose
 # cases are registered with CTest in groups of one suite
@@ -81,7 +97,7 @@ endfunction()
 # store's own tests and its contract suite (one label). TIMEOUT per case,
 # default 300 s. RUN_SERIAL: the cases run alone (they start and stop
 # servers of their own). RUNS_DEMO: the binary starts the idem-demo
-# executable, whose path it gets as IDEM_DEMO_PATH.
+# executable, whose path it gets as IDEM_DEMO_PATH (idem_test_path).
 function(idem_add_test name)
   cmake_parse_arguments(ARG "RUN_SERIAL;RUNS_DEMO" "LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
@@ -97,8 +113,7 @@ function(idem_add_test name)
     list(APPEND properties RUN_SERIAL TRUE)
   endif()
   if(ARG_RUNS_DEMO)
-    target_compile_definitions(${name} PRIVATE IDEM_DEMO_PATH="$<TARGET_FILE:idem-demo>")
-    add_dependencies(${name} idem-demo)
+    idem_test_path(${name} IDEM_DEMO_PATH idem-demo)
   endif()
   set(per_case)
   if(ARG_LABEL STREQUAL "crash")

@@ -41,6 +41,7 @@
 #include <gtest/gtest.h>
 
 #include "crash_rounds.h"
+#include "support/built_path.h"
 #include "support/demo_http_flags.h"
 #include "support/demo_process.h"
 #ifdef IDEM_CRASH_TEST_POSTGRES
@@ -166,7 +167,7 @@ TEST_P(CrashTest, KillNineKeepsEveryCompletedRecordAndEveryLock) {
 
   for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    DemoProcess demo(IDEM_DEMO_PATH, uri, log,
+    DemoProcess demo(::idem::testing::BuiltPath(IDEM_DEMO_PATH), uri, log,
                      {"--lock-timeout", std::to_string(kLockTimeoutSeconds),
                       "--instance", "crash", "--http", Http()});
     const std::uint16_t port = demo.WaitListening();

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "support/built_path.h"
 #include "support/shell_command.h"
 
 #ifndef IDEM_REDIS_SCRIPT
@@ -18,8 +19,8 @@ namespace idem::testing {
 std::unique_ptr<ScriptedServer> ScriptedServer::NewRedis(
     const std::string& appendfsync, const std::string& start) {
   auto server = std::unique_ptr<ScriptedServer>(new ScriptedServer(
-      IDEM_REDIS_SCRIPT, {"IDEM_REDIS_APPENDFSYNC='" + appendfsync + "'"},
-      start));
+      ::idem::testing::BuiltPath(IDEM_REDIS_SCRIPT),
+      {"IDEM_REDIS_APPENDFSYNC='" + appendfsync + "'"}, start));
   server->env_.push_back("IDEM_REDIS_STATE='" +
                          (server->dir_.path() / "redis").string() + "'");
   server->env_.push_back("IDEM_REDIS_OWNER_PID=" + std::to_string(::getpid()));
@@ -37,8 +38,8 @@ std::unique_ptr<ScriptedServer> ScriptedServer::RedisCluster(
 }
 
 std::unique_ptr<ScriptedServer> ScriptedServer::Postgres() {
-  auto server = std::unique_ptr<ScriptedServer>(
-      new ScriptedServer(IDEM_POSTGRES_SCRIPT, {"IDEM_PG_FSYNC=on"}));
+  auto server = std::unique_ptr<ScriptedServer>(new ScriptedServer(
+      ::idem::testing::BuiltPath(IDEM_POSTGRES_SCRIPT), {"IDEM_PG_FSYNC=on"}));
   server->env_.push_back("IDEM_PG_STATE='" +
                          (server->dir_.path() / "state").string() + "'");
   server->env_.push_back("IDEM_PG_OWNER_PID=" + std::to_string(::getpid()));
@@ -57,7 +58,9 @@ ScriptedServer::~ScriptedServer() {
 }
 
 std::filesystem::path ScriptedServer::redis_data_dir() const {
-  if (script_ != IDEM_REDIS_SCRIPT || start_ != "start") return {};
+  if (script_ != ::idem::testing::BuiltPath(IDEM_REDIS_SCRIPT) ||
+      start_ != "start")
+    return {};
   return dir_.path() / "redis" / "standalone";
 }
 

@@ -50,6 +50,7 @@
 #include "crash_rounds.h"
 #include "redis_test_util.h"
 #include "scripted_server.h"
+#include "support/built_path.h"
 #include "support/demo_process.h"
 #ifdef IDEM_CRASH_TEST_POSTGRES
 #include "postgres_test_util.h"
@@ -210,8 +211,8 @@ CrashTally RunRounds(const std::string& store_uri, Crash& crash,
   const std::vector<std::string> args = {
       "--lock-timeout", std::to_string(kCrashLockTimeoutSeconds), "--instance",
       "crash"};
-  auto demo =
-      std::make_unique<DemoProcess>(IDEM_DEMO_PATH, store_uri, log, args);
+  auto demo = std::make_unique<DemoProcess>(
+      ::idem::testing::BuiltPath(IDEM_DEMO_PATH), store_uri, log, args);
   std::uint16_t port = demo->WaitListening();
   CrashTally total;
   std::vector<KeyLog> keys;
@@ -250,8 +251,8 @@ CrashTally RunRounds(const std::string& store_uri, Crash& crash,
         << "no request failed after the crash";
     if (crash.KillsDemo()) {
       for (KeyLog& k : load.Stop()) keys.push_back(std::move(k));
-      demo =
-          std::make_unique<DemoProcess>(IDEM_DEMO_PATH, store_uri, log, args);
+      demo = std::make_unique<DemoProcess>(
+          ::idem::testing::BuiltPath(IDEM_DEMO_PATH), store_uri, log, args);
       port = demo->WaitListening();
       if (port == 0) {
         ADD_FAILURE() << "idem-demo did not start again\n" << ReadFile(log);

@@ -38,6 +38,7 @@
 #include <gtest/gtest.h>
 
 #include "crash_rounds.h"
+#include "support/built_path.h"
 #include "support/demo_http_flags.h"
 #include "support/demo_process.h"
 #ifdef IDEM_CRASH_TEST_POSTGRES
@@ -121,7 +122,8 @@ class TransfersCrashTest
     std::vector<std::string> args = {"--lock-timeout", "0.5", "--http",
                                      std::get<1>(GetParam())};
     if (exactly_once) args.push_back("--exactly-once");
-    demo_.emplace(IDEM_DEMO_PATH, uri_, dir_.path() / "demo.log", args);
+    demo_.emplace(::idem::testing::BuiltPath(IDEM_DEMO_PATH), uri_,
+                  dir_.path() / "demo.log", args);
     const std::uint16_t port = demo_->WaitListening();
     EXPECT_NE(port, 0) << ReadFile(dir_.path() / "demo.log");
     return port;

@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "demo_client.h"
+#include "support/built_path.h"
 #include "support/demo_process.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
@@ -41,7 +42,8 @@ class GrpcDemoTest : public ::testing::Test {
   // not say it listens: see Log()).
   std::uint16_t Start(std::vector<std::string> args = {},
                       const std::string& store = "memory:") {
-    demo_.emplace(IDEM_GRPC_DEMO_PATH, store, log(), args);
+    demo_.emplace(::idem::testing::BuiltPath(IDEM_GRPC_DEMO_PATH), store, log(),
+                  args);
     return demo_->WaitListening();
   }
   std::filesystem::path log() const { return dir_.path() / "demo.log"; }
@@ -317,15 +319,16 @@ TEST_F(GrpcDemoTest, BadFlagsExitTwoNamingTheFlag) {
       {{"--bogus"}, "--bogus"},
   };
   for (const BadFlag& c : cases) {
-    const proc::ProgramRun run =
-        proc::RunProgram(IDEM_GRPC_DEMO_PATH, c.args, dir_.path());
+    const proc::ProgramRun run = proc::RunProgram(
+        ::idem::testing::BuiltPath(IDEM_GRPC_DEMO_PATH), c.args, dir_.path());
     SCOPED_TRACE(c.args.front() + " " + c.args.back());
     EXPECT_EQ(run.exit_status, 2) << run.err;
     EXPECT_NE(run.err.find(c.named), std::string::npos) << run.err;
     EXPECT_EQ(run.out.find("listening on"), std::string::npos) << run.out;
   }
   const proc::ProgramRun version =
-      proc::RunProgram(IDEM_GRPC_DEMO_PATH, {"--version"}, dir_.path());
+      proc::RunProgram(::idem::testing::BuiltPath(IDEM_GRPC_DEMO_PATH),
+                       {"--version"}, dir_.path());
   EXPECT_EQ(version.exit_status, 0);
   EXPECT_TRUE(version.out.starts_with("idem-grpc-demo 0.")) << version.out;
 }
@@ -333,13 +336,13 @@ TEST_F(GrpcDemoTest, BadFlagsExitTwoNamingTheFlag) {
 // The default store is ./var/idem-grpc of the working directory: a second
 // demo there fails at start (exit 1) saying what to do.
 TEST_F(GrpcDemoTest, TheDefaultStoreIsRocksdbInTheWorkingDirectory) {
-  DemoProcess first(IDEM_GRPC_DEMO_PATH,
+  DemoProcess first(::idem::testing::BuiltPath(IDEM_GRPC_DEMO_PATH),
                     "rocksdb:" + (dir_.path() / "var" / "idem-grpc").string(),
                     log());
   ASSERT_NE(first.WaitListening(), 0) << Log();
   const proc::ProgramRun second =
-      proc::RunProgram(IDEM_GRPC_DEMO_PATH, {"--listen", "127.0.0.1:0"},
-                       dir_.path(), dir_.path());
+      proc::RunProgram(::idem::testing::BuiltPath(IDEM_GRPC_DEMO_PATH),
+                       {"--listen", "127.0.0.1:0"}, dir_.path(), dir_.path());
   EXPECT_EQ(second.exit_status, 1) << second.err;
   EXPECT_NE(second.err.find("another idem-grpc-demo"), std::string::npos)
       << second.err;

@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "demo_client.h"
+#include "support/built_path.h"
 #include "support/demo_process.h"
 #include "support/temp_dir.h"
 #ifdef IDEM_GRPC_DEMO_TEST_POSTGRES
@@ -115,12 +116,12 @@ class GrpcDemoStoreTest : public ::testing::TestWithParam<Store> {
 class TwoProcessesTest : public GrpcDemoStoreTest {};
 
 TEST_P(TwoProcessesTest, FiftyCallsOfOneKeyRunTheHandlerOnce) {
-  DemoProcess a(IDEM_GRPC_DEMO_PATH, uri_, dir_.path() / "a.log",
-                {"--instance", "a"});
+  DemoProcess a(::idem::testing::BuiltPath(IDEM_GRPC_DEMO_PATH), uri_,
+                dir_.path() / "a.log", {"--instance", "a"});
   const std::uint16_t port_a = a.WaitListening();
   ASSERT_NE(port_a, 0) << Logs();
-  DemoProcess b(IDEM_GRPC_DEMO_PATH, uri_, dir_.path() / "b.log",
-                {"--instance", "b"});
+  DemoProcess b(::idem::testing::BuiltPath(IDEM_GRPC_DEMO_PATH), uri_,
+                dir_.path() / "b.log", {"--instance", "b"});
   const std::uint16_t port_b = b.WaitListening();
   ASSERT_NE(port_b, 0) << Logs();
   DemoClient clients[2] = {DemoClient(port_a), DemoClient(port_b)};
@@ -189,8 +190,8 @@ TEST_P(KillAndRestartTest, ADemoKilledWithSigkillReplaysAfterRestart) {
   const auto request = OrderRequest("kept", 3);
   std::string id;
   {
-    DemoProcess first(IDEM_GRPC_DEMO_PATH, uri_, dir_.path() / "a.log",
-                      {"--instance", "before"});
+    DemoProcess first(::idem::testing::BuiltPath(IDEM_GRPC_DEMO_PATH), uri_,
+                      dir_.path() / "a.log", {"--instance", "before"});
     const std::uint16_t port = first.WaitListening();
     ASSERT_NE(port, 0) << Logs();
     DemoClient client(port);
@@ -204,8 +205,8 @@ TEST_P(KillAndRestartTest, ADemoKilledWithSigkillReplaysAfterRestart) {
     ASSERT_EQ(not_found.status.error_code(), StatusCode::NOT_FOUND);
     first.Kill();  // SIGKILL: no shutdown, no flush beyond the store's own.
   }
-  DemoProcess second(IDEM_GRPC_DEMO_PATH, uri_, dir_.path() / "b.log",
-                     {"--instance", "after"});
+  DemoProcess second(::idem::testing::BuiltPath(IDEM_GRPC_DEMO_PATH), uri_,
+                     dir_.path() / "b.log", {"--instance", "after"});
   const std::uint16_t port = second.WaitListening();
   ASSERT_NE(port, 0) << Logs();
   DemoClient client(port);

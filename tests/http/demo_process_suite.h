@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "http_test_util.h"
+#include "support/built_path.h"
 #include "support/demo_process.h"
 #include "support/temp_dir.h"
 
@@ -25,7 +26,8 @@ class DemoProcessOnEachServer : public HttpServerTest {
   std::uint16_t Start(std::vector<std::string> args) {
     args.push_back("--http");
     args.push_back(HttpFlag(GetParam()));
-    demo_.emplace(IDEM_DEMO_PATH, "memory:", dir_.path() / "demo.log", args);
+    demo_.emplace(::idem::testing::BuiltPath(IDEM_DEMO_PATH),
+                  "memory:", dir_.path() / "demo.log", args);
     return demo_->WaitListening();
   }
   // Its stderr so far.

@@ -31,6 +31,7 @@
 #include "http_test_util.h"
 #include "idem/open_store.h"
 #include "idem/version.h"
+#include "support/built_path.h"
 #include "support/demo_process.h"
 #include "support/spawn_args.h"
 #include "support/temp_dir.h"
@@ -66,10 +67,11 @@ class DemoProcess {
     if (!cwd.empty()) {
       posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
     }
-    args.insert(args.begin(), IDEM_DEMO_PATH);
+    args.insert(args.begin(), ::idem::testing::BuiltPath(IDEM_DEMO_PATH));
     const SpawnArgs spawn(std::move(args), std::move(env));
-    const int rc = posix_spawn(&pid_, IDEM_DEMO_PATH, &actions, nullptr,
-                               spawn.argv(), spawn.envp());
+    const int rc =
+        posix_spawn(&pid_, ::idem::testing::BuiltPath(IDEM_DEMO_PATH), &actions,
+                    nullptr, spawn.argv(), spawn.envp());
     posix_spawn_file_actions_destroy(&actions);
     close(out[1]);
     close(err[1]);

@@ -30,6 +30,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/built_path.h"
 #include "support/demo_http_flags.h"
 #include "support/demo_process.h"
 #include "support/sqlite_count.h"
@@ -123,11 +124,11 @@ TEST_P(MultiInstanceTest, OneKeyOnTwoInstancesRunsTheHandlerOnce) {
   const auto log_a = dir_.path() / "a.log";
   const auto log_b = dir_.path() / "b.log";
   // The first instance creates the table (or file); the second finds it.
-  DemoProcess a(IDEM_DEMO_PATH, uri_, log_a,
+  DemoProcess a(::idem::testing::BuiltPath(IDEM_DEMO_PATH), uri_, log_a,
                 {"--instance", "a", "--http", GetParam().http});
   const std::uint16_t port_a = a.WaitListening();
   ASSERT_NE(port_a, 0) << ReadFile(log_a);
-  DemoProcess b(IDEM_DEMO_PATH, uri_, log_b,
+  DemoProcess b(::idem::testing::BuiltPath(IDEM_DEMO_PATH), uri_, log_b,
                 {"--instance", "b", "--http", GetParam().http});
   const std::uint16_t port_b = b.WaitListening();
   ASSERT_NE(port_b, 0) << ReadFile(log_b);
@@ -246,11 +247,11 @@ TEST(DemoSweepTest, TheSweepIntervalFlagDeletesExpiredRecordsOrNot) {
   TempDir dir;
   const auto swept_db = dir.path() / "swept.db";
   const auto kept_db = dir.path() / "kept.db";
-  DemoProcess swept(IDEM_DEMO_PATH, "sqlite:" + swept_db.string(),
-                    dir.path() / "swept.log",
+  DemoProcess swept(::idem::testing::BuiltPath(IDEM_DEMO_PATH),
+                    "sqlite:" + swept_db.string(), dir.path() / "swept.log",
                     {"--ttl", "1", "--sweep-interval", "1"});
-  DemoProcess kept(IDEM_DEMO_PATH, "sqlite:" + kept_db.string(),
-                   dir.path() / "kept.log",
+  DemoProcess kept(::idem::testing::BuiltPath(IDEM_DEMO_PATH),
+                   "sqlite:" + kept_db.string(), dir.path() / "kept.log",
                    {"--ttl", "1", "--sweep-interval", "0"});
   const std::uint16_t swept_port = swept.WaitListening();
   const std::uint16_t kept_port = kept.WaitListening();
@@ -273,7 +274,7 @@ TEST(DemoSweepTest, AnOutOfRangeSweepIntervalIsRefusedNamingTheFlag) {
     SCOPED_TRACE(value);
     TempDir dir;
     const auto log = dir.path() / "demo.log";
-    DemoProcess demo(IDEM_DEMO_PATH, "memory:", log,
+    DemoProcess demo(::idem::testing::BuiltPath(IDEM_DEMO_PATH), "memory:", log,
                      {"--sweep-interval", value});
     EXPECT_EQ(demo.WaitListening(), 0);
     EXPECT_TRUE(proc::WaitFor([&] {

@@ -32,6 +32,7 @@
 #include "idem/store.h"
 #include "idem/version.h"
 #include "idemctl_process.h"
+#include "support/built_path.h"
 #include "support/temp_dir.h"
 #include "tool_store.h"
 #ifdef IDEM_IDEMCTL_TEST_POSTGRES
@@ -63,7 +64,7 @@ constexpr int kOk = 0, kNotFound = 1, kUsage = 2, kStoreError = 3;
 
 ToolResult Idemctl(const std::vector<std::string>& args,
                    const std::vector<std::string>& env = {}) {
-  return RunTool(IDEMCTL_PATH, args, env);
+  return RunTool(::idem::testing::BuiltPath(IDEMCTL_PATH), args, env);
 }
 
 TimePoint Now() { return std::chrono::system_clock::now(); }
@@ -455,7 +456,8 @@ class IdemctlDemoTest : public IdemctlStoreTest {};
 
 TEST_P(IdemctlDemoTest, RevokingAKeyWhileTheDemoRunsMakesTheNextRetryRunIt) {
   const auto log = fx_.dir().path() / "demo.log";
-  proc::DemoProcess demo(IDEM_DEMO_PATH, fx_.uri(), log);
+  proc::DemoProcess demo(::idem::testing::BuiltPath(IDEM_DEMO_PATH), fx_.uri(),
+                         log);
   const std::uint16_t port = demo.WaitListening();
   ASSERT_NE(port, 0) << proc::ReadFile(log);
   constexpr char kBody[] = R"({"item":"book","quantity":1})";

@@ -26,6 +26,7 @@
 
 #include "idem/record_id.h"
 #include "idemctl_process.h"
+#include "support/built_path.h"
 #include "support/demo_process.h"
 #include "support/temp_dir.h"
 #include "tool_store.h"
@@ -123,7 +124,8 @@ class SealedStoreTest : public ::testing::TestWithParam<Kind> {
   std::unique_ptr<proc::DemoProcess> StartDemo(
       std::vector<std::string> args = {}) {
     auto demo = std::make_unique<proc::DemoProcess>(
-        IDEM_DEMO_PATH, uri_, dir_.path() / "demo.log", args);
+        ::idem::testing::BuiltPath(IDEM_DEMO_PATH), uri_,
+        dir_.path() / "demo.log", args);
     port_ = demo->WaitListening();
     EXPECT_NE(port_, 0) << proc::ReadFile(dir_.path() / "demo.log");
     return demo;
@@ -173,7 +175,8 @@ TEST_P(SealedStoreTest, TheStoreHoldsNothingOfASealedResponse) {
   // idemctl: without the keys, the status and state but not the body.
   const std::vector<std::string> inspect = {"--store", uri_,     "inspect",
                                             "--key",   "sealed", "--body"};
-  const ToolResult sealed = RunTool(IDEMCTL_PATH, inspect);
+  const ToolResult sealed =
+      RunTool(::idem::testing::BuiltPath(IDEMCTL_PATH), inspect);
   ASSERT_EQ(sealed.exit_code, 0) << Describe(sealed);
   EXPECT_THAT(sealed.out, HasSubstr("state: completed"));
   EXPECT_THAT(sealed.out, HasSubstr("status: 201"));
@@ -183,14 +186,16 @@ TEST_P(SealedStoreTest, TheStoreHoldsNothingOfASealedResponse) {
   EXPECT_THAT(sealed.out, Not(HasSubstr("sealed-marker-9c2e")));
   std::vector<std::string> with_keys = inspect;
   with_keys.insert(with_keys.end(), {"--response-keys", keys_});
-  const ToolResult opened = RunTool(IDEMCTL_PATH, with_keys);
+  const ToolResult opened =
+      RunTool(::idem::testing::BuiltPath(IDEMCTL_PATH), with_keys);
   ASSERT_EQ(opened.exit_code, 0) << Describe(opened);
   EXPECT_THAT(opened.out, HasSubstr("sealed-marker-9c2e"));
   EXPECT_THAT(opened.out, HasSubstr("header: Location: /orders/"));
   EXPECT_THAT(opened.out + opened.err, Not(HasSubstr(kOldHex)));
   // A ring without the sealing key: damaged, exit 3, named by key id.
   with_keys.back() = KeyFile(dir_, "new", "new:" + kNewHex + "\n");
-  const ToolResult wrong = RunTool(IDEMCTL_PATH, with_keys);
+  const ToolResult wrong =
+      RunTool(::idem::testing::BuiltPath(IDEMCTL_PATH), with_keys);
   EXPECT_EQ(wrong.exit_code, 3) << Describe(wrong);
   EXPECT_THAT(wrong.err, HasSubstr("key id old"));
   EXPECT_THAT(wrong.err, HasSubstr("idemctl revoke --record-id"));
@@ -214,7 +219,7 @@ class SealedRestartTest : public ::testing::Test {
   }
   std::unique_ptr<proc::DemoProcess> Start(const std::string& keys) {
     auto demo = std::make_unique<proc::DemoProcess>(
-        IDEM_DEMO_PATH, uri_, log_,
+        ::idem::testing::BuiltPath(IDEM_DEMO_PATH), uri_, log_,
         std::vector<std::string>{"--response-keys", keys});
     port_ = demo->WaitListening();
     EXPECT_NE(port_, 0) << proc::ReadFile(log_);
@@ -268,15 +273,16 @@ TEST_F(SealedRestartTest, RotationReplaysAndARemovedKeyIsDamage) {
 TEST(SealedFlagsTest, AKeyFileOthersCanReadIsRefused) {
   TempDir dir;
   const std::string keys = KeyFile(dir, "keys", "k1:" + kOldHex + "\n", 0644);
-  const ToolResult r =
-      RunTool(IDEM_DEMO_PATH, {"--store", "memory:", "--listen", "127.0.0.1:0",
-                               "--response-keys", keys});
+  const ToolResult r = RunTool(::idem::testing::BuiltPath(IDEM_DEMO_PATH),
+                               {"--store", "memory:", "--listen", "127.0.0.1:0",
+                                "--response-keys", keys});
   EXPECT_EQ(r.exit_code, 2) << Describe(r);
   EXPECT_THAT(r.err, HasSubstr("--response-keys"));
   EXPECT_THAT(r.err, HasSubstr("chmod 600"));
-  const ToolResult ctl = RunTool(
-      IDEMCTL_PATH, {"--store", "sqlite:" + (dir.path() / "x.db").string(),
-                     "inspect", "--key", "k", "--response-keys", keys});
+  const ToolResult ctl =
+      RunTool(::idem::testing::BuiltPath(IDEMCTL_PATH),
+              {"--store", "sqlite:" + (dir.path() / "x.db").string(), "inspect",
+               "--key", "k", "--response-keys", keys});
   EXPECT_EQ(ctl.exit_code, 2) << Describe(ctl);
   EXPECT_THAT(ctl.err, HasSubstr("--response-keys"));
 }
@@ -286,9 +292,9 @@ TEST(SealedFlagsTest, AMalformedKeyLineIsNamedWithoutItsKey) {
   const std::string short_key = kNewHex.substr(2);
   const std::string keys =
       KeyFile(dir, "keys", "k1:" + kOldHex + "\nk2:" + short_key + "\n");
-  const ToolResult r =
-      RunTool(IDEM_DEMO_PATH, {"--store", "memory:", "--listen", "127.0.0.1:0",
-                               "--response-keys", keys});
+  const ToolResult r = RunTool(::idem::testing::BuiltPath(IDEM_DEMO_PATH),
+                               {"--store", "memory:", "--listen", "127.0.0.1:0",
+                                "--response-keys", keys});
   EXPECT_EQ(r.exit_code, 2) << Describe(r);
   EXPECT_THAT(r.err, HasSubstr("--response-keys"));
   EXPECT_THAT(r.err, HasSubstr("line 2"));
@@ -297,9 +303,9 @@ TEST(SealedFlagsTest, AMalformedKeyLineIsNamedWithoutItsKey) {
 }
 
 TEST(SealedFlagsTest, AMalformedFingerprintFieldIsNamed) {
-  const ToolResult r =
-      RunTool(IDEM_DEMO_PATH, {"--store", "memory:", "--listen", "127.0.0.1:0",
-                               "--fingerprint-fields", "/item,customer"});
+  const ToolResult r = RunTool(::idem::testing::BuiltPath(IDEM_DEMO_PATH),
+                               {"--store", "memory:", "--listen", "127.0.0.1:0",
+                                "--fingerprint-fields", "/item,customer"});
   EXPECT_EQ(r.exit_code, 2) << Describe(r);
   EXPECT_THAT(r.err, HasSubstr("--fingerprint-fields"));
   EXPECT_THAT(r.err, HasSubstr("\"customer\""));
@@ -309,7 +315,8 @@ TEST(SealedFlagsTest, AMalformedFingerprintFieldIsNamed) {
 
 TEST(SealedHttpTest, FingerprintFieldsAndTheExpiryHeader) {
   TempDir dir;
-  proc::DemoProcess demo(IDEM_DEMO_PATH, "memory:", dir.path() / "demo.log",
+  proc::DemoProcess demo(::idem::testing::BuiltPath(IDEM_DEMO_PATH),
+                         "memory:", dir.path() / "demo.log",
                          {"--fingerprint-fields", "/item", "--ttl", "3600"});
   const std::uint16_t port = demo.WaitListening();
   ASSERT_NE(port, 0) << proc::ReadFile(dir.path() / "demo.log");

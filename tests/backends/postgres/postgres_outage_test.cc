@@ -38,6 +38,7 @@
 #include "http_test_util.h"
 #endif
 #include "postgres_test_util.h"
+#include "support/built_path.h"
 #include "support/demo_process.h"
 #include "support/fail_open_outage.h"
 #include "support/faulty_store.h"
@@ -475,7 +476,7 @@ TEST_F(PostgresOutageTest, TheDemoOnALazyStoreAnswers503ThenServes) {
 TEST_F(PostgresOutageTest, TheDemoProcessStartsOnALazyUriWhileTheServerIsDown) {
   ASSERT_TRUE(server_.Pause()) << server_.error();
   testing::TempDir dir("idem-lazy-demo");
-  testing::proc::DemoProcess demo(IDEM_DEMO_PATH,
+  testing::proc::DemoProcess demo(::idem::testing::BuiltPath(IDEM_DEMO_PATH),
                                   server_.url() + "?" + kLazyParams,
                                   dir.path() / "demo.log");
   const std::uint16_t port = demo.WaitListening();

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/built_path.h"
 #include "support/shell_command.h"
 
 #ifndef IDEM_POSTGRES_SCRIPT
@@ -125,9 +126,10 @@ bool PrivatePostgres::Run(const std::string& command, std::string* out) {
   // URL) is captured.
   // IDEM_PG_OWNER_PID: the script's watchdog stops the server if this
   // process dies before the destructor runs (an abort, a signal).
-  const std::string line = "IDEM_PG_OWNER_PID=" + std::to_string(::getpid()) +
-                           " IDEM_PG_STATE='" + (dir_ / "state").string() +
-                           "' '" IDEM_POSTGRES_SCRIPT "' " + command;
+  const std::string line =
+      "IDEM_PG_OWNER_PID=" + std::to_string(::getpid()) + " IDEM_PG_STATE='" +
+      (dir_ / "state").string() + "' '" +
+      ::idem::testing::BuiltPath(IDEM_POSTGRES_SCRIPT) + "' " + command;
   std::string error;
   if (RunShellCommand(line, out, &error)) return true;
   error_ = "scripts/postgres.sh " + command + " " + error;
