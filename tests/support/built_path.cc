@@ -15,11 +15,14 @@ std::filesystem::path FindBuildRoot() {
   std::error_code ec;
   const std::filesystem::path self =
       std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    for (std::filesystem::path dir = self.parent_path();
-         !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
-      if (std::filesystem::exists(dir / "CMakeCache.txt", ec)) return dir;
-    }
+  if (ec) {
+    std::fprintf(stderr, "BuiltPath: cannot read /proc/self/exe: %s\n",
+                 ec.message().c_str());
+    std::abort();
+  }
+  for (std::filesystem::path dir = self.parent_path();
+       !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+    if (std::filesystem::exists(dir / "CMakeCache.txt", ec)) return dir;
   }
   std::fprintf(stderr,
                "BuiltPath: %s is not inside a CMake build tree (no "

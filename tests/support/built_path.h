@@ -7,9 +7,8 @@
 // Why relative: an absolute path in a compile definition is part of the
 // compile command, so each checkout in another folder (a fresh clone in CI)
 // compiled those files anew instead of taking them from ccache, which
-// hashes the checkout's paths relative to it (CCACHE_BASEDIR): 14 files of
-// the main build, about 100 s of its 143 s on 2 cores (measured on a clone
-// in /tmp).
+// hashes the checkout's paths relative to it (CCACHE_BASEDIR): 14 files
+// per configuration.
 //
 // Success: the absolute path, found from the running program's own
 // (/proc/self/exe): the root is its nearest ancestor directory that holds

@@ -17,11 +17,11 @@
 // one part per stripe (capacity / 64 slots, about 100 bytes each; fewer
 // parts when the capacity is smaller), each allocated by the first Remember
 // that lands in it; no other call allocates. So a store that is opened for
-// a few claims (a test, an idemctl command) does not build the whole
-// table: built whole at construction, the default 1.6 MB made every store
-// opened under ThreadSanitizer cost tens of milliseconds (the store
-// contract suites' StoreContractTest cases under TSan, wall time: Redis
-// 47 s -> 19 s, PostgreSQL 46 s -> 32 s, SQLite 20 s -> 13 s).
+// a few claims (a test, an idemctl command) does not build and touch the
+// whole table (1.6 MB by default), which under a sanitizer was most of what
+// opening a store cost: ThreadSanitizer records every byte written, and
+// the store contract suites open a store for each case. A store under
+// steady load makes every part within its first few hundred claims.
 // Thread-safety: every method may be called concurrently (striped locks: a
 // call waits only for calls on slots of its stripe's part).
 
