@@ -1,11 +1,13 @@
 // Schema versions of the PostgreSQL store.
 //
 // A table `idem_schema_versions (table_name, version)` in the same schema
-// (search_path) holds one row per idem table. Opening a store runs, in one
-// transaction under pg_advisory_xact_lock (so that two instances starting at
-// once on a fresh database wait for each other instead of both creating the
-// table): create the version table if missing, read the table's version, and
-// apply the steps from there to the newest. A table with a newer version
+// (search_path) holds one row per idem table. Opening a store reads the
+// table's version first; only when the table is not there at the newest
+// does it run, in one transaction under pg_advisory_xact_lock (so that two
+// instances starting at once on a fresh database wait for each other
+// instead of both creating the table): create the version table if
+// missing, read the table's version again, and apply the steps from there
+// to the newest. A table with a newer version
 // than this build knows is refused; so is an existing table of that name
 // that has no version row (it is not ours).
 
@@ -21,10 +23,6 @@
 
 namespace idem::postgres_internal {
 namespace {
-
-// Any fixed key: every idem schema change in a database takes this lock
-// for its transaction, whatever the table.
-constexpr std::int64_t kSchemaLockKey = 0x6964656d5f736368;  // "idem_sch"
 
 // Schema steps: kSchemaSteps[v] takes a table from version v to v + 1.
 // `%t` is the quoted table name, `%i` the quoted index name.
@@ -178,6 +176,11 @@ Status CheckExisting(Connection& c, const std::string& table,
 
 Status CreateOrMigrate(Connection& c, const std::string& table,
                        const std::string& prefix) {
+  // Up to date: nothing to lock for. Any other answer (missing, older,
+  // foreign, newer, a failed read) is decided again under the lock, which
+  // is authoritative: a migration another instance has not committed yet
+  // reads as older here.
+  if (CheckExisting(c, table, prefix)) return {};
   IDEM_RETURN_IF_ERROR(c.RunText("BEGIN", {}, "schema"));
   if (Status s = Migrate(c, table, prefix); !s) {
     // A broken connection is closed anyway; otherwise leave it clean.

@@ -37,6 +37,7 @@
 #include "idem/open_store.h"
 #include "idem/postgres_store.h"
 #include "idem/store.h"
+#include "postgres_schema.h"
 #include "postgres_store_test_peer.h"
 #include "postgres_test_util.h"
 #include "support/lost_races.h"
@@ -364,6 +365,29 @@ TEST_F(PostgresStoreTest, ANewerSchemaVersionIsRefused) {
   ASSERT_FALSE(store.has_value());
   EXPECT_EQ(store.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(store.error().message(), HasSubstr("newer"));
+}
+
+// Another session holds the schema lock (an instance creating or migrating
+// a table takes it for as long as that takes). An open of a table already
+// at this build's version finds it by reads and takes no lock, so it does
+// not wait, even with a statement timeout far shorter than the hold; an
+// open that has a table to create waits for the lock, and times out.
+TEST_F(PostgresStoreTest, AnUpToDateTableOpensWithoutWaitingForTheSchemaLock) {
+  ASSERT_NE(Open(), nullptr);  // Creates the table.
+  const std::string key = std::to_string(postgres_internal::kSchemaLockKey);
+  Conn holder = Connect(base_);
+  ASSERT_TRUE(Exec(holder.get(), "SELECT pg_advisory_lock(" + key + ")"));
+  EXPECT_NE(Open("statement_timeout_ms=500"), nullptr);
+  const std::string fresh = NewTable();
+  auto waited = OpenStore(Uri(fresh, "statement_timeout_ms=500"),
+                          {.sweep_interval = Duration::zero()});
+  ASSERT_FALSE(waited.has_value());
+  EXPECT_EQ(waited.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(waited.error().message(), HasSubstr("schema: "));
+  EXPECT_TRUE(Query("SELECT to_regclass($1) IS NULL", {fresh}) ==
+              (std::vector<std::vector<std::string>>{{"t"}}));
+  ASSERT_TRUE(Exec(holder.get(), "SELECT pg_advisory_unlock(" + key + ")"));
+  EXPECT_NE(OpenTable(fresh), nullptr);
 }
 
 TEST_F(PostgresStoreTest, ReopeningKeepsEveryRecord) {
@@ -702,6 +726,10 @@ TEST_F(PostgresStoreTest, AFullPoolIsUnavailableAfterTheAcquireTimeout) {
 }
 
 TEST_F(PostgresStoreTest, AStatementBlockedInTheServerTimesOutUnavailable) {
+  // The table first, with the default timeouts: creating it waits for the
+  // schema lock, which other tests' opens may hold for longer than 500 ms
+  // on a loaded machine.
+  ASSERT_NE(Open(), nullptr);
   auto store = Open("statement_timeout_ms=500");
   ASSERT_NE(store, nullptr);
   LockedClaim locked = ClaimAndLock(*store, base_, table_);
