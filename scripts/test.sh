@@ -87,11 +87,18 @@ scripts/deps.sh
 # (scripts/postgres.sh), stopped and deleted at exit, unless
 # IDEM_TEST_POSTGRES_URI already names one. Under CI a server that does not
 # start fails the run (and so would the tests); elsewhere those tests skip.
+# Every server of the run (this one and the tests' private ones) starts
+# from one data directory made once (postgres.sh's IDEM_PG_TEMPLATE),
+# deleted at exit.
+export IDEM_PG_TEMPLATE=$root/build/postgres/template
+IDEM_PG_STATE=$IDEM_PG_TEMPLATE/state scripts/postgres.sh stop || true
+rm -rf "$IDEM_PG_TEMPLATE"
+trap 'IDEM_PG_STATE=$IDEM_PG_TEMPLATE/state scripts/postgres.sh stop || true' EXIT
 if [[ -z ${IDEM_TEST_POSTGRES_URI:-} ]]; then
   pg_state=$root/build/postgres/state
   if pg_url=$(IDEM_PG_STATE=$pg_state scripts/postgres.sh start); then
     export IDEM_TEST_POSTGRES_URI=$pg_url
-    trap 'IDEM_PG_STATE=$pg_state scripts/postgres.sh stop || true' EXIT
+    trap 'IDEM_PG_STATE=$pg_state scripts/postgres.sh stop || true; IDEM_PG_STATE=$IDEM_PG_TEMPLATE/state scripts/postgres.sh stop || true' EXIT
   elif [[ -n ${CI:-} ]]; then
     echo "test.sh: PostgreSQL did not start (CI is set)" >&2
     exit 1
