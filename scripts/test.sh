@@ -89,7 +89,7 @@ scripts/deps.sh
 # start fails the run (and so would the tests); elsewhere those tests skip.
 # Every server of the run (this one and the tests' private ones) starts
 # from one data directory made once (postgres.sh's IDEM_PG_TEMPLATE),
-# deleted at exit.
+# whose data is deleted at exit.
 export IDEM_PG_TEMPLATE=$root/build/postgres/template
 IDEM_PG_STATE=$IDEM_PG_TEMPLATE/state scripts/postgres.sh stop || true
 rm -rf "$IDEM_PG_TEMPLATE"

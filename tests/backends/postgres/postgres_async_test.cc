@@ -159,8 +159,8 @@ class PostgresAsyncTest : public ::testing::Test {
   }
 
   // Open(extra) on a table created beforehand with the default timeouts:
-  // creating it waits for the schema lock, which other tests' opens may
-  // hold for longer than a short statement_timeout on a loaded machine.
+  // creating it waits for the schema lock, which other tests creating
+  // theirs may hold longer than a short statement_timeout when loaded.
   std::unique_ptr<PostgresStore> OpenCreated(const std::string& extra) {
     if (Open() == nullptr) return nullptr;
     return Open(extra);

@@ -727,8 +727,8 @@ TEST_F(PostgresStoreTest, AFullPoolIsUnavailableAfterTheAcquireTimeout) {
 
 TEST_F(PostgresStoreTest, AStatementBlockedInTheServerTimesOutUnavailable) {
   // The table first, with the default timeouts: creating it waits for the
-  // schema lock, which other tests' opens may hold for longer than 500 ms
-  // on a loaded machine.
+  // schema lock, which other tests creating theirs may hold for longer
+  // than 500 ms on a loaded machine.
   ASSERT_NE(Open(), nullptr);
   auto store = Open("statement_timeout_ms=500");
   ASSERT_NE(store, nullptr);
