@@ -100,6 +100,19 @@ for p in "${!deb[@]}"; do
     fail "$p: usr/share/doc/$p/copyright does not name the license (License: Apache-2.0)"
 done
 
+# The static libraries without debug information, like the programs
+# (CPACK_STRIP_FILES; idem_add_library strips the libraries): the -dev
+# packages are for building against, not for debugging idem.
+for p in "${!deb[@]}"; do
+  [[ $p == libidem-*-dev || $p == libidem-dev ]] || continue
+  unpacked=$work/strip-$p
+  rm -rf "$unpacked" && mkdir -p "$unpacked" && dpkg-deb -x "${deb[$p]}" "$unpacked"
+  while IFS= read -r archive; do
+    ! readelf -S "$archive" 2>/dev/null | grep -q '\.debug_info' || fail "$p: ${archive#"$unpacked"/} has debug information"
+  done < <(find "$unpacked" -name '*.a')
+  rm -rf "$unpacked"
+done
+
 # 3. Each package's synopsis and version, and what it depends on: libidem-dev at this very version for
 # every other library package, and every other dependency a Debian package
 # installed here at a version that satisfies it (so the names are right:
