@@ -106,7 +106,7 @@ done
 for p in "${!deb[@]}"; do
   [[ $p == libidem-*-dev || $p == libidem-dev ]] || continue
   unpacked=$work/strip-$p
-  rm -rf "$unpacked" && mkdir -p "$unpacked" && dpkg-deb -x "${deb[$p]}" "$unpacked"
+  rm -rf "$unpacked" && dpkg -x "${deb[$p]}" "$unpacked"
   while IFS= read -r archive; do
     ! readelf -S "$archive" 2>/dev/null | grep -q '\.debug_info' || fail "$p: ${archive#"$unpacked"/} has debug information"
   done < <(find "$unpacked" -name '*.a')

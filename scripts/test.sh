@@ -83,6 +83,12 @@ root=$PWD
 
 scripts/deps.sh
 
+# What the run started and must stop at exit, however it ends: commands,
+# run in the order they were added.
+exit_commands=()
+at_exit() { exit_commands+=("$(printf '%q ' "$@")"); }
+trap 'for c in "${exit_commands[@]}"; do eval "$c" || true; done' EXIT
+
 # PostgreSQL for the postgres store's tests: a throwaway server
 # (scripts/postgres.sh), stopped and deleted at exit, unless
 # IDEM_TEST_POSTGRES_URI already names one. Under CI a server that does not
@@ -93,12 +99,12 @@ scripts/deps.sh
 export IDEM_PG_TEMPLATE=$root/build/postgres/template
 IDEM_PG_STATE=$IDEM_PG_TEMPLATE/state scripts/postgres.sh stop || true
 rm -rf "$IDEM_PG_TEMPLATE"
-trap 'IDEM_PG_STATE=$IDEM_PG_TEMPLATE/state scripts/postgres.sh stop || true' EXIT
+at_exit env IDEM_PG_STATE="$IDEM_PG_TEMPLATE/state" scripts/postgres.sh stop
 if [[ -z ${IDEM_TEST_POSTGRES_URI:-} ]]; then
   pg_state=$root/build/postgres/state
   if pg_url=$(IDEM_PG_STATE=$pg_state scripts/postgres.sh start); then
     export IDEM_TEST_POSTGRES_URI=$pg_url
-    trap 'IDEM_PG_STATE=$pg_state scripts/postgres.sh stop || true; IDEM_PG_STATE=$IDEM_PG_TEMPLATE/state scripts/postgres.sh stop || true' EXIT
+    at_exit env IDEM_PG_STATE="$pg_state" scripts/postgres.sh stop
   elif [[ -n ${CI:-} ]]; then
     echo "test.sh: PostgreSQL did not start (CI is set)" >&2
     exit 1
@@ -114,9 +120,7 @@ if [[ -z ${IDEM_TEST_REDIS_URI:-} ]]; then
   export IDEM_REDIS_STATE=$root/build/redis
   if redis_url=$(scripts/redis.sh start) && redis_cluster_url=$(scripts/redis.sh cluster); then
     export IDEM_TEST_REDIS_URI=$redis_url IDEM_TEST_REDIS_CLUSTER_URI=$redis_cluster_url
-    # Chained to the EXIT trap already set (PostgreSQL's), if any.
-    prev_exit=$(trap -p EXIT | sed "s/^trap -- '//; s/' EXIT\$//")
-    trap "${prev_exit:+$prev_exit; }scripts/redis.sh stop || true" EXIT
+    at_exit env IDEM_REDIS_STATE="$IDEM_REDIS_STATE" scripts/redis.sh stop
   elif [[ -n ${CI:-} ]]; then
     echo "test.sh: Redis did not start (CI is set)" >&2
     exit 1

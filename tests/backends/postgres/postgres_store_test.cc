@@ -384,8 +384,8 @@ TEST_F(PostgresStoreTest, AnUpToDateTableOpensWithoutWaitingForTheSchemaLock) {
   ASSERT_FALSE(waited.has_value());
   EXPECT_EQ(waited.error().code(), ErrorCode::kUnavailable);
   EXPECT_THAT(waited.error().message(), HasSubstr("schema: "));
-  EXPECT_TRUE(Query("SELECT to_regclass($1) IS NULL", {fresh}) ==
-              (std::vector<std::vector<std::string>>{{"t"}}));
+  EXPECT_EQ(Query("SELECT to_regclass($1) IS NULL", {fresh}),
+            (std::vector<std::vector<std::string>>{{"t"}}));
   ASSERT_TRUE(Exec(holder.get(), "SELECT pg_advisory_unlock(" + key + ")"));
   EXPECT_NE(OpenTable(fresh), nullptr);
 }
