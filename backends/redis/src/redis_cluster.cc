@@ -250,8 +250,13 @@ Result<std::vector<Reply>> ClusterRouter::Run(std::string_view key,
 std::vector<std::string> ClusterRouter::Servers() {
   std::lock_guard<std::mutex> lock(mu_);
   std::set<std::string> names;
+  // A node owns whole ranges of slots: only where the owner changes from
+  // one slot to the next is a name made (a few per cluster, not 16,384).
+  const Pool* previous = nullptr;
   for (Pool* p : slots_) {
-    if (p != nullptr) names.insert(p->endpoint().Name());
+    if (p == nullptr || p == previous) continue;
+    previous = p;
+    names.insert(p->endpoint().Name());
   }
   return {names.begin(), names.end()};
 }
